@@ -1,0 +1,13 @@
+"""Package discovery: `domains/` ships inside the wheel as `tau2_gym.domains`.
+
+A new domain is a folder under `domains/`; it is picked up here without editing this file.
+"""
+from setuptools import find_packages, setup
+
+packages = find_packages(include=["tau2_gym", "tau2_gym.*"])
+packages += ["tau2_gym.domains"] + [f"tau2_gym.domains.{p}" for p in find_packages("domains")]
+
+setup(
+    packages=packages,
+    package_dir={"tau2_gym": "tau2_gym", "tau2_gym.domains": "domains"},
+)

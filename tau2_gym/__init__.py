@@ -1,0 +1,17 @@
+"""tau2-gym: Gymnasium environments for tau2-bench, with upstream-exact tools, replay and rewards."""
+
+from __future__ import annotations
+
+from pathlib import Path as _Path
+
+__version__ = "0.1.0"
+
+# Running from a source checkout without installing: `tau2_gym.domains` lives in the top-level
+# `domains/` folder (the wheel maps it there); make it importable the same way.
+_src_domains = _Path(__file__).resolve().parent.parent / "domains"
+if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().parent / "domains").exists():
+    __path__.append(str(_src_domains.parent))  # type: ignore[name-defined]  # noqa: F821
+
+from tau2_gym.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
+
+__all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain"]

@@ -1,0 +1,49 @@
+"""``tau2-gym`` command line. Each subcommand lives in ``tau2_gym/commands/<name>.py`` and exposes
+``add_arguments(parser)`` and ``run(args) -> int``; heavy imports happen inside ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Optional
+
+COMMANDS = {
+    "demo": "Run the built-in demo on the default data (no API key needed).",
+    "data": "Fetch or locate the official tau2 data.",
+    "eval": "Re-score tau2 results files with tau2-gym's evaluator.",
+    "rollout": "Collect episodes with an agent and a user simulator behind OpenAI-compatible endpoints.",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tau2-gym", description="Gymnasium environments for tau2-bench.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"tau2_gym.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"tau2_gym.commands.{name}":
+                continue  # command not built yet
+            raise
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``tau2-gym`` CLI (one module each)."""

@@ -1,0 +1,360 @@
+"""Domain databases: one validated base per process, a copy-on-write view per episode, tau2's hash.
+
+Upstream builds a fresh pydantic DB per environment (the airline DB is 7 MB of JSON). Here a domain's DB
+is validated once, dumped to plain dicts -- exactly the typed ``model_dump()`` upstream hashes -- and shared
+read-only. An episode's :class:`DBState` owns only the records it changed: big id-keyed collections
+("tables") are copied per record on first write, small fields are copied when the state is created.
+
+The hash is byte-identical to upstream's ``sha256(json.dumps(db.model_dump(), sort_keys=True,
+default=str))``: the serialised form of every unchanged record is cached on the base and reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from enum import Enum
+from typing import Any, Iterator, Optional
+
+_DELETED = object()
+
+
+def copy_json(value: Any) -> Any:
+    """Deep copy of JSON-like data (dicts, lists, scalars, dates) -- much faster than ``copy.deepcopy``."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if t is list:
+        return [copy_json(v) for v in value]
+    if t is tuple:
+        return tuple(copy_json(v) for v in value)
+    return value
+
+
+def plain(value: Any) -> Any:
+    """Turn a python-mode model dump into plain data: enums become their values; dates stay dates."""
+    t = type(value)
+    if t is dict:
+        return {(k.value if isinstance(k, Enum) else k): plain(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def dumps_sorted(value: Any) -> str:
+    """tau2's canonical serialisation for hashing."""
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class DBSchema:
+    """How a domain's DB is validated and laid out.
+
+    ``model`` is the domain's pydantic model (the same field types as upstream, so the dump -- and the
+    hash -- is the same); ``tables`` names the id-keyed collections that are copied per record.
+    """
+
+    def __init__(self, model: Any, tables: tuple[str, ...] = (), name: Optional[str] = None) -> None:
+        self.model = model
+        self.tables = tuple(tables)
+        self.name = name or model.__name__
+
+    def validate(self, raw: Any) -> dict[str, Any]:
+        """Validate raw data and return the typed dump as plain data."""
+        return plain(self.model.model_validate(raw).model_dump())
+
+    def build(self, raw: Any) -> "BaseData":
+        return BaseData(self.validate(raw), self.tables, self)
+
+
+class BaseData:
+    """A validated DB dump, built once and shared read-only by every episode of the process."""
+
+    def __init__(self, data: dict[str, Any], tables: tuple[str, ...] = (), schema: Optional[DBSchema] = None) -> None:
+        missing = [t for t in tables if t not in data or not isinstance(data[t], dict)]
+        if missing:
+            raise ValueError(f"table fields {missing} are not id-keyed objects in the DB")
+        self.data = data
+        self.schema = schema
+        self.model_name = schema.name if schema is not None else "DB"
+        self.tables = tuple(tables)
+        self.fields = tuple(data.keys())
+        self._lock = threading.Lock()
+        self._record_ser: dict[str, dict[str, str]] = {}
+        self._sorted_keys: dict[str, list[str]] = {}
+        self._field_ser: dict[str, str] = {}
+
+    def record_ser(self, table: str) -> dict[str, str]:
+        """Serialised form of every base record of ``table`` (computed on first use)."""
+        cached = self._record_ser.get(table)
+        if cached is None:
+            with self._lock:
+                cached = self._record_ser.get(table)
+                if cached is None:
+                    cached = {k: dumps_sorted(v) for k, v in self.data[table].items()}
+                    self._sorted_keys[table] = sorted(cached)
+                    self._record_ser[table] = cached
+        return cached
+
+    def sorted_keys(self, table: str) -> list[str]:
+        self.record_ser(table)
+        return self._sorted_keys[table]
+
+    def field_ser(self, name: str) -> str:
+        s = self._field_ser.get(name)
+        if s is None:
+            s = dumps_sorted(self.data[name])
+            self._field_ser[name] = s
+        return s
+
+    def new_state(self) -> "DBState":
+        return DBState(self)
+
+    def hash_from_scratch(self) -> str:
+        """Full re-serialisation, ignoring every cache (tests use it to prove the base was never mutated)."""
+        return hashlib.sha256(dumps_sorted(self.data).encode("utf-8")).hexdigest()
+
+
+class Table:
+    """An id-keyed collection: reads see the shared base, the first write of a record copies it.
+
+    Iteration order is upstream's dict order: base keys in file order, then new keys in insertion order.
+    ``t[k]`` returns the shared base record when unchanged -- never mutate it; call ``t.mut(k)`` first.
+    """
+
+    __slots__ = ("_base", "_own", "_name")
+
+    def __init__(self, base: dict[str, Any], name: str) -> None:
+        self._base = base
+        self._own: dict[str, Any] = {}
+        self._name = name
+
+    def __getitem__(self, key: str) -> Any:
+        own = self._own
+        if key in own:
+            value = own[key]
+            if value is _DELETED:
+                raise KeyError(key)
+            return value
+        return self._base[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Like ``dict.get`` (an unhashable key raises ``TypeError``, as it does on a dict)."""
+        own = self._own
+        if key in own:
+            value = own[key]
+            return default if value is _DELETED else value
+        return self._base.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        own = self._own
+        if key in own:
+            return own[key] is not _DELETED
+        return key in self._base
+
+    def mut(self, key: str) -> Any:
+        """The record, made private to this episode so it may be changed in place."""
+        own = self._own
+        if key in own:
+            value = own[key]
+            if value is _DELETED:
+                raise KeyError(key)
+            return value
+        value = copy_json(self._base[key])
+        own[key] = value
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._own[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._own[key] = _DELETED
+
+    def keys(self) -> Iterator[str]:
+        own = self._own
+        for k in self._base:
+            if own.get(k, None) is not _DELETED:
+                yield k
+        for k, v in own.items():
+            if v is not _DELETED and k not in self._base:
+                yield k
+
+    __iter__ = keys
+
+    def values(self) -> Iterator[Any]:
+        for k in self.keys():
+            yield self[k]
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        for k in self.keys():
+            yield k, self[k]
+
+    def __len__(self) -> int:
+        n = len(self._base)
+        for k, v in self._own.items():
+            in_base = k in self._base
+            if v is _DELETED:
+                n -= 1 if in_base else 0
+            elif not in_base:
+                n += 1
+        return n
+
+    def changed_keys(self) -> Iterator[str]:
+        return iter(self._own)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: self[k] for k in self.keys()}
+
+    def __repr__(self) -> str:
+        return f"<Table {self._name}: {len(self)} records, {len(self._own)} private>"
+
+
+class DBState:
+    """One episode's database: attribute access per top-level field (``db.users``, ``db.flights``)."""
+
+    def __init__(self, base: BaseData) -> None:
+        self._base_data = base
+        fields = self.__dict__
+        data = base.data
+        tables = base.tables
+        for name in base.fields:
+            fields[name] = Table(data[name], name) if name in tables else copy_json(data[name])
+
+    def __getattr__(self, name: str) -> Any:
+        # Same text as a pydantic DB object missing the attribute (upstream's aliasing quirk relies on it).
+        model = self.__dict__["_base_data"].model_name if "_base_data" in self.__dict__ else "DB"
+        raise AttributeError(f"'{model}' object has no attribute '{name}'")
+
+    @property
+    def base(self) -> BaseData:
+        return self._base_data
+
+    def updated(self, update: dict[str, Any]) -> "DBState":
+        """tau2's ``update_db``: merge ``update`` into the dump, re-validate, and return a new state."""
+        schema = self._base_data.schema
+        if schema is None:
+            raise ValueError("this DB has no schema to re-validate an update with")
+        return schema.build(merge_update(self.dump(), update)).new_state()
+
+    def field_names(self) -> tuple[str, ...]:
+        return self._base_data.fields
+
+    def get_field(self, name: str) -> Any:
+        return self.__dict__[name]
+
+    def set_field(self, name: str, value: Any) -> None:
+        """Replace a non-table field (tools that assign a whole new list/model to a top-level field)."""
+        if name in self._base_data.tables:
+            raise ValueError(f"{name!r} is a table; assign records, not the whole table")
+        self.__dict__[name] = value
+
+    # ------------------------------------------------------------------ dump / hash
+
+    def dump(self) -> dict[str, Any]:
+        """The full DB as plain data (what upstream's ``model_dump()`` gives)."""
+        out = {}
+        for name in self._base_data.fields:
+            v = self.__dict__[name]
+            out[name] = v.to_dict() if isinstance(v, Table) else v
+        return out
+
+    def _serialise(self, parts: list[str]) -> None:
+        base = self._base_data
+        enc = json.encoder.encode_basestring_ascii
+        parts.append("{")
+        first = True
+        for name in sorted(base.fields):
+            if not first:
+                parts.append(", ")
+            first = False
+            parts.append(enc(name))
+            parts.append(": ")
+            value = self.__dict__[name]
+            if not isinstance(value, Table):
+                parts.append(dumps_sorted(value))
+                continue
+            own = value._own
+            ser = base.record_ser(name)
+            if own:
+                keys = sorted(value.keys())
+            else:
+                keys = base.sorted_keys(name)
+            parts.append("{")
+            sep = False
+            for k in keys:
+                if sep:
+                    parts.append(", ")
+                sep = True
+                parts.append(enc(k))
+                parts.append(": ")
+                if k in own:
+                    parts.append(dumps_sorted(own[k]))
+                else:
+                    parts.append(ser[k])
+            parts.append("}")
+        parts.append("}")
+
+    def canonical_json(self) -> str:
+        parts: list[str] = []
+        self._serialise(parts)
+        return "".join(parts)
+
+    def hash(self) -> str:
+        """tau2's DB hash: sha256 of the sorted-key JSON dump of the typed model."""
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+
+    def same_as(self, other: "DBState") -> bool:
+        """Equality of the hashed content, decided from the changed records when both share a base."""
+        if self._base_data is not other._base_data:
+            return self.canonical_json() == other.canonical_json()
+        base = self._base_data
+        for name in base.fields:
+            a, b = self.__dict__[name], other.__dict__[name]
+            if isinstance(a, Table):
+                keys = set(a._own) | set(b._own)
+                for k in keys:
+                    ina, inb = k in a, k in b
+                    if ina != inb:
+                        return False
+                    if ina and dumps_sorted(a[k]) != dumps_sorted(b[k]):
+                        return False
+            elif a is not b and dumps_sorted(a) != dumps_sorted(b):
+                return False
+        return True
+
+    def copy(self) -> "DBState":
+        """An independent copy (snapshot) of this state."""
+        new = DBState.__new__(DBState)
+        new._base_data = self._base_data
+        for name in self._base_data.fields:
+            v = self.__dict__[name]
+            if isinstance(v, Table):
+                t = Table(v._base, name)
+                t._own = {k: (x if x is _DELETED else copy_json(x)) for k, x in v._own.items()}
+                new.__dict__[name] = t
+            else:
+                new.__dict__[name] = copy_json(v)
+        return new
+
+
+def merge_update(target: Any, update: Any) -> Any:
+    """tau2's ``update_db`` merge: dicts merge recursively, anything else (lists included) replaces."""
+    if isinstance(target, dict) and isinstance(update, dict):
+        out = dict(target)
+        for k, v in update.items():
+            out[k] = merge_update(out[k], v) if k in out else copy_json(v)
+        return out
+    return copy_json(update)
+
+
+def dump_hash(data: Any) -> str:
+    """Hash of arbitrary plain data, as upstream's ``get_dict_hash``."""
+    return hashlib.sha256(dumps_sorted(data).encode("utf-8")).hexdigest()
+
+
+__all__ = ["BaseData", "DBState", "Table", "copy_json", "plain", "dumps_sorted", "merge_update", "dump_hash",
+           "DBSchema"]

@@ -1,0 +1,254 @@
+"""Domains: what a domain declares (:class:`DomainSpec`), the registry, and a domain bound to its data.
+
+A domain is a folder under ``domains/`` exposing a ``DOMAIN`` spec, plus one line in
+``tau2_gym/domains/__init__.py``; third-party packages add domains through the ``tau2_gym.domains`` entry
+point group (``name = "pkg.module:DOMAIN"``). The engine never names a domain.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from tau2_gym import data as _data
+from tau2_gym.db import BaseData, DBSchema
+from tau2_gym.environment import Environment
+from tau2_gym.tasks import Task, TaskFileError, load_splits, load_task_file, select_split
+from tau2_gym.tools import ProseSource, Toolkit, toolkit_schemas
+
+
+@dataclass(frozen=True)
+class TaskSetSpec:
+    """A task file of a domain and the split used when none is named."""
+
+    file: str
+    default_split: Optional[str] = "base"
+
+
+@dataclass(frozen=True)
+class DBFile:
+    """A DB file of the domain folder and how to read it."""
+
+    file: str
+    schema: DBSchema
+    required: bool = True
+    reader: Optional[Callable[[Path], Any]] = None  # default: JSON
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """Everything the engine needs to know about a domain; built by the domain package."""
+
+    name: str
+    data_folder: str
+    agent_toolkit: type[Toolkit]
+    db: DBFile
+    policy: Callable[[_data.DataSource, bool], str]
+    task_sets: dict[str, TaskSetSpec]
+    default_task_set: str
+    user_toolkit: Optional[type[Toolkit]] = None
+    user_db: Optional[DBFile] = None
+    sync: Optional[Callable[[Environment], None]] = None
+    solo_supported: bool = False
+    solo_error: str = ""
+    agent_prose: Optional[ProseSource] = None
+    user_prose: Optional[ProseSource] = None
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------- registry
+
+_registry: dict[str, str | DomainSpec] = {}
+_entry_points_loaded = False
+
+
+def register_domain(name: str, spec: str | DomainSpec) -> None:
+    """Register a domain by its spec or a ``"module:ATTR"`` string (imported on first use)."""
+    _registry[name] = spec
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    try:
+        eps = entry_points(group="tau2_gym.domains")
+    except TypeError:  # pragma: no cover - Python 3.9 style
+        eps = entry_points().get("tau2_gym.domains", [])  # type: ignore[attr-defined]
+    for ep in eps:
+        _registry.setdefault(ep.name, ep.value)
+
+
+def domain_names() -> list[str]:
+    import tau2_gym.domains  # noqa: F401 - registers the built-in domains
+
+    _load_entry_points()
+    return list(_registry)
+
+
+def get_domain_spec(name: str) -> DomainSpec:
+    import tau2_gym.domains  # noqa: F401
+
+    _load_entry_points()
+    if name not in _registry:
+        raise KeyError(f"unknown domain {name!r}; registered domains are: {', '.join(_registry)}")
+    spec = _registry[name]
+    if isinstance(spec, str):
+        module, _, attr = spec.partition(":")
+        spec = getattr(importlib.import_module(module), attr or "DOMAIN")
+        if not isinstance(spec, DomainSpec):
+            raise TypeError(f"domain {name!r} entry {module}:{attr} is not a DomainSpec")
+        _registry[name] = spec
+    return spec
+
+
+# ------------------------------------------------------------------------------- loaded domain
+
+
+def _read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+class LoadedDomain:
+    """A domain bound to one data source: shared base DBs, policies, tasks and tool schemas.
+
+    Built once per (domain, data folder) and process (:func:`load_domain` caches it); every episode's
+    environment is then a microsecond-cheap view over it.
+    """
+
+    def __init__(self, spec: DomainSpec, source: _data.DataSource) -> None:
+        self.spec = spec
+        self.source = source
+        self.folder = source.domain_dir(spec.data_folder)
+        if not self.folder.is_dir():
+            raise _data.DataError(
+                f"domain {spec.name!r}: folder {str(self.folder)!r} not found in the data ({source.origin})")
+        self.base_db = self._load_db(spec.db)
+        self.user_base_db: Optional[BaseData] = None
+        if spec.user_db is not None:
+            self.user_base_db = self._load_db(spec.user_db)
+        self._policies: dict[bool, str] = {}
+        self._lock = threading.Lock()
+
+    def _load_db(self, dbf: DBFile) -> Optional[BaseData]:
+        path = self.folder / dbf.file
+        if not path.is_file():
+            if dbf.required:
+                raise _data.DataError(f"domain {self.spec.name!r}: DB file {str(path)!r} is missing")
+            return None
+        try:
+            raw = (dbf.reader or _read_json)(path)
+        except Exception as exc:
+            raise _data.DataError(f"domain {self.spec.name!r}: cannot read {str(path)!r}: {exc}") from exc
+        try:
+            return dbf.schema.build(raw)
+        except Exception as exc:
+            raise _data.DataError(f"domain {self.spec.name!r}: {str(path)!r} does not validate: {exc}") from exc
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def has_user_tools(self) -> bool:
+        return self.spec.user_toolkit is not None and self.user_base_db is not None
+
+    # ------------------------------------------------------------------ policy, schemas
+
+    def policy(self, solo: bool = False) -> str:
+        if solo and not self.spec.solo_supported:
+            raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
+        if solo not in self._policies:
+            self._policies[solo] = self.spec.policy(self.source, solo)
+        return self._policies[solo]
+
+    def agent_tool_schemas(self) -> tuple[dict, ...]:
+        return toolkit_schemas(self.spec.agent_toolkit, self.source.src, self.spec.agent_prose)
+
+    def user_tool_schemas(self, include: Optional[list[str]] = None) -> list[dict]:
+        if not self.has_user_tools:
+            raise ValueError("User tools not available")
+        schemas = list(toolkit_schemas(self.spec.user_toolkit, self.source.src, self.spec.user_prose))  # type: ignore[arg-type]
+        if include is None:
+            return schemas
+        names = [s["function"]["name"] for s in schemas]
+        unknown = set(include) - set(names)
+        if unknown:
+            raise ValueError(f"Tool(s) not found: {sorted(unknown)}. Available: {sorted(names)}")
+        return [s for s in schemas if s["function"]["name"] in set(include)]
+
+    # ------------------------------------------------------------------ environments
+
+    def make_environment(self, solo: bool = False) -> Environment:
+        """A fresh environment at the domain's initial state (copy-on-write; no file is read)."""
+        if solo and not self.spec.solo_supported:
+            raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
+        tools = self.spec.agent_toolkit(self.base_db.new_state())
+        user_tools = None
+        if self.has_user_tools:
+            user_tools = self.spec.user_toolkit(self.user_base_db.new_state())  # type: ignore[misc, union-attr]
+        return Environment(domain_name=self.spec.name, policy=self.policy(solo), tools=tools, user_tools=user_tools,
+                           solo_mode=solo, sync_hook=self.spec.sync, domain=self)
+
+    # ------------------------------------------------------------------ tasks
+
+    def task_file(self, task_set: Optional[str] = None) -> Path:
+        name = task_set or self.spec.default_task_set
+        if name not in self.spec.task_sets:
+            raise TaskFileError(f"unknown task set {name!r} for domain {self.spec.name!r}; "
+                                f"task sets are: {sorted(self.spec.task_sets)}")
+        return self.folder / self.spec.task_sets[name].file
+
+    def splits(self, task_set: Optional[str] = None) -> dict[str, tuple[str, ...]]:
+        return load_splits(self.task_file(task_set))
+
+    def tasks(self, task_set: Optional[str] = None, split: Optional[str] = "default") -> tuple[Task, ...]:
+        """Tasks of a task set and split (``split="default"`` = the task set's default; None = all)."""
+        name = task_set or self.spec.default_task_set
+        path = self.task_file(name)
+        if split == "default":
+            split = self.spec.task_sets[name].default_split
+        all_tasks = load_task_file(path)
+        if split is None:
+            return all_tasks
+        return select_split(all_tasks, load_splits(path), split, f"{self.spec.name}/{name}")
+
+    def task(self, task_id: str, task_set: Optional[str] = None) -> Task:
+        for t in load_task_file(self.task_file(task_set)):
+            if t.id == task_id:
+                return t
+        raise KeyError(f"task {task_id!r} not found in domain {self.spec.name!r} "
+                       f"(task set {task_set or self.spec.default_task_set!r})")
+
+
+_loaded: dict[tuple[str, str, Optional[str]], LoadedDomain] = {}
+_loaded_lock = threading.Lock()
+
+
+def load_domain(name: str, data_dir: Optional[str | Path] = None) -> LoadedDomain:
+    """The domain ``name`` bound to its data (cached per process)."""
+    spec = get_domain_spec(name)
+    source = _data.resolve(data_dir)
+    key = (name, str(source.root), str(source.src) if source.src else None)
+    dom = _loaded.get(key)
+    if dom is None:
+        with _loaded_lock:
+            dom = _loaded.get(key)
+            if dom is None:
+                dom = LoadedDomain(spec, source)
+                _loaded[key] = dom
+    return dom
+
+
+def read_text(path: Path) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()

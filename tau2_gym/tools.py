@@ -1,0 +1,311 @@
+"""Toolkits: the ``@tool`` decorator, tool dispatch, tau2's content serialisation and the LLM schemas.
+
+A toolkit is a class whose decorated methods are the tools (own methods in definition order, then
+inherited ones -- the order the LLM sees). Other public methods (helpers that initialization actions and
+env assertions call by name) are reachable through :meth:`Toolkit.env_function`. Arguments reach the
+method as sent, without validation, exactly as upstream: a wrong type fails inside the tool and becomes
+an ``Error: ...`` tool message.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import typing
+from datetime import date, datetime
+from enum import Enum
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Optional
+
+from pydantic import BaseModel, Field, create_model
+
+from tau2_gym import prose as _prose
+
+TOOL_ATTR = "__tau2_tool__"
+TOOL_TYPE_ATTR = "__tau2_tool_type__"
+MUTATES_ATTR = "__tau2_mutates_state__"
+
+
+class ToolType(str, Enum):
+    """What a tool does (descriptive; replay keys off ``mutates_state``)."""
+
+    READ = "read"
+    WRITE = "write"
+    THINK = "think"
+    GENERIC = "generic"
+
+
+def tool(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = None) -> Callable[[Callable], Callable]:
+    """Mark a toolkit method as a tool. ``mutates_state`` defaults to ``tool_type == WRITE``.
+
+    Replay (evaluation) re-executes only mutating tools, so a tool that changes the DB must say so.
+    """
+    mutates = (tool_type == ToolType.WRITE) if mutates_state is None else bool(mutates_state)
+
+    def mark(func: Callable) -> Callable:
+        setattr(func, TOOL_ATTR, True)
+        setattr(func, TOOL_TYPE_ATTR, ToolType(tool_type))
+        setattr(func, MUTATES_ATTR, mutates)
+        return func
+
+    return mark
+
+
+class AsModel:
+    """A tool result that upstream returns as a pydantic model (or a list of them).
+
+    Upstream serialises models with ``model_dump()`` -- numbers stay numbers -- while numbers in plain
+    dicts/lists are turned into strings. Tools here return plain data, so a model result is wrapped.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+
+class UnsupportedResult(ValueError):
+    """A tool returned a type tau2 cannot serialise (upstream aborts the run on this)."""
+
+
+def _process(value: Any) -> Any:
+    t = type(value)
+    if t is AsModel:
+        return value.data
+    if t is str or value is None:
+        return value
+    if t is bool or t is int or t is float or isinstance(value, (int, float)):
+        return str(value)
+    if t is list:
+        return [_process(v) for v in value]
+    if t is tuple:
+        return tuple(_process(v) for v in value)
+    if t is dict:
+        return {k: _process(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    raise UnsupportedResult(f"Unsupported type: {type(value)}")
+
+
+def to_content(result: Any) -> str:
+    """Tool result -> message content, byte-identical to upstream's ``Environment.to_json_str``.
+
+    ``str`` is used as is; anything else goes through ``json.dumps(..., default=str)`` after bare and
+    plain-container numbers/bools are stringified (so ``5`` becomes the 3-character ``"5"``).
+    """
+    if isinstance(result, str):
+        return result
+    return json.dumps(_process(result), default=str)
+
+
+class Toolkit:
+    """Base of agent and user toolkits. ``db`` is the episode's :class:`~tau2_gym.db.DBState` (or None)."""
+
+    tool_names: ClassVar[tuple[str, ...]] = ()
+    _tool_funcs: ClassVar[dict[str, Callable]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = {name: fn for name, fn in cls.__dict__.items() if callable(fn) and getattr(fn, TOOL_ATTR, False)}
+        merged = dict(own)
+        for base in cls.__mro__[1:]:
+            for name in getattr(base, "tool_names", ()):
+                if name not in merged:
+                    merged[name] = getattr(base, name)
+            if issubclass(base, Toolkit) and base is not Toolkit:
+                break  # the nearest toolkit base already merged its own bases
+        cls.tool_names = tuple(merged)
+        cls._tool_funcs = {name: getattr(cls, name) for name in merged}
+
+    def __init__(self, db: Any = None) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ dispatch
+
+    def has_tool(self, name: str) -> bool:
+        return name in self._tool_funcs
+
+    def use_tool(self, name: str, **kwargs: Any) -> Any:
+        if name not in self._tool_funcs:
+            raise ValueError(f"Tool '{name}' not found.")
+        return getattr(self, name)(**kwargs)
+
+    def env_function(self, name: str) -> Callable:
+        """Any method by name, for initialization actions and env assertions (upstream uses ``getattr``)."""
+        if name.startswith("_"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return getattr(self, name)
+
+    @classmethod
+    def tool_type(cls, name: str) -> ToolType:
+        return getattr(cls._tool_funcs[name], TOOL_TYPE_ATTR)
+
+    @classmethod
+    def mutates_state(cls, name: str) -> bool:
+        """Missing attribute -> assume mutating (upstream's safe default)."""
+        return getattr(cls._tool_funcs[name], MUTATES_ATTR, True)
+
+    def db_hash(self) -> Optional[str]:
+        return None if self.db is None else self.db.hash()
+
+
+# ------------------------------------------------------------------------------------- schemas
+
+
+class ProseSource:
+    """Where a toolkit's upstream texts live: the tools module and the modules of its data models."""
+
+    def __init__(self, tools_module: str, model_modules: tuple[str, ...] = (), upstream_class: str = "") -> None:
+        self.tools_module = tools_module
+        self.model_modules = model_modules
+        self.upstream_class = upstream_class
+
+
+def _model_prose(src: Optional[Path], modules: tuple[str, ...]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    docs: dict[str, str] = {}
+    fields: dict[str, dict[str, str]] = {}
+    for rel in modules:
+        mp = _prose.load_module_prose(src, rel)
+        if mp is None:
+            continue
+        for name, doc in mp.class_docs.items():
+            docs.setdefault(name, doc)
+        for name, fd in mp.field_descriptions.items():
+            fields.setdefault(name, fd)
+        for name in mp.method_docs:  # classes without docstring or field descriptions still count as known
+            fields.setdefault(name, {})
+    return docs, fields
+
+
+class _Twins:
+    """Schema twins of our data models, carrying upstream's class docstrings and field descriptions."""
+
+    def __init__(self, docs: dict[str, str], fields: dict[str, dict[str, str]]) -> None:
+        self.docs = docs
+        self.fields = fields
+        self.cache: dict[type, type] = {}
+
+    def model(self, cls: type[BaseModel]) -> type[BaseModel]:
+        if cls in self.cache:
+            return self.cache[cls]
+        name = cls.__name__
+        if name not in self.fields:  # upstream knows no such model: keep ours
+            self.cache[cls] = cls
+            return cls
+        descs = self.fields[name]
+        definitions: dict[str, Any] = {}
+        for fname, info in cls.model_fields.items():
+            kwargs: dict[str, Any] = {}
+            if info.default_factory is not None:
+                kwargs["default_factory"] = info.default_factory
+            elif not info.is_required():
+                kwargs["default"] = info.default
+            if info.alias is not None:
+                kwargs["alias"] = info.alias
+            if fname in descs:
+                kwargs["description"] = descs[fname]
+            definitions[fname] = (self.annotation(info.annotation), Field(**kwargs))
+        twin = create_model(name, __config__=cls.model_config, __doc__=self.docs.get(name),  # type: ignore[call-overload]
+                            __module__=cls.__module__, **definitions)
+        self.cache[cls] = twin
+        return twin
+
+    def annotation(self, ann: Any) -> Any:
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            return self.model(ann)
+        origin = typing.get_origin(ann)
+        if origin is None:
+            return ann
+        args = typing.get_args(ann)
+        if origin is typing.Annotated:
+            return typing.Annotated[(self.annotation(args[0]), *args[1:])]  # type: ignore[return-value]
+        if origin is typing.Literal:
+            return ann
+        new_args = tuple(self.annotation(a) for a in args)
+        if new_args == args:
+            return ann
+        if origin is typing.Union:
+            return typing.Union[new_args]  # type: ignore[return-value]
+        try:
+            import types as _types
+
+            if origin is _types.UnionType:
+                return typing.Union[new_args]  # type: ignore[return-value]
+        except AttributeError:  # pragma: no cover - Python < 3.10
+            pass
+        return origin[new_args] if len(new_args) > 1 else origin[new_args[0]]
+
+
+def _signature_params(func: Callable) -> list[tuple[str, Any, Any]]:
+    """(name, annotation, default) of a tool's parameters, ``self`` excluded, annotations resolved."""
+    sig = inspect.signature(func)
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except Exception:  # unresolved forward references: fall back to raw annotations
+        hints = {}
+    out = []
+    for name, param in sig.parameters.items():
+        if name == "self":
+            continue
+        ann = hints.get(name, param.annotation)
+        if ann is inspect.Parameter.empty:
+            ann = Any
+        out.append((name, ann, param.default))
+    return out
+
+
+@lru_cache(maxsize=None)
+def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]) -> tuple[dict, ...]:
+    """OpenAI function schemas of a toolkit's tools, identical to upstream's ``Tool.openai_schema``.
+
+    Descriptions (tool docstrings, parameter texts, nested-model texts) come from the upstream sources
+    when present; otherwise from our own docstrings, with one warning.
+    """
+    upstream_docs: dict[str, str] = {}
+    docs: dict[str, str] = {}
+    fields: dict[str, dict[str, str]] = {}
+    have_upstream = False
+    if source is not None and src is not None:
+        mp = _prose.load_module_prose(src, source.tools_module)
+        if mp is not None:
+            have_upstream = True
+            cls_name = source.upstream_class or toolkit_cls.__name__
+            upstream_docs = dict(mp.method_docs.get(cls_name, {}))
+            for base_rel in ("environment/toolkit.py",):  # inherited generic tools (calculate/think)
+                bp = _prose.load_module_prose(src, base_rel)
+                if bp is not None:
+                    for k, v in bp.method_docs.get("GenericToolKit", {}).items():
+                        upstream_docs.setdefault(k, v)
+            docs, fields = _model_prose(src, source.model_modules)
+    twins = _Twins(docs, fields) if have_upstream else None
+    schemas = []
+    for name in toolkit_cls.tool_names:
+        func = toolkit_cls._tool_funcs[name]
+        if name in upstream_docs:
+            doc_text: Optional[str] = upstream_docs[name]
+        else:
+            if source is not None:
+                _prose.warn_fallback(f"tool '{name}' of {toolkit_cls.__name__}")
+            doc_text = func.__doc__
+        parsed = _prose.parse_docstring(doc_text)
+        params: dict[str, Any] = {}
+        for pname, ann, default in _signature_params(func):
+            if twins is not None:
+                ann = twins.annotation(ann)
+            dflt = ... if default is inspect.Parameter.empty else default
+            if pname in parsed.params:
+                params[pname] = (ann, Field(dflt, description=parsed.params[pname]))
+            else:
+                params[pname] = (ann, dflt)
+        model = create_model("parameters", **params)  # type: ignore[call-overload]
+        description = parsed.description if parsed.short else name
+        schemas.append({
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": model.model_json_schema()},
+        })
+    return tuple(schemas)
