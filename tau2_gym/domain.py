@@ -88,10 +88,18 @@ def _load_entry_points() -> None:
 
 
 def domain_names() -> list[str]:
+    """Registered domains whose package imports (a broken third-party entry is left out)."""
     import tau2_gym.domains  # noqa: F401 - registers the built-in domains
 
     _load_entry_points()
-    return list(_registry)
+    names = []
+    for name in list(_registry):
+        try:
+            get_domain_spec(name)
+        except (ImportError, AttributeError, TypeError):
+            continue
+        names.append(name)
+    return names
 
 
 def get_domain_spec(name: str) -> DomainSpec:
