@@ -1,0 +1,92 @@
+"""Shared helpers for the benchmarks: timing, memory, running a snippet under upstream, printing tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any, Callable, Optional
+
+
+def median_time(fn: Callable[[], Any], repeat: int = 200, warmup: int = 5) -> float:
+    """Median wall time of one call, in seconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def reference_python() -> Optional[str]:
+    py = os.environ.get("TAU2_REFERENCE_PYTHON")
+    return py if py and os.path.exists(py) else None
+
+
+def run_upstream(code: str, timeout: float = 1800) -> Optional[dict]:
+    """Run a snippet under the upstream reference python; it must print one JSON object last."""
+    py = reference_python()
+    if py is None:
+        return None
+    prelude = textwrap.dedent("""
+        import os, sys, json, time, statistics, tracemalloc
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        from loguru import logger
+        logger.remove()
+        def median_time(fn, repeat=20, warmup=2):
+            for _ in range(warmup): fn()
+            ts = []
+            for _ in range(repeat):
+                t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+            return statistics.median(ts)
+    """)
+    proc = subprocess.run([py, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        print(f"[upstream run failed]\n{proc.stderr[-3000:]}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fmt_time(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1024
+    return f"{n}"
+
+
+def print_table(title: str, rows: list[tuple[str, str, str, str]]) -> None:
+    """rows: (figure, ours, upstream, ratio)."""
+    header = ("figure", "ours", "upstream", "ratio")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(4)]
+    print(f"\n{title}")
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
+    print(line)
+    print("-" * len(line))
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+
+
+def ratio(upstream: Optional[float], ours: Optional[float], suffix: str = "x faster") -> str:
+    if upstream is None or ours is None or ours == 0:
+        return "-"
+    return f"{upstream / ours:,.0f}{suffix}" if upstream / ours >= 10 else f"{upstream / ours:.1f}{suffix}"
