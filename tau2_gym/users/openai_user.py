@@ -1,0 +1,398 @@
+"""An LLM user simulator over any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, ...).
+
+It sends what upstream tau2's user simulator sends -- the user system prompt plus the role-flipped
+conversation, the user's tools with ``tool_choice="auto"`` when there are any, ``temperature`` 0.0 by
+default and the episode seed -- and turns the reply into a :class:`~tau2_gym.messages.UserMessage`
+(content, tool calls re-tagged ``requestor="user"`` with their ids, cost, usage, the whole response as
+``raw_data``).
+
+Failures are handled here rather than by the client library so that every path is explicit:
+
+- connection errors, timeouts, HTTP 408/409/429/5xx and unreadable replies (non-JSON body, no choices,
+  tool-call arguments that are not a JSON object) are retried ``max_retries`` times with exponential
+  backoff and jitter (a ``Retry-After`` header is honoured up to ``backoff_max``);
+- other HTTP errors (400, 401, 404, ...) fail at once;
+- an *empty* reply (no text, no tool calls) is re-requested immediately up to ``empty_retries`` times, as
+  NVIDIA's tau2 does; upstream tau2 has no such retry and aborts the simulation on the empty message.
+  When the budget is spent we raise, which the environment records as a ``user_error`` episode end --
+  the same outcome class as upstream's abort, without killing the run.
+
+Every failure ends as :class:`~tau2_gym.users.base.UserSimulatorError` whose message names the endpoint,
+the model, the reason and the number of attempts.
+
+``openai`` is an optional dependency (``pip install tau2-gym[openai]``); it is imported on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+from tau2_gym.messages import ToolCall, UserMessage
+from tau2_gym.users.base import UserSimulator, UserSimulatorError, UserTurnRequest
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["OpenAIUserConfig", "OpenAIUserSimulator"]
+
+#: upstream tau2's default user-simulator model
+DEFAULT_USER_MODEL = "gpt-4.1-2025-04-14"
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(
+            "OpenAIUserSimulator needs the 'openai' package: pip install 'tau2-gym[openai]' (or pip install openai)"
+        ) from exc
+    return openai
+
+
+@dataclass
+class OpenAIUserConfig:
+    """Settings of :class:`OpenAIUserSimulator`. Print it to see every value."""
+
+    model: str = field(default=DEFAULT_USER_MODEL, metadata={"help": "Model name sent to the endpoint."})
+    base_url: Optional[str] = field(
+        default=None, metadata={"help": "Endpoint base URL, e.g. http://localhost:8000/v1 (None: OpenAI / $OPENAI_BASE_URL)."})
+    api_key_env: Optional[str] = field(
+        default="OPENAI_API_KEY", metadata={"help": "Name of the env var holding the API key (unset: 'EMPTY', fine for local servers)."})
+    temperature: Optional[float] = field(default=0.0, metadata={"help": "Sampling temperature (upstream: 0.0); None: not sent."})
+    top_p: Optional[float] = field(default=None, metadata={"help": "Nucleus sampling; None: not sent."})
+    max_tokens: Optional[int] = field(default=None, metadata={"help": "Completion token limit; None: not sent."})
+    seed: Optional[int] = field(default=None, metadata={"help": "Seed when the request carries none (the episode seed wins)."})
+    tool_choice: str = field(default="auto", metadata={"help": "tool_choice sent when the user has tools (upstream: auto)."})
+    llm_args: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "Extra chat.completions.create arguments, e.g. {'reasoning_effort': 'low'}."})
+    extra_body: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "Extra JSON body fields for non-OpenAI servers (e.g. vLLM chat_template_kwargs)."})
+    default_headers: dict[str, str] = field(default_factory=dict, metadata={"help": "Extra HTTP headers on every request."})
+    timeout: float = field(default=120.0, metadata={"help": "Seconds before one request times out (then it is retried)."})
+    max_retries: int = field(default=3, metadata={"help": "Retries after connection errors/timeouts/429/5xx/bad bodies (upstream: 3)."})
+    backoff_base: float = field(default=1.0, metadata={"help": "First retry delay in seconds; doubles each retry."})
+    backoff_max: float = field(default=30.0, metadata={"help": "Cap on one retry delay (also on Retry-After)."})
+    jitter: float = field(default=0.5, metadata={"help": "Fraction of each delay drawn at random (0: none, 1: full jitter)."})
+    empty_retries: int = field(default=3, metadata={"help": "Immediate re-requests after an empty reply (NVIDIA tau2: 3)."})
+    max_concurrency: int = field(default=32, metadata={"help": "Requests in flight at once in generate_batch / agenerate."})
+    input_cost_per_token: float = field(default=0.0, metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost)."})
+    output_cost_per_token: float = field(default=0.0, metadata={"help": "USD per completion token for `cost`."})
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0 or self.empty_retries < 0:
+            raise ValueError(f"max_retries and empty_retries must be >= 0; got {self.max_retries}, {self.empty_retries}")
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1; got {self.max_concurrency}")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter must be in [0, 1]; got {self.jitter}")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds; got {self.timeout}")
+
+    def describe(self) -> str:
+        """One line per field: ``name = value  # help``."""
+        lines = []
+        for f in dataclasses.fields(self):
+            lines.append(f"{f.name} = {getattr(self, f.name)!r}  # {f.metadata.get('help', '')}")
+        return "\n".join(lines)
+
+
+class _BadResponse(Exception):
+    """The server answered, but not with a usable chat completion (retryable)."""
+
+
+class _EmptyResponse(Exception):
+    """A well-formed reply with neither text nor tool calls."""
+
+
+class _Attempts:
+    """Retry bookkeeping for one ``generate`` call, shared by the sync and async paths."""
+
+    def __init__(self, sim: "OpenAIUserSimulator") -> None:
+        self.sim = sim
+        self.failures = 0
+        self.empties = 0
+        self.last_reason = ""
+
+    @property
+    def attempts(self) -> int:
+        return self.failures + self.empties + 1
+
+    def on_empty(self) -> None:
+        """Either return (ask again now) or raise after the empty-reply budget."""
+        self.empties += 1
+        if self.empties > self.sim.config.empty_retries:
+            raise self.sim._error("empty response (no content and no tool calls)", self.attempts - 1)
+        logger.warning("user LLM %s returned an empty response; re-requesting (%d/%d)",
+                       self.sim.config.model, self.empties, self.sim.config.empty_retries)
+
+    def on_error(self, exc: BaseException) -> float:
+        """Delay before the next attempt, or raise ``UserSimulatorError`` when this error is final."""
+        reason, retryable, retry_after = self.sim._classify(exc)
+        if not retryable or self.failures >= self.sim.config.max_retries:
+            raise self.sim._error(reason, self.attempts) from exc
+        delay = self.sim._backoff(self.failures, retry_after)
+        self.failures += 1
+        logger.warning("user LLM %s: %s; retry %d/%d in %.2fs", self.sim.config.model, reason,
+                       self.failures, self.sim.config.max_retries, delay)
+        return delay
+
+
+class OpenAIUserSimulator(UserSimulator):
+    """Stateless LLM user over an OpenAI-compatible endpoint; thread-safe, concurrent in batch and async use."""
+
+    implementation = "user_simulator"
+
+    def __init__(self, config: Optional[OpenAIUserConfig] = None, **overrides: Any) -> None:
+        base = config if config is not None else OpenAIUserConfig()
+        self.config = dataclasses.replace(base, **overrides) if overrides else base
+        self._openai = _import_openai()
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._executor: Optional[ThreadPoolExecutor] = None
+        self._per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]]" = (
+            weakref.WeakKeyDictionary())
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        return f"OpenAIUserSimulator({self.config!r})"
+
+    # ------------------------------------------------------------------------------ clients
+
+    def _api_key(self) -> str:
+        name = self.config.api_key_env
+        return (os.environ.get(name) if name else None) or "EMPTY"
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"api_key": self._api_key(), "timeout": self.config.timeout, "max_retries": 0}
+        if self.config.base_url:
+            kw["base_url"] = self.config.base_url
+        if self.config.default_headers:
+            kw["default_headers"] = dict(self.config.default_headers)
+        return kw
+
+    def _sync_client(self) -> Any:
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._openai.OpenAI(**self._client_kwargs())
+        return self._client
+
+    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+        """An AsyncOpenAI client and a semaphore for the running loop (async clients are loop-bound)."""
+        loop = asyncio.get_running_loop()
+        state = self._per_loop.get(loop)
+        if state is None:
+            state = (self._openai.AsyncOpenAI(**self._client_kwargs()), asyncio.Semaphore(self.config.max_concurrency))
+            self._per_loop[loop] = state
+        return state
+
+    def close(self) -> None:
+        """Release the thread pool and the sync HTTP client (async clients die with their loop)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    async def aclose(self) -> None:
+        """Close the async client of the running loop."""
+        state = self._per_loop.pop(asyncio.get_running_loop(), None)
+        if state is not None:
+            await state[0].close()
+
+    # ------------------------------------------------------------------------------ request / response
+
+    def request_kwargs(self, request: UserTurnRequest) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments for one request (public so callers can log/inspect)."""
+        cfg = self.config
+        kw: dict[str, Any] = {"model": cfg.model, "messages": request.openai_messages()}
+        if request.tools:
+            kw["tools"] = request.tools
+            kw["tool_choice"] = cfg.tool_choice
+        if cfg.temperature is not None:
+            kw["temperature"] = cfg.temperature
+        if cfg.top_p is not None:
+            kw["top_p"] = cfg.top_p
+        if cfg.max_tokens is not None:
+            kw["max_tokens"] = cfg.max_tokens
+        kw.update(cfg.llm_args)
+        seed = request.seed if request.seed is not None else cfg.seed
+        if seed is not None:  # the episode seed overrides any configured one, as upstream's set_seed does
+            kw["seed"] = seed
+        if cfg.extra_body:
+            kw["extra_body"] = dict(cfg.extra_body)
+        return kw
+
+    @staticmethod
+    def _arguments(raw: Any, name: str) -> dict:
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return {}
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise _BadResponse(f"tool call {name!r} has arguments that are not valid JSON ({exc.msg}): {raw[:200]!r}")
+        if not isinstance(raw, dict):
+            raise _BadResponse(f"tool call {name!r} has arguments that are not a JSON object: {str(raw)[:200]!r}")
+        return raw
+
+    def _to_message(self, response: Any) -> UserMessage:
+        if isinstance(response, (str, bytes)):
+            raise _BadResponse(f"unreadable response body: {str(response)[:200]!r}")
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise _BadResponse("response has no choices")
+        choice = choices[0]
+        msg = getattr(choice, "message", None)
+        if msg is None:
+            raise _BadResponse("response choice has no message")
+        role = getattr(msg, "role", None)
+        if role not in (None, "assistant"):
+            raise _BadResponse(f"response message has role {role!r}, expected 'assistant'")
+        if getattr(choice, "finish_reason", None) == "length":
+            logger.warning("user LLM %s: output might be incomplete due to the token limit", self.config.model)
+        content = msg.content
+        if content is not None and not isinstance(content, str):
+            raise _BadResponse(f"response content is not a string: {type(content).__name__}")
+        calls: list[ToolCall] = []
+        for raw in msg.tool_calls or []:
+            fn = getattr(raw, "function", None)
+            name = getattr(fn, "name", None)
+            if not isinstance(name, str) or not name:
+                raise _BadResponse(f"tool call without a function name: {raw!r}"[:300])
+            calls.append(ToolCall(name=name, arguments=self._arguments(getattr(fn, "arguments", None), name),
+                                  id=getattr(raw, "id", None) or "", requestor="user"))
+        if (content is None or not content.strip()) and not calls:
+            raise _EmptyResponse()
+        raw_data = response.to_dict() if hasattr(response, "to_dict") else response.model_dump()
+        usage = None
+        u = getattr(response, "usage", None)
+        if u is not None:
+            usage = {"completion_tokens": u.completion_tokens, "prompt_tokens": u.prompt_tokens}
+        return UserMessage(content=content, tool_calls=calls or None, cost=self._cost(raw_data, usage),
+                           usage=usage, raw_data=raw_data)
+
+    def _cost(self, raw_data: dict, usage: Optional[dict]) -> float:
+        reported = (raw_data.get("usage") or {}).get("cost")
+        if isinstance(reported, (int, float)) and not isinstance(reported, bool):
+            return float(reported)
+        if usage is None:
+            return 0.0
+        return ((usage["prompt_tokens"] or 0) * self.config.input_cost_per_token
+                + (usage["completion_tokens"] or 0) * self.config.output_cost_per_token)
+
+    # ------------------------------------------------------------------------------ failure policy
+
+    def _classify(self, exc: BaseException) -> tuple[str, bool, Optional[float]]:
+        """(reason, retryable, retry-after seconds) for an exception raised by one attempt."""
+        oa = self._openai
+        if isinstance(exc, _BadResponse):
+            return str(exc), True, None
+        if isinstance(exc, oa.APITimeoutError):
+            return f"request timed out after {self.config.timeout}s", True, None
+        if isinstance(exc, oa.APIConnectionError):
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+            return f"connection error ({detail})", True, None
+        if isinstance(exc, oa.APIStatusError):
+            status = exc.status_code
+            reason = f"HTTP {status}: {exc.message}"
+            if status in (401, 403):
+                reason += f" (the API key is read from ${self.config.api_key_env})"
+            retry_after = None
+            try:
+                header = exc.response.headers.get("retry-after")
+                retry_after = float(header) if header is not None else None
+            except (AttributeError, TypeError, ValueError):
+                retry_after = None
+            return reason, status in _RETRYABLE_STATUS or status >= 500, retry_after
+        if isinstance(exc, (ValueError, oa.APIResponseValidationError)):  # non-JSON / invalid body
+            return f"unreadable response body ({type(exc).__name__}: {str(exc)[:200]})", True, None
+        return f"{type(exc).__name__}: {exc}", False, None
+
+    def _backoff(self, failures: int, retry_after: Optional[float]) -> float:
+        cfg = self.config
+        delay = min(cfg.backoff_max, cfg.backoff_base * (2 ** failures))
+        delay *= 1.0 - cfg.jitter * self._rng.random()
+        if retry_after is not None:
+            delay = max(delay, min(cfg.backoff_max, retry_after))
+        return max(0.0, delay)
+
+    def _error(self, reason: str, attempts: int) -> UserSimulatorError:
+        where = self.config.base_url or "the default OpenAI endpoint"
+        return UserSimulatorError(
+            f"user simulator model {self.config.model!r} at {where}: {reason} (after {attempts} attempt(s))")
+
+    # ------------------------------------------------------------------------------ entry points
+
+    def generate(self, request: UserTurnRequest) -> UserMessage:
+        kwargs = self.request_kwargs(request)
+        client = self._sync_client()
+        tries = _Attempts(self)
+        while True:
+            try:
+                return self._to_message(client.chat.completions.create(**kwargs))
+            except _EmptyResponse:
+                tries.on_empty()
+            except Exception as exc:  # noqa: BLE001 - classified; unknown errors become UserSimulatorError
+                time.sleep(tries.on_error(exc))
+
+    async def agenerate(self, request: UserTurnRequest) -> UserMessage:
+        kwargs = self.request_kwargs(request)
+        client, gate = self._loop_state()
+        tries = _Attempts(self)
+        async with gate:
+            while True:
+                try:
+                    return self._to_message(await client.chat.completions.create(**kwargs))
+                except _EmptyResponse:
+                    tries.on_empty()
+                except Exception as exc:  # noqa: BLE001
+                    await asyncio.sleep(tries.on_error(exc))
+
+    def generate_batch(self, requests: Sequence[UserTurnRequest]) -> list[Union[UserMessage, Exception]]:
+        """All requests in flight at once (up to ``max_concurrency``); one message or exception each, in order."""
+        if not requests:
+            return []
+        if len(requests) == 1:
+            return super().generate_batch(requests)
+        if self._executor is None:
+            with self._client_lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="tau2-user")
+        futures = [self._executor.submit(self.generate, r) for r in requests]
+        out: list[Union[UserMessage, Exception]] = []
+        for fut in futures:
+            try:
+                out.append(fut.result())
+            except Exception as exc:  # noqa: BLE001 - returned, not raised
+                out.append(exc)
+        return out
+
+    def info(self) -> dict[str, Any]:
+        cfg = self.config
+        args: dict[str, Any] = {}
+        if cfg.temperature is not None:
+            args["temperature"] = cfg.temperature
+        if cfg.top_p is not None:
+            args["top_p"] = cfg.top_p
+        if cfg.max_tokens is not None:
+            args["max_tokens"] = cfg.max_tokens
+        args.update(cfg.llm_args)
+        if cfg.seed is not None:
+            args["seed"] = cfg.seed
+        if cfg.base_url:
+            args["api_base"] = cfg.base_url
+        return {"implementation": self.implementation, "llm": cfg.model, "llm_args": args}
