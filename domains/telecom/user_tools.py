@@ -26,7 +26,6 @@ from tau2_gym.domains.telecom.user_data_model import (
     NetworkTechnology,
     PaymentRequest,
     PerformanceLevel,
-    SignalStrength,
     SimStatus,
 )
 from tau2_gym.tools import Toolkit, ToolType, tool
@@ -181,7 +180,8 @@ class TelecomUserTools(Toolkit):
         """
         valid = self._set_network_mode_preference(mode)
         if valid is None:
-            return f"Failed to set network mode: '{mode}' is not a valid option. Please use one of: {_MODES}{self._bar()}"
+            return (f"Failed to set network mode: '{mode}' is not a valid option. "
+                    f"Please use one of: {_MODES}{self._bar()}")
         return f"Preferred Network Mode set to: {_enum_value(valid)}{self._bar()}"
 
     def _set_network_mode_preference(self, mode: Any) -> Any:
