@@ -268,3 +268,15 @@ def test_missing_openai_package_gives_an_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(ImportError, match=r"tau2-gym\[openai\]"):
         OpenAIUserSimulator()
+
+
+def test_user_from_spec_builds_an_openai_user_against_a_local_server():
+    from tau2_gym.users import user_from_spec
+
+    with OpenAIStub(["from spec"]) as server:
+        sim = user_from_spec(f"openai:stub-model@{server.base_url}")
+        assert (sim.config.model, sim.config.base_url) == ("stub-model", server.base_url)
+        assert sim.generate(make_request()).content == "from spec"
+    assert user_from_spec("openai:org/model@v2").config.model == "org/model@v2"
+    with pytest.raises(ValueError, match="unknown user simulator spec"):
+        user_from_spec("nope:x")
