@@ -193,3 +193,89 @@ def warn_fallback(what: str) -> None:
         "folder or use the default fetched data to show the policy the benchmark's own wording.",
         stacklevel=3,
     )
+
+
+# ------------------------------------------------------------------------- strings inside functions
+
+
+@dataclass(frozen=True)
+class StringTemplate:
+    """A string literal or f-string assigned to a local variable of an upstream function.
+
+    ``parts`` holds literal text and ``(name, conversion, format_spec)`` holes; :meth:`render` fills the
+    holes the way Python evaluates the f-string, so the result is byte-identical to what upstream builds.
+    """
+
+    parts: tuple
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p[0] for p in self.parts if isinstance(p, tuple))
+
+    def render(self, **values: object) -> str:
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            name, conversion, spec = part
+            value = values[name]
+            if conversion == ord("r"):
+                value = repr(value)
+            elif conversion == ord("s"):
+                value = str(value)
+            elif conversion == ord("a"):
+                value = ascii(value)
+            out.append(format(value, spec))
+        return "".join(out)
+
+
+def _template(node: ast.AST) -> Optional[StringTemplate]:
+    literal = _const_str(node)
+    if literal is not None:
+        return StringTemplate((literal,))
+    if not isinstance(node, ast.JoinedStr):
+        return None
+    parts: list = []
+    for value in node.values:
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            parts.append(value.value)
+        elif isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name):
+            spec = ""
+            if value.format_spec is not None:
+                spec_t = _template(value.format_spec)
+                if spec_t is None or spec_t.names:
+                    return None
+                spec = spec_t.render()
+            parts.append((value.value.id, value.conversion, spec))
+        else:
+            return None  # an expression we do not evaluate
+    return StringTemplate(tuple(parts))
+
+
+@lru_cache(maxsize=None)
+def function_strings(src: Optional[Path], relpath: str, func_name: str,
+                     class_name: Optional[str] = None) -> Optional[dict[str, StringTemplate]]:
+    """String literals and simple f-strings assigned to local names inside ``class_name.func_name``.
+
+    None when there are no sources or no such function (callers fall back to their own text).
+    """
+    if src is None or not (src / relpath).is_file():
+        return None
+    tree = ast.parse((src / relpath).read_text(encoding="utf-8"))
+    scope: list[ast.stmt] = tree.body
+    if class_name is not None:
+        classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
+        if not classes:
+            return None
+        scope = classes[0].body
+    funcs = [n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func_name]
+    if not funcs:
+        return None
+    out: dict[str, StringTemplate] = {}
+    for node in ast.walk(funcs[0]):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            t = _template(node.value)
+            if t is not None:
+                out[node.targets[0].id] = t
+    return out

@@ -41,9 +41,12 @@ def predicted_environment(domain: LoadedDomain, task: Task, trajectory: list[Any
     return initial_environment(domain, task, solo=solo, history=trajectory, strict=strict)
 
 
-def gold_environment(domain: LoadedDomain, task: Task) -> Environment:
-    """Initial state (never solo) plus the task's gold actions; exceptions are logged and ignored."""
-    env = initial_environment(domain, task, solo=False)
+def gold_environment(domain: LoadedDomain, task: Task, strict: bool = True) -> Environment:
+    """Initial state (never solo) plus the task's gold actions; exceptions are logged and ignored.
+
+    ``strict`` applies to replaying the task's own message history, as upstream's evaluator passes it.
+    """
+    env = initial_environment(domain, task, solo=False, strict=strict)
     criteria = task.evaluation_criteria
     if criteria is not None and criteria.actions is not None:
         for action in criteria.actions:
