@@ -38,45 +38,16 @@ def resolve_user(spec: Any) -> Any:
         module, _, attr = spec.partition(":")
         obj = getattr(importlib.import_module(module), attr)
         return obj() if isinstance(obj, type) else obj
-    try:  # simulators backed by models register their spec strings there (e.g. "openai:<model>")
-        from tau2_gym import users as _users
+    from tau2_gym import users as _users
 
-        factory = getattr(_users, "user_from_spec", None) or getattr(_users, "make_user", None)
-    except ImportError:  # pragma: no cover
-        factory = None
-    if factory is not None:
+    factory = getattr(_users, "user_from_spec", None)  # model-backed simulators: "openai:<model>", "hf:<model>"
+    try:
+        if factory is None:
+            raise ValueError(f"unknown user simulator spec {spec!r}")
         return factory(spec)
-    kind, _, rest = spec.partition(":")
-    if kind in ("openai", "hf") and rest:
-        return _model_user(kind, rest)
-    raise ValueError(f"unknown user simulator spec {spec!r}; pass a UserSimulator instance, 'oracle', "
-                     "'openai:MODEL[,key=value...]', 'hf:MODEL[,key=value...]' or 'package.module:Class'")
-
-
-def _model_user(kind: str, rest: str) -> Any:
-    """``openai:MODEL,k=v`` / ``hf:MODEL,k=v`` -> the model-backed simulators (values parsed as JSON if they can be)."""
-    import json
-
-    items = [p for p in rest.split(",") if p.strip()]
-    kwargs: dict[str, Any] = {}
-    for i, item in enumerate(items):
-        key, eq, value = item.partition("=")
-        if not eq:
-            if i:
-                raise ValueError(f"user spec option {item!r} must be key=value")
-            kwargs["model" if kind == "openai" else "model_name_or_path"] = item.strip()
-            continue
-        try:
-            kwargs[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key.strip()] = value.strip()
-    if kind == "openai":
-        from tau2_gym.users.openai_user import OpenAIUserSimulator
-
-        return OpenAIUserSimulator(**kwargs)
-    from tau2_gym.users.hf_user import HFUserSimulator
-
-    return HFUserSimulator(**kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the env also accepts a UserSimulator instance, 'oracle' or "
+                         "'package.module:Class')") from None
 
 
 def transcript(messages: list, include_tool_results: bool = True) -> str:
