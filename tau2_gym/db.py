@@ -21,12 +21,26 @@ _DELETED = object()
 
 
 def copy_json(value: Any) -> Any:
-    """Deep copy of JSON-like data (dicts, lists, scalars, dates) -- much faster than ``copy.deepcopy``."""
+    """Deep copy of JSON-like data (dicts, lists, scalars, dates) -- much faster than ``copy.deepcopy``.
+
+    Containers are copied in C (``.copy()``) and only nested containers recursed into: a record's first
+    write (``Table.mut``) is on the tool-call hot path, and most values are scalars.
+    """
     t = type(value)
     if t is dict:
-        return {k: copy_json(v) for k, v in value.items()}
+        out = value.copy()
+        for k, v in out.items():
+            tv = type(v)
+            if tv is dict or tv is list or tv is tuple:
+                out[k] = copy_json(v)  # replacing an existing key keeps the order and is safe mid-iteration
+        return out
     if t is list:
-        return [copy_json(v) for v in value]
+        out = value.copy()
+        for i, v in enumerate(out):
+            tv = type(v)
+            if tv is dict or tv is list or tv is tuple:
+                out[i] = copy_json(v)
+        return out
     if t is tuple:
         return tuple(copy_json(v) for v in value)
     return value

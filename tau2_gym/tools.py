@@ -59,10 +59,11 @@ class AsModel:
     dicts/lists are turned into strings. Tools here return plain data, so a model result is wrapped.
     """
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "text")
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: Any, text: Optional[str] = None) -> None:
         self.data = data
+        self.text = text  # the content, when the toolkit already holds it serialised (a cached base record)
 
 
 class UnsupportedResult(ValueError):
@@ -100,6 +101,8 @@ def to_content(result: Any) -> str:
     """
     if isinstance(result, str):
         return result
+    if type(result) is AsModel and result.text is not None:
+        return result.text
     return json.dumps(_process(result), default=str)
 
 
