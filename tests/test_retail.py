@@ -216,6 +216,15 @@ PERTURBATIONS = {
                  payment_method_id="credit_card_8041020"),
                C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
                  new_item_ids=["7706410293"], payment_method_id="credit_card_8041020")],
+    "repeated_item_ids": [  # orders holding the same item twice: lists may repeat it up to that count
+        C("modify_pending_order_items", order_id="#W9093821", item_ids=["3557711149", "3557711149", "3557711149"],
+          new_item_ids=["3928046918", "7251508981", "3928046918"], payment_method_id="credit_card_7422485"),
+        C("modify_pending_order_items", order_id="#W9093821", item_ids=["3557711149", "3557711149"],
+          new_item_ids=["3928046918", "7251508981"], payment_method_id="credit_card_7422485"),
+        C("exchange_delivered_order_items", order_id="#W1840144", item_ids=["8590708195", "8590708195"],
+          new_item_ids=["9385662952", "5992316252"], payment_method_id="credit_card_3240550"),
+        C("return_delivered_order_items", order_id="#W4316152", item_ids=["7292993796", "7292993796"],
+          payment_method_id="gift_card_7245904")],
     "return_empty": [C("return_delivered_order_items", order_id=DELIVERED_GIFT, item_ids="",
                        payment_method_id="gift_card_8168843")],
 }
