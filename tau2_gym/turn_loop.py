@@ -22,8 +22,8 @@ solo mode with ``done``, the optional communication-protocol check, monotonic ti
 from __future__ import annotations
 
 import json
+import random
 import time
-import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -58,6 +58,16 @@ MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT = "max_steps", "too_many_errors", "timeout"
 AGENT_ERROR, USER_ERROR = "agent_error", "user_error"
 SCORED_REASONS = frozenset({USER_STOP, AGENT_STOP})
 TRUNCATION_REASONS = frozenset({MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT, USER_ERROR})
+
+
+_ids = random.Random()  # seeded from the OS; episode ids never depend on the user's seeds
+
+
+def new_episode_id() -> str:
+    """A random (version 4) UUID string, like upstream's ``uuid.uuid4()`` but a few times cheaper."""
+    n = (_ids.getrandbits(128) & ~(0xF000 << 64) & ~(0xC000 << 48)) | (0x4000 << 64) | (0x8000 << 48)
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 class Clock:
@@ -99,10 +109,10 @@ def _openai(msg: Message, flip: bool = False) -> dict[str, Any]:
 
 def copy_openai(d: dict[str, Any]) -> dict[str, Any]:
     """A copy the caller may mutate without touching the loop's cached view (two levels deep)."""
-    out = dict(d)
-    calls = out.get("tool_calls")
-    if calls:
-        out["tool_calls"] = [{**c, "function": dict(c["function"])} for c in calls]
+    calls = d.get("tool_calls")
+    out = d.copy()
+    if calls is not None:
+        out["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"].copy()} for c in calls]
     return out
 
 
@@ -238,7 +248,7 @@ class TurnLoop:
         self.enforce_protocol = bool(enforce_protocol)
         self.agent_can_stop = self.solo if agent_can_stop is None else bool(agent_can_stop)
         self.timeout = timeout
-        self.episode_id = episode_id or str(uuid.uuid4())
+        self.episode_id = episode_id or new_episode_id()
         self.seed = seed
         if self.solo:
             why = solo_task_error(task)

@@ -63,6 +63,9 @@ def _arguments(raw: Any, name: str) -> dict:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ActionError(f"tool call {name!r}: arguments are not valid JSON ({exc.msg}): {raw!r}") from None
+        if not isinstance(raw, dict):
+            raise ActionError(f"tool call {name!r}: arguments must be a JSON object, got {type(raw).__name__}: {raw!r}")
+        return raw  # decoded from JSON: serialisable by construction
     if not isinstance(raw, dict):
         raise ActionError(f"tool call {name!r}: arguments must be a JSON object, got {type(raw).__name__}: {raw!r}")
     try:

@@ -248,7 +248,7 @@ class Tau2Env(gym.Env):
             why = tl.solo_task_error(task)
             if why is not None:
                 raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
-        user_seed = int(self.np_random.integers(0, 2**31 - 1))
+        user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the user simulator's seed, from reset(seed)
         self.task = task
         self.loop = tl.TurnLoop(self.domain, task, solo=self.config.solo, max_steps=self.config.max_steps,
                                 max_errors=self.config.max_errors, enforce_protocol=self.config.enforce_protocol,
