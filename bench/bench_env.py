@@ -64,10 +64,11 @@ def ours(scripts: dict, data_dir) -> dict:
     res = {}
     for domain, items in scripts.items():
         resets, steps, finals, episodes = [], [], [], []
+        env = gym.make(f"tau2/{domain}-v0", data_dir=data_dir, parser="tau2")  # one env, many episodes (as in RL)
         for _ in range(REPEAT):
             for item in items:
                 replies = [r["content"] if not r.get("tool_calls") else {"tool_calls": r["tool_calls"]} for r in item["user"]]
-                env = gym.make(f"tau2/{domain}-v0", data_dir=data_dir, parser="tau2", user=ScriptedUser(replies))
+                env.unwrapped.user = ScriptedUser(replies)
                 t_ep = time.perf_counter()
                 t0 = time.perf_counter()
                 env.reset(options={"task_id": item["task_id"]})

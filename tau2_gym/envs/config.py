@@ -33,7 +33,7 @@ class Tau2EnvConfig:
     parser: Union[str, Callable[..., Any], None] = field(default="auto", metadata={"help": "tool-call parser for raw-text actions: auto/hermes/json/transformers/tau2/none or a callable."})
     tokenizer: Any = field(default=None, metadata={"help": "tokenizer for parser='transformers' (or 'auto' with a response template)."})
     fill_tool_call_ids: bool = field(default=True, metadata={"help": "give calls without an id a per-episode `call_<n>` id (upstream gym leaves them empty)."})
-    judge: Any = field(default=None, metadata={"help": "NL-assertion judge for tasks whose reward basis needs one (see tau2_gym.judges)."})
+    judge: Any = field(default=None, metadata={"help": "NL-assertion judge: a Judge or 'none' / 'openai:MODEL' / 'hf:MODEL'; None = NL factor skipped (1.0)."})
     evaluate: bool = field(default=True, metadata={"help": "compute the tau2 reward at termination (False: reward 0, reward_info None)."})
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a content mismatch is an evaluation error)."})
     timeout: Optional[float] = field(default=None, metadata={"help": "wall-clock seconds per episode (upstream HEAD `timeout`); None = no limit."})

