@@ -29,7 +29,7 @@ def register_envs() -> list[str]:
     for name in domain_names():
         spec = get_domain_spec(name)
         entry = ENTRY_POINTS.get(name, GENERIC_ENTRY_POINT)
-        base_kwargs = {} if name in ENTRY_POINTS else {"domain": name}
+        base_kwargs = {"domain": name}  # also tells the vector entry point (shared by all ids) its domain
         variants = [False, True] if spec.solo_supported else [False]
         for solo in variants:
             eid = env_id(name, solo)

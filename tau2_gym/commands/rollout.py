@@ -1,0 +1,217 @@
+"""``tau2-gym rollout``: collect episodes like ``tau2 run`` -- agent and user behind OpenAI-compatible endpoints,
+many episodes at once, streamed to disk, resumable (same ``--output`` again skips what is done).
+
+    tau2-gym rollout --domain airline --agent-llm my-model --agent-base-url http://localhost:8000/v1 \\
+        --user-llm gpt-4.1 --num-trials 4 --max-concurrency 64 --output runs/airline.json
+
+Flags keep ``tau2 run``'s names and defaults where they exist (``--task-set-name``, ``--task-split-name``,
+``--task-ids``, ``--num-tasks``, ``--num-trials``, ``--agent``, ``--user``, ``--agent-llm(-args)``,
+``--user-llm(-args)``, ``--max-steps``, ``--max-errors``, ``--timeout``, ``--seed``, ``--max-concurrency``,
+``--save-to``, ``--max-retries``, ``--retry-delay``, ``--enforce-communication-protocol``, ``--log-level``);
+endpoints are new (``--agent-base-url``, ``--user-base-url``, ``--*-api-key-env``). ``--agent``/``--user``
+also take the offline scripted players (``oracle``; flawed agents ``give_up``, ``skip_last_action``, ...),
+so the command runs without any endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional
+
+DEFAULT_LLM = "gpt-4.1-2025-04-14"
+LLM_AGENTS = ("llm_agent", "llm_agent_solo")
+LLM_USERS = ("user_simulator",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tau2_gym.agents import ALL_AGENTS
+
+    scripted = [c.name for c in ALL_AGENTS]
+    g = parser.add_argument_group("tasks")
+    g.add_argument("--domain", default="airline", help="tau2 domain (airline, retail, telecom, telecom-workflow, mock)")
+    g.add_argument("--task-set-name", default=None, help="task set (default: the domain's; telecom_full, telecom_small)")
+    g.add_argument("--task-split-name", default="base", help="task split (default: base; 'none' = the whole set)")
+    g.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
+    g.add_argument("--num-tasks", type=int, default=None, help="run only the first N tasks")
+    g.add_argument("--num-trials", type=int, default=1, help="trials per task (default: 1)")
+    g.add_argument("--data-dir", default=None, help="tau2 data folder (default: TAU2_DATA_DIR, else the fetched data)")
+
+    g = parser.add_argument_group("agent")
+    g.add_argument("--agent", default="llm_agent",
+                   help=f"llm_agent (default), llm_agent_solo, or a scripted agent: {', '.join(scripted)}")
+    g.add_argument("--agent-llm", default=DEFAULT_LLM, help=f"agent model (default: {DEFAULT_LLM})")
+    g.add_argument("--agent-llm-args", default='{"temperature": 0.0}',
+                   help='JSON sampling args for the agent (default: {"temperature": 0.0})')
+    g.add_argument("--agent-base-url", default=None, help="agent endpoint, e.g. http://localhost:8000/v1")
+    g.add_argument("--agent-api-key-env", default="OPENAI_API_KEY", help="env var holding the agent endpoint's key")
+    g.add_argument("--agent-can-stop", action="store_true", help="give the agent the `done` tool (upstream gym agent)")
+
+    g = parser.add_argument_group("user")
+    g.add_argument("--user", default="user_simulator",
+                   help="user_simulator (LLM, default), dummy_user (solo), oracle (offline, follows the task)")
+    g.add_argument("--user-llm", default=DEFAULT_LLM, help=f"user model (default: {DEFAULT_LLM})")
+    g.add_argument("--user-llm-args", default='{"temperature": 0.0}', help="JSON sampling args for the user")
+    g.add_argument("--user-base-url", default=None, help="user endpoint, e.g. http://localhost:8001/v1")
+    g.add_argument("--user-api-key-env", default="OPENAI_API_KEY", help="env var holding the user endpoint's key")
+
+    g = parser.add_argument_group("run")
+    g.add_argument("--max-steps", type=int, default=200, help="orchestrator step limit (default: 200)")
+    g.add_argument("--max-errors", type=int, default=10, help="tool errors that end an episode (default: 10)")
+    g.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per episode (default: none)")
+    g.add_argument("--seed", type=int, default=300, help="run seed (default: 300)")
+    g.add_argument("--max-concurrency", type=int, default=32, help="episodes in flight (default: 32)")
+    g.add_argument("--output", "--save-to", dest="output", default=None,
+                   help="results file; run again with the same path to resume (default: "
+                        "tau2_runs/<time>_<domain>_<agent>_<llm>_<user>_<llm>.json)")
+    g.add_argument("--max-retries", type=int, default=3, help="re-runs of a failed episode (default: 3)")
+    g.add_argument("--retry-delay", type=float, default=1.0, help="seconds before a re-run (default: 1.0)")
+    g.add_argument("--request-retries", type=int, default=None,
+                   help="HTTP retries per LLM request (default: 3, or num_retries in --*-llm-args)")
+    g.add_argument("--request-timeout", type=float, default=120.0, help="seconds per LLM request (default: 120)")
+    g.add_argument("--enforce-communication-protocol", action="store_true", help="text XOR tool calls per message")
+    g.add_argument("--judge", default=None, help="NL-assertion judge spec (e.g. openai:gpt-4.1); default: skip NL")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--log-level", default="ERROR", help="log level (default: ERROR)")
+
+
+def _json_arg(text: str, flag: str) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"error: {flag} is not valid JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"error: {flag} must be a JSON object, got {text!r}")
+    return value
+
+
+def _llm_settings(model: str, args: dict, base_url: Optional[str], key_env: str, retries: Optional[int],
+                  timeout: float) -> dict[str, Any]:
+    """OpenAI client config fields from tau2-style LLM args (temperature etc. known; the rest passed through)."""
+    args = dict(args)
+    out: dict[str, Any] = {"model": model, "base_url": base_url, "api_key_env": key_env, "timeout": timeout,
+                           "temperature": args.pop("temperature", None)}
+    for name in ("top_p", "max_tokens", "seed"):
+        if name in args:
+            out[name] = args.pop(name)
+    num_retries = args.pop("num_retries", None)
+    out["max_retries"] = retries if retries is not None else (num_retries if num_retries is not None else 3)
+    if "extra_body" in args:
+        out["extra_body"] = args.pop("extra_body")
+    out["llm_args"] = args
+    return out
+
+
+def build_policy(args: argparse.Namespace, solo: bool) -> Any:
+    from tau2_gym.policies import OpenAIAgentConfig, OpenAIAgentPolicy, ScriptedPolicy
+
+    if args.agent in LLM_AGENTS:
+        settings = _llm_settings(args.agent_llm, _json_arg(args.agent_llm_args, "--agent-llm-args"),
+                                 args.agent_base_url, args.agent_api_key_env, args.request_retries,
+                                 args.request_timeout)
+        settings["max_concurrency"] = max(1, args.max_concurrency)
+        return OpenAIAgentPolicy(OpenAIAgentConfig(**settings))
+    return ScriptedPolicy(args.agent)
+
+
+def build_user(args: argparse.Namespace, solo: bool) -> Any:
+    if solo or args.user == "dummy_user":
+        return None
+    if args.user in LLM_USERS:
+        from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+
+        settings = _llm_settings(args.user_llm, _json_arg(args.user_llm_args, "--user-llm-args"),
+                                 args.user_base_url, args.user_api_key_env, args.request_retries,
+                                 args.request_timeout)
+        settings["max_concurrency"] = max(1, args.max_concurrency)
+        return OpenAIUserSimulator(OpenAIUserConfig(**settings))
+    from tau2_gym.envs.tau2_env import resolve_user
+
+    return resolve_user(args.user)
+
+
+def default_output(args: argparse.Namespace) -> Path:
+    def tag(s: str) -> str:
+        return s.replace("/", "_").replace(":", "_")
+
+    agent_llm = args.agent_llm if args.agent in LLM_AGENTS else "none"
+    user_llm = args.user_llm if args.user in LLM_USERS else "none"
+    stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+    return Path("tau2_runs") / f"{stamp}_{args.domain}_{args.agent}_{tag(agent_llm)}_{args.user}_{tag(user_llm)}.json"
+
+
+def summary(report: Any, num_trials: int) -> str:
+    """Average reward, pass^k (upstream's formula) and what was left out."""
+    by_task: dict[str, list[float]] = {}
+    infra = 0
+    for run in report.simulations:
+        if run.get("termination_reason") == "infrastructure_error":
+            infra += 1
+            continue
+        if run.get("reward_info") is not None:
+            by_task.setdefault(str(run["task_id"]), []).append(float(run["reward_info"]["reward"]))
+    scored = [r for v in by_task.values() for r in v]
+    lines = [f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)"]
+    if scored:
+        lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
+        max_k = min([len(v) for v in by_task.values()] + [num_trials])
+        ks = []
+        for k in range(1, max_k + 1):
+            per = [math.comb(sum(1 for r in v if abs(r - 1) <= 1e-6), k) / math.comb(len(v), k) for v in by_task.values()]
+            ks.append(f"pass^{k}={sum(per) / len(per):.4f}")
+        lines.append("  ".join(ks))
+    if infra:
+        lines.append(f"infrastructure errors: {infra} (re-run them by running the same command again)")
+    if report.output is not None:
+        lines.append(f"results: {report.output}  (log: {report.log})")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.ERROR),
+                        format="%(levelname)s %(name)s: %(message)s")
+    from tau2_gym.data import DataError
+    from tau2_gym.rollout import RolloutConfig, collect
+
+    solo = args.agent == "llm_agent_solo"
+    output = Path(args.output) if args.output else default_output(args)
+    if not output.suffix:
+        output = output.with_suffix(".json")
+    split = None if str(args.task_split_name).lower() == "none" else args.task_split_name
+    try:
+        config = RolloutConfig(
+            domain=args.domain, data_dir=args.data_dir, task_set=args.task_set_name, task_split=split,
+            task_ids=args.task_ids, num_tasks=args.num_tasks, num_trials=args.num_trials, seed=args.seed,
+            max_steps=args.max_steps, max_errors=args.max_errors, timeout=args.timeout, solo=solo,
+            agent_can_stop=True if args.agent_can_stop else None,
+            enforce_protocol=args.enforce_communication_protocol, concurrency=args.max_concurrency,
+            max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=args.judge,
+            progress=not args.no_progress)
+        policy = build_policy(args, solo)
+        user = build_user(args, solo)
+    except (ValueError, ImportError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, "
+          f"output {output}", file=sys.stderr)
+    try:
+        report = collect(None, policy, user, config=config)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted; finished episodes are saved in {output} -- run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    finally:
+        for obj in (policy, user):
+            close = getattr(obj, "close", None)
+            if close is not None:
+                close()
+    print(summary(report, args.num_trials))
+    return 0

@@ -1,0 +1,199 @@
+"""Agent policies for rollouts: an LLM agent over an OpenAI-compatible endpoint, and the scripted agents.
+
+A policy answers :class:`AgentTurnRequest` s -- the agent's side of one episode at one turn: system prompt,
+the agent's view of the conversation in OpenAI chat format, the tool schemas, the task and the episode seed.
+Like the user simulators, policies are stateless per request (the scripted ones keep one plan per episode
+id), so one instance serves thousands of concurrent episodes: :meth:`AgentPolicy.agenerate` for asyncio
+rollouts, :meth:`AgentPolicy.generate_batch` for batched use.
+
+:class:`OpenAIAgentPolicy` sends what upstream tau2's ``LLMAgent`` sends (system prompt with the domain
+policy, the conversation, the env's tools with ``tool_choice="auto"`` -- ``"required"`` for the solo agent --,
+``temperature`` 0.0 by default, the episode seed) and reuses the OpenAI user simulator's client plumbing:
+retries with backoff on connection errors, timeouts, 408/409/429/5xx and unreadable replies; immediate
+re-requests after empty replies; a concurrency gate. A reply that still fails raises :class:`PolicyError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tau2_gym.messages import AssistantMessage, ToolCall
+from tau2_gym.tasks import Task
+from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+
+__all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
+           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL"]
+
+#: upstream tau2's default agent model
+DEFAULT_AGENT_MODEL = "gpt-4.1-2025-04-14"
+
+
+class PolicyError(RuntimeError):
+    """The policy could not produce the agent's next message (endpoint down, retries spent, bad output)."""
+
+
+@dataclass
+class AgentTurnRequest:
+    """Everything a policy needs for the agent's next message in one episode."""
+
+    episode_id: str
+    system_prompt: str
+    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded
+    tools: list[dict[str, Any]]  # OpenAI tool schemas the agent may call
+    task: Task
+    seed: Optional[int] = None
+    turn: int = 0  # agent messages generated so far in this episode
+    solo: bool = False
+    tool_choice: Optional[str] = None  # None: the policy's default ("auto" when there are tools)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        """System prompt + the agent's view: what an OpenAI-compatible agent model is sent."""
+        return [{"role": "system", "content": self.system_prompt}] + self.messages
+
+
+class AgentPolicy:
+    """Base class. Implement :meth:`generate` (or :meth:`agenerate` for I/O-bound policies).
+
+    ``generate`` returns the agent's turn in any form the env accepts (an :class:`AssistantMessage`, an
+    OpenAI assistant-message dict, text, tool calls); raise :class:`PolicyError` when it cannot.
+    """
+
+    implementation: str = "llm_agent"
+    #: True for policies that never block (scripted): rollouts call them inline instead of in a thread
+    offline: bool = False
+
+    def generate(self, request: AgentTurnRequest) -> Any:
+        raise NotImplementedError
+
+    async def agenerate(self, request: AgentTurnRequest) -> Any:
+        """Async entry point; the default runs :meth:`generate` in a worker thread."""
+        return await asyncio.to_thread(self.generate, request)
+
+    def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
+        """One action (or the exception) per request."""
+        out: list[Any] = []
+        for req in requests:
+            try:
+                out.append(self.generate(req))
+            except Exception as exc:  # noqa: BLE001 - returned, not raised
+                out.append(exc)
+        return out
+
+    def episode_done(self, episode_id: str) -> None:
+        """Called once an episode is over (policies with per-episode state drop it here)."""
+
+    def info(self) -> dict[str, Any]:
+        """``agent_info`` for a results file."""
+        return {"implementation": self.implementation, "llm": None, "llm_args": None}
+
+    def close(self) -> None:
+        """Release clients and threads."""
+
+
+class ScriptedPolicy(AgentPolicy):
+    """The scripted agents of :mod:`tau2_gym.agents` (oracle and flawed ones) as a policy: one agent object per
+    episode id, reset at its first turn with the task (offline, deterministic; no API key)."""
+
+    offline = True
+
+    def __init__(self, agent: Union[str, Callable[[], Any]] = "oracle") -> None:
+        from tau2_gym.agents import make_agent
+
+        self.factory: Callable[[], Any] = (lambda: make_agent(agent)) if isinstance(agent, str) else agent
+        self.name = agent if isinstance(agent, str) else getattr(agent, "name", getattr(agent, "__name__", "custom"))
+        self.implementation = f"scripted_{self.name}"
+        self._agents: dict[str, Any] = {}
+
+    def generate(self, request: AgentTurnRequest) -> Any:
+        agent = self._agents.get(request.episode_id)
+        if agent is None:
+            agent = self.factory()
+            agent.reset(request.task, {"solo": request.solo, "domain": request.extra.get("domain"),
+                                       "tools": request.tools})
+            self._agents[request.episode_id] = agent
+        return agent.act(request.messages, {"tools": request.tools})
+
+    def episode_done(self, episode_id: str) -> None:
+        self._agents.pop(episode_id, None)
+
+
+# ------------------------------------------------------------------------------------------ OpenAI
+
+
+@dataclass
+class OpenAIAgentConfig(OpenAIUserConfig):
+    """Settings of :class:`OpenAIAgentPolicy` (the fields of the OpenAI user simulator's config, with the
+    agent's defaults). Print ``describe()`` to see every value."""
+
+    model: str = field(default=DEFAULT_AGENT_MODEL, metadata={"help": "Agent model name sent to the endpoint."})
+
+
+class OpenAIAgentPolicy(AgentPolicy):
+    """upstream's LLM agent over an OpenAI-compatible endpoint (vLLM, SGLang, OpenAI, ...).
+
+    ``OpenAIAgentPolicy(model="Qwen/Qwen3-8B", base_url="http://localhost:8000/v1")`` or
+    ``OpenAIAgentPolicy(OpenAIAgentConfig(...))``. Thread-safe; ``agenerate`` is concurrent up to
+    ``max_concurrency`` requests per event loop.
+    """
+
+    implementation = "llm_agent"
+
+    def __init__(self, config: Optional[OpenAIAgentConfig] = None, **overrides: Any) -> None:
+        base = config if config is not None else OpenAIAgentConfig()
+        self.config = dataclasses.replace(base, **overrides) if overrides else base
+        self._client = _AgentClient(self.config)
+
+    def __repr__(self) -> str:
+        return f"OpenAIAgentPolicy({self.config!r})"
+
+    def request_kwargs(self, request: AgentTurnRequest) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments for one agent turn."""
+        return self._client.request_kwargs(request)
+
+    def generate(self, request: AgentTurnRequest) -> AssistantMessage:
+        return self._client.generate(request)  # type: ignore[arg-type]
+
+    async def agenerate(self, request: AgentTurnRequest) -> AssistantMessage:
+        return await self._client.agenerate(request)  # type: ignore[arg-type]
+
+    def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
+        return self._client.generate_batch(requests)  # type: ignore[arg-type]
+
+    def info(self) -> dict[str, Any]:
+        out = self._client.info()
+        out["implementation"] = self.implementation
+        return out
+
+    def close(self) -> None:
+        self._client.close()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class _AgentClient(OpenAIUserSimulator):
+    """The user simulator's client with the agent's message type, tool choice and error class."""
+
+    implementation = "llm_agent"
+
+    def request_kwargs(self, request: Any) -> dict[str, Any]:
+        kw = super().request_kwargs(request)
+        choice = getattr(request, "tool_choice", None)
+        if choice is not None and kw.get("tools"):
+            kw["tool_choice"] = choice
+        return kw
+
+    def _to_message(self, response: Any) -> AssistantMessage:  # type: ignore[override]
+        msg = super()._to_message(response)
+        calls = None if msg.tool_calls is None else [
+            ToolCall(tc.name, tc.arguments, id=tc.id, requestor="assistant") for tc in msg.tool_calls]
+        return AssistantMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
+                                raw_data=msg.raw_data)
+
+    def _error(self, reason: str, attempts: int) -> PolicyError:  # type: ignore[override]
+        where = self.config.base_url or "the default OpenAI endpoint"
+        return PolicyError(f"agent model {self.config.model!r} at {where}: {reason} (after {attempts} attempt(s))")

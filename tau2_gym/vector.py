@@ -1,0 +1,502 @@
+"""Many tau2 episodes in one process: a Gymnasium ``VectorEnv`` whose user turns are answered in batches.
+
+``gym.make_vec("tau2/airline-v0", num_envs=N)`` returns :class:`Tau2VectorEnv`. Each sub-environment is a
+shallow copy of one freshly built :class:`~tau2_gym.envs.tau2_env.Tau2Env` (sharing the loaded domain, the task
+pool, the tool schemas, the spaces and the user simulator), so an episode costs only its turn loop and its
+copy-on-write database view: 10,000 live airline episodes fit in one process.
+
+A vector step runs in three phases:
+
+1. every sub-env takes its action through ``Tau2Env.step`` itself (tool calls execute at once), except that
+   the user simulator is *not* called there;
+2. the pending user turns of all episodes are answered together -- one ``user.generate_batch(requests)``
+   per round (an OpenAI-compatible simulator sends them concurrently, a local HF model batches them), rounds
+   repeating while users make tool calls;
+3. observations, rewards (the tau2 reward at episode end) and infos are collected.
+
+Trajectories, rewards and RNG streams are those of N separate ``Tau2Env`` s under Gymnasium's
+``SyncVectorEnv`` with the same seeds (the tests pin that). Autoreset follows Gymnasium's documented modes
+(``autoreset_mode=`` ``"NextStep"`` (default), ``"SameStep"``, ``"Disabled"``).
+
+Differences from ``SyncVectorEnv`` worth knowing:
+
+* observations are a *list* of per-env message lists (fresh objects each step: no ``copy`` needed);
+* infos follow Gymnasium's layout (one array per key plus a ``_key`` mask, nested dicts batched recursively),
+  except that the episode records ``reward_info`` and ``simulation_run`` stay whole -- an object array of
+  per-env dicts -- because their nested fields are ``None`` in some episodes and dicts in others;
+* ``reset(options=[...])`` also accepts one options dict per sub-env (e.g. a task id each).
+
+Gymnasium's own ``SyncVectorEnv`` / ``AsyncVectorEnv`` batch every nested info dict field by field, which
+fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``) and another is scored
+(a dict) in the same step. Wrap the single envs with :class:`KeepRecordsWhole` there::
+
+    gym.make_vec("tau2/airline-v0", 8, vectorization_mode="sync", wrappers=[KeepRecordsWhole])
+    gym.make_vec("tau2/airline-v0", 8, vectorization_mode="async", wrappers=[KeepRecordsWhole],
+                 vector_kwargs={"shared_memory": False})  # chat observations cannot live in shared memory
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, Optional, Sequence, Union
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.registration import load_env_creator
+from gymnasium.spaces import Space, Tuple
+from gymnasium.vector.vector_env import AutoresetMode, VectorEnv
+
+from tau2_gym import turn_loop as tl
+from tau2_gym.users.base import UserSimulatorError
+
+logger = logging.getLogger("tau2_gym")
+
+__all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole", "WholeRecord"]
+
+#: info keys whose (dict) values are kept whole in an object array instead of being batched field by field
+WHOLE_RECORD_KEYS = frozenset({"reward_info", "simulation_run"})
+_SCALARS = (int, float, bool)
+
+
+def _noop() -> None:
+    return None
+
+
+class SharedTuple(Tuple):
+    """``Tuple`` of N references to ONE sub-space (Gymnasium's ``batch_space`` deep-copies it N times).
+
+    The tau2 spaces carry every tool schema; N deep copies at N = 10,000 would cost hundreds of MB. Samples
+    are drawn from the one shared RNG, so they still differ per element.
+    """
+
+    def __init__(self, space: Space, n: int, seed: Optional[int] = None) -> None:
+        super().__init__((space,) * n)
+        if seed is not None:
+            self.seed(seed)
+
+    def seed(self, seed: Union[int, Sequence[int], None] = None) -> tuple[int, ...]:
+        space = self.spaces[0] if self.spaces else None
+        if space is None:
+            return ()
+        if isinstance(seed, (list, tuple)):
+            seed = seed[0] if seed else None
+        return (space.seed(seed),) * len(self.spaces)
+
+    def __repr__(self) -> str:
+        return f"SharedTuple({self.spaces[0] if self.spaces else None!r}, n={len(self.spaces)})"
+
+
+class WholeRecord(Mapping):
+    """A read-only view of one record dict that Gymnasium's info batching stores as one object."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        return f"WholeRecord({self.data!r})"
+
+
+class KeepRecordsWhole(gym.Wrapper):
+    """Single-env wrapper for Gymnasium's sync/async vector envs: info records (:data:`WHOLE_RECORD_KEYS`)
+    become :class:`WholeRecord` objects, so the vector info holds one record per env instead of crashing on
+    fields that are ``None`` in one episode and a dict in another."""
+
+    @staticmethod
+    def _wrap(info: dict) -> dict:
+        for key in WHOLE_RECORD_KEYS:
+            if isinstance(info.get(key), dict):
+                info[key] = WholeRecord(info[key])
+        return info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._wrap(info)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, term, trunc, info = self.env.step(action)
+        return obs, reward, term, trunc, self._wrap(info)
+
+
+def _env_class(domain: str) -> Callable[..., Any]:
+    from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
+
+    return load_env_creator(ENTRY_POINTS.get(domain, GENERIC_ENTRY_POINT))
+
+
+class Tau2VectorEnv(VectorEnv):
+    """``num_envs`` tau2 episodes in one process, user turns answered in batches.
+
+    Args:
+        num_envs: number of sub-environments.
+        domain: the tau2 domain (the registered ids pass it).
+        autoreset_mode: ``"NextStep"`` (Gymnasium's default), ``"SameStep"`` or ``"Disabled"`` (an
+            :class:`~gymnasium.vector.AutoresetMode` or its value).
+        copy_observations: give every observation private message dicts. Default False: a step's observation
+            is a new list, but the message dicts in it are shared with the episode's earlier observations
+            (treat them as read-only) -- copying the whole history on every step made long episodes O(T^2).
+        **kwargs: the single env's arguments (:class:`~tau2_gym.envs.config.Tau2EnvConfig` fields,
+            ``config=``, ``render_mode=``), e.g. ``user=``, ``task_split=``, ``max_steps=``.
+
+    ``envs`` are the sub-envs (``Tau2Env`` instances driven by this object -- don't step them yourself).
+    ``user_batches`` / ``user_requests`` count the batched user calls made so far.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi", "human"]}
+
+    def __init__(self, num_envs: int = 1, domain: Optional[str] = None, *,
+                 autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
+                 copy_observations: bool = False, max_episode_steps: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__()
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs={num_envs!r} must be >= 1")
+        if max_episode_steps is not None:
+            raise ValueError("max_episode_steps (a TimeLimit) is not used by tau2 envs; pass max_steps=N "
+                             "(upstream's orchestrator step limit) instead")
+        config = kwargs.get("config")
+        domain = domain or (config.domain if config is not None else None)
+        if domain is None:
+            raise ValueError("Tau2VectorEnv needs domain=... (gym.make_vec('tau2/<domain>-v0') passes it)")
+        self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
+                               else AutoresetMode(autoreset_mode))
+        self.domain_name = domain
+        self.num_envs = int(num_envs)
+        cls = _env_class(domain)
+        template = cls(domain=domain, **kwargs) if config is None else cls(**kwargs)
+        user_spec = config.user if config is not None else kwargs.get("user", "oracle")
+        self._owns_user = user_spec is None or isinstance(user_spec, str)  # we built it, so we close it
+        self.envs: list[Any] = [template] + [copy.copy(template) for _ in range(self.num_envs - 1)]
+        for slot in self.envs:
+            slot._np_random = None  # fresh per sub-env (seeded by reset), as N separately made envs
+            slot._np_random_seed = None
+            slot._run_user = _noop  # user turns are answered here, in batches (phase 2)
+            slot._observation = _noop  # built once per step here, after the user turns (phase 3)
+        self.template = template
+        self._share_obs = not copy_observations and template.config.obs_format == "messages"
+        self.user = template.user
+        self.tools = template.tools
+        self.metadata = dict(type(template).metadata)
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = template.render_mode
+        self.single_observation_space = template.observation_space
+        self.single_action_space = template.action_space
+        self.observation_space = SharedTuple(self.single_observation_space, self.num_envs)
+        self.action_space = SharedTuple(self.single_action_space, self.num_envs)
+
+        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
+        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
+        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
+        self.user_batches = 0
+        self.user_requests = 0
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def np_random_seed(self) -> tuple[Optional[int], ...]:
+        return tuple(slot.np_random_seed for slot in self.envs)
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        return tuple(slot.np_random for slot in self.envs)
+
+    @property
+    def config(self) -> Any:
+        return self.template.config
+
+    def __repr__(self) -> str:
+        return f"Tau2VectorEnv({self.domain_name!r}, num_envs={self.num_envs})"
+
+    # ------------------------------------------------------------------ phases
+
+    def _observe(self, slot: Any) -> Any:
+        """The sub-env's observation (``Tau2Env._observation``), without the per-step deep copy of the history
+        unless ``copy_observations``: message dicts are shared with the episode's earlier observations."""
+        loop = slot.loop
+        if self._share_obs and loop is not None:
+            view = getattr(loop, "_agent_view", None)  # the turn loop's cached OpenAI view of the agent side
+            if view is not None:
+                return [{"role": "system", "content": tl.agent_system_prompt(slot.domain, loop.task, loop.solo)},
+                        *view]
+        return type(slot)._observation(slot)
+
+    def _answer_users(self, slots: Sequence[Any]) -> None:
+        """Phase 2: answer every pending user turn of ``slots``, one batch per round."""
+        pending = [s for s in slots if s.loop is not None and s.loop.status == tl.USER]
+        while pending:
+            requests = [s.loop.user_request() for s in pending]
+            replies = self._generate(requests)
+            for slot, reply in zip(pending, replies):
+                if isinstance(reply, BaseException) and not isinstance(reply, UserSimulatorError):
+                    logger.warning("user simulator %s raised %s: %s", type(self.user).__name__,
+                                   type(reply).__name__, reply)
+                slot.loop.submit_user(reply)
+            pending = [s for s in pending if s.loop.status == tl.USER]
+
+    def _generate(self, requests: list) -> list:
+        self.user_batches += 1
+        self.user_requests += len(requests)
+        user = self.user
+        batch = getattr(user, "generate_batch", None)
+        try:
+            if batch is not None:
+                replies = list(batch(requests))
+            else:
+                replies = []
+                for req in requests:
+                    try:
+                        replies.append(user.generate(req))
+                    except Exception as exc:  # noqa: BLE001 - one failing episode must not sink the batch
+                        replies.append(exc)
+        except Exception as exc:  # noqa: BLE001 - a failing batch ends those episodes as user_error
+            logger.warning("user simulator %s failed on a batch of %d: %s: %s", type(user).__name__,
+                           len(requests), type(exc).__name__, exc)
+            return [exc] * len(requests)
+        if len(replies) != len(requests):
+            exc = UserSimulatorError(f"{type(user).__name__}.generate_batch returned {len(replies)} replies "
+                                     f"for {len(requests)} requests")
+            return [exc] * len(requests)
+        return replies
+
+    def _advance(self, step_idx: Sequence[int], actions: Sequence[Any], reset_idx: Sequence[int] = (),
+                 seeds: Optional[Sequence[Optional[int]]] = None,
+                 options: Optional[Sequence[Optional[dict]]] = None) -> tuple[dict[int, tuple], dict[int, tuple]]:
+        """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their user turns
+        (the resets' opening lines included) are answered in shared batches.
+
+        Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
+        """
+        envs = self.envs
+        for k, i in enumerate(reset_idx):  # phase 1: Tau2Env.reset / Tau2Env.step, minus the user's turn
+            envs[i].reset(seed=None if seeds is None else seeds[k], options=None if options is None else options[k])
+        results: dict[int, tuple] = {}
+        waiting: list[int] = []
+        for i, action in zip(step_idx, actions):
+            slot = envs[i]
+            res = slot.step(action)
+            if res[2] or res[3] or slot.loop.status != tl.USER:
+                results[i] = (self._observe(slot),) + tuple(res[1:])
+            else:
+                waiting.append(i)
+        self._answer_users([envs[i] for i in reset_idx] + [envs[i] for i in waiting])  # phase 2
+        for i in waiting:  # phase 3
+            slot = envs[i]
+            if slot.loop.done:
+                _, reward, term, trunc, info = slot._finish()
+                results[i] = (self._observe(slot), reward, term, trunc, info)
+            else:
+                results[i] = (self._observe(slot), 0.0, False, False, slot._info())
+        resets: dict[int, tuple] = {}
+        for i in reset_idx:
+            slot = envs[i]
+            info = slot._info()  # the tail of Tau2Env.reset, now that the user has spoken
+            if slot.loop.done:
+                info["episode_over"] = True
+                info["termination_reason"] = slot.loop.termination_reason
+            resets[i] = (self._observe(slot), info)
+        return results, resets
+
+    # ------------------------------------------------------------------ Gymnasium API
+
+    def reset(self, *, seed: Union[int, Sequence[Optional[int]], None] = None,
+              options: Union[dict, Sequence[Optional[dict]], None] = None) -> tuple[list, dict[str, Any]]:
+        """Reset all sub-envs (or those in ``options["reset_mask"]``); seeds as ``SyncVectorEnv``:
+        an int gives ``seed + i`` to sub-env i, a list one seed each. ``options`` may be one dict for all or a
+        list with one dict (or None) per sub-env."""
+        n = self.num_envs
+        if seed is None:
+            seeds: list[Optional[int]] = [None] * n
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise ValueError(f"seed list has {len(seeds)} entries; num_envs={n}")
+        mask = None
+        if isinstance(options, dict) and "reset_mask" in options:
+            options = dict(options)
+            mask = options.pop("reset_mask")
+            if not isinstance(mask, np.ndarray) or mask.shape != (n,) or mask.dtype != np.bool_:
+                raise TypeError(f"options['reset_mask'] must be a numpy bool array of shape ({n},); got {mask!r}")
+            if not mask.any():
+                raise ValueError("options['reset_mask'] must select at least one sub-env")
+        if options is None or isinstance(options, dict):
+            per_env: list[Optional[dict]] = [options] * n
+        else:
+            per_env = list(options)
+            if len(per_env) != n:
+                raise ValueError(f"options list has {len(per_env)} entries; num_envs={n}")
+        indices = [i for i in range(n) if mask is None or mask[i]]
+        if mask is None:
+            self._terminations[:] = False
+            self._truncations[:] = False
+            self._autoreset_envs[:] = False
+        else:
+            self._terminations[mask] = False
+            self._truncations[mask] = False
+            self._autoreset_envs[mask] = False
+        _, done = self._advance((), (), indices, [seeds[i] for i in indices], [per_env[i] for i in indices])
+        obs = [None] * n if not hasattr(self, "_obs") else self._obs
+        entries = []
+        for i in indices:
+            obs[i], info = done[i]
+            entries.append((i, info))
+        self._obs = obs
+        return list(obs), self._batch_infos(entries)
+
+    def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
+        n = self.num_envs
+        if isinstance(actions, (str, dict)) or len(actions) != n:
+            raise ValueError(f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"
+                             + (f" of length {len(actions)}" if hasattr(actions, "__len__") else ""))
+        if not hasattr(self, "_obs"):
+            raise RuntimeError("call reset() before step()")
+        mode = self.autoreset_mode
+        to_reset: list[int] = []
+        to_step: list[int] = []
+        for i in range(n):
+            if mode is AutoresetMode.NEXT_STEP and self._autoreset_envs[i]:
+                to_reset.append(i)
+            else:
+                if mode is AutoresetMode.DISABLED and self._autoreset_envs[i]:
+                    raise RuntimeError(f"sub-env {i} ended; with autoreset_mode=Disabled reset it first "
+                                       "(reset(options={'reset_mask': mask}))")
+                to_step.append(i)
+        per_env_info: list[Optional[dict]] = [None] * n
+        obs = self._obs
+        results, resets = self._advance(to_step, [actions[i] for i in to_step], to_reset)
+        for i, (o, info) in resets.items():
+            obs[i] = o
+            self._rewards[i] = 0.0
+            self._terminations[i] = False
+            self._truncations[i] = False
+            per_env_info[i] = info
+        for i, (o, reward, term, trunc, info) in results.items():
+            obs[i] = o
+            self._rewards[i] = reward
+            self._terminations[i] = term
+            self._truncations[i] = trunc
+            per_env_info[i] = info
+        if mode is AutoresetMode.SAME_STEP:
+            ended = [i for i in results if self._terminations[i] or self._truncations[i]]
+            if ended:
+                finals = {i: (obs[i], per_env_info[i]) for i in ended}
+                _, fresh = self._advance((), (), ended)
+                for i in ended:
+                    final_obs, final_info = finals[i]
+                    obs[i], info = fresh[i]
+                    per_env_info[i] = {"final_obs": final_obs, "final_info": final_info, **info}
+        infos = self._batch_infos([(i, info) for i, info in enumerate(per_env_info) if info is not None])
+        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        return (list(obs), self._rewards.copy(), self._terminations.copy(), self._truncations.copy(), infos)
+
+    # ------------------------------------------------------------------ infos
+
+    def _batch_infos(self, entries: Sequence[tuple[int, dict]]) -> dict[str, Any]:
+        """Gymnasium's vector-info layout (an array per key + a ``_key`` mask; dicts batched recursively), built
+        column by column (one numpy operation per key rather than per key and env).
+
+        ``entries`` are ``(env index, info)`` in index order; the first env holding a key fixes its layout, as in
+        Gymnasium. Unlike Gymnasium it never fails on mixed types: values under :data:`WHOLE_RECORD_KEYS` stay
+        whole (object arrays); a non-dict met under a dict layout only sets the outer mask; a dict met under an
+        array layout, or a non-number under a numeric one, turns the column into an object array.
+        """
+        n = self.num_envs
+        cols: dict[str, tuple[list[int], list[Any]]] = {}
+        for i, info in entries:
+            for key, value in info.items():
+                col = cols.get(key)
+                if col is None:
+                    cols[key] = col = ([], [])
+                col[0].append(i)
+                col[1].append(value)
+        out: dict[str, Any] = {}
+        for key, (idx, values) in cols.items():
+            first = values[0]
+            if isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
+                out[key] = self._batch_infos([(i, v) for i, v in zip(idx, values) if isinstance(v, dict)])
+            else:
+                out[key] = _column(first, idx, values, n)
+            mask = np.zeros(n, dtype=np.bool_)
+            mask[idx] = True
+            out[f"_{key}"] = mask
+        return out
+
+    # ------------------------------------------------------------------ the rest of the VectorEnv API
+
+    def render(self) -> tuple[Any, ...]:
+        return tuple(slot.render() for slot in self.envs)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call (or read) ``name`` on every sub-env."""
+        out = []
+        for slot in self.envs:
+            attr = getattr(slot, name)
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return tuple(out)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return tuple(getattr(slot, name) for slot in self.envs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs {self.num_envs} values; got {len(values)}")
+        for slot, value in zip(self.envs, values):
+            setattr(slot, name, value)
+
+    def simulation_runs(self) -> list[Optional[dict]]:
+        """Each sub-env's last finished episode as a tau2 SimulationRun dict (None if none finished yet)."""
+        return [slot.simulation_run() for slot in self.envs]
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for slot in self.envs:
+            slot.close()
+        if self._owns_user and hasattr(self.user, "close"):
+            try:
+                self.user.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+def _fits(value: Any) -> bool:
+    return type(value) in _SCALARS or isinstance(value, np.number)
+
+
+def _column(first: Any, idx: list[int], values: list[Any], n: int) -> np.ndarray:
+    """One info key as an array of length ``n`` (Gymnasium's dtype rule: the first value's type)."""
+    if _fits(first) and all(_fits(v) for v in values):
+        array = np.zeros(n, dtype=type(first))
+        array[idx] = values
+        return array
+    if isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape for v in values):
+        array = np.zeros((n, *first.shape), dtype=first.dtype)
+        array[idx] = values
+        return array
+    array = np.full(n, None, dtype=object)
+    for i, v in zip(idx, values):  # element by element: numpy would broadcast list values
+        array[i] = v
+    return array
+
+
+def _as_object(array: np.ndarray) -> np.ndarray:
+    if array.dtype == object and array.ndim == 1:
+        return array
+    out = np.full(len(array), None, dtype=object)
+    for j in range(len(array)):
+        out[j] = array[j]
+    return out

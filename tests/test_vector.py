@@ -1,0 +1,303 @@
+"""The vector env: equals Gymnasium's sync/async wrappers of the single env, autoreset modes, batched user turns."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import tau2_gym  # noqa: F401 - registers the ids
+from tau2_gym.agents import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
+                             StallingAgent)
+from tau2_gym.envs.config import Tau2EnvConfig
+from tau2_gym.users.base import UserSimulator, UserSimulatorError
+from tau2_gym.users.scripted import OracleUser
+from tau2_gym.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
+
+AGENTS = (OracleAgent, SkipLastActionAgent, HallucinatingAgent, StallingAgent, MalformedAgent, GiveUpAgent)
+RECORD_KEYS = {"reward_info", "simulation_run", "final_info", "final_obs", "task"}
+
+
+def env_info(infos: dict, i: int) -> dict:
+    """Sub-env ``i``'s flat info entries out of a batched info dict."""
+    return {k: v[i] for k, v in infos.items()
+            if not k.startswith("_") and not isinstance(v, dict) and infos[f"_{k}"][i]}
+
+
+def canon(messages: list[dict]) -> list[tuple]:
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        out.append((m["role"], m.get("content"), m.get("id"), m.get("error"),
+                    None if calls is None else [(c["id"], c["name"], c["arguments"], c["requestor"]) for c in calls]))
+    return out
+
+
+def drive(vec, num_steps: int, seed: int, agents=AGENTS, sample_runs: bool = True) -> dict:
+    """Run scripted agents (agent class = sub-env index mod len(agents)) through any NEXT_STEP vector env."""
+    n = vec.num_envs
+    obs, infos = vec.reset(seed=seed)
+    log: dict = {"obs": [list(obs)], "rewards": [], "terms": [], "truncs": [], "episodes": [], "info_keys": []}
+    current: list = [None] * n
+
+    def fresh(i: int, infos: dict) -> None:
+        info = env_info(infos, i)
+        agent = agents[i % len(agents)]()
+        agent.reset(info["task"], info)
+        current[i] = agent
+
+    for i in range(n):
+        fresh(i, infos)
+    prev = np.zeros(n, dtype=bool)
+    for _ in range(num_steps):
+        actions = [current[i].act() for i in range(n)]
+        obs, rewards, terms, truncs, infos = vec.step(actions)
+        log["obs"].append(list(obs))
+        log["rewards"].append(rewards.tolist())
+        log["terms"].append(terms.tolist())
+        log["truncs"].append(truncs.tolist())
+        log["info_keys"].append(sorted(k for k in infos if k.strip("_") not in RECORD_KEYS))
+        runs = vec.call("simulation_run") if sample_runs and (terms | truncs).any() else [None] * n
+        for i in range(n):
+            if prev[i]:
+                fresh(i, infos)
+            elif terms[i] or truncs[i]:
+                run = runs[i]
+                log["episodes"].append((i, run["task_id"], float(rewards[i]), bool(terms[i]), bool(truncs[i]),
+                                        run["termination_reason"], canon(run["messages"])))
+        prev = terms | truncs
+    return log
+
+
+@pytest.fixture(scope="module")
+def ours_log():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=6, max_steps=16, max_errors=4)
+    try:
+        return drive(vec, 30, seed=11)
+    finally:
+        vec.close()
+
+
+def test_make_vec_returns_the_vector_env_with_shared_spaces():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=3)
+    assert isinstance(vec.unwrapped, Tau2VectorEnv) and vec.num_envs == 3
+    assert vec.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert isinstance(vec.action_space, SharedTuple) and len(vec.action_space) == 3
+    assert all(s is vec.single_action_space for s in vec.action_space.spaces)
+    obs, infos = vec.reset(seed=0)
+    assert isinstance(obs, list) and len(obs) == 3 and vec.observation_space.contains(obs)
+    assert list(infos["task_id"]) == [t.id for t in infos["task"]] and infos["_task_id"].all()
+    assert vec.action_space.contains(vec.action_space.sample())
+    vec.close()
+
+
+def test_same_trajectories_rewards_and_infos_as_gymnasium_sync_vector_env(ours_log):
+    sync = gym.make_vec("tau2/airline-v0", num_envs=6, vectorization_mode="sync", max_steps=16, max_errors=4,
+                        wrappers=[KeepRecordsWhole])
+    theirs = drive(sync, 30, seed=11)
+    sync.close()
+    assert len(ours_log["episodes"]) >= 12  # every flaw and the oracle finished at least once
+    reasons = {e[5] for e in ours_log["episodes"]}
+    assert {"user_stop", "too_many_errors", "max_steps", "agent_error"} <= reasons
+    assert {e[2] for e in ours_log["episodes"]} == {0.0, 1.0}
+    assert ours_log["episodes"] == theirs["episodes"]
+    for key in ("rewards", "terms", "truncs", "obs", "info_keys"):
+        assert ours_log[key] == theirs[key], key
+
+
+def test_same_trajectories_as_gymnasium_async_vector_env(ours_log):
+    vec = gym.make_vec("tau2/airline-v0", num_envs=3, vectorization_mode="async", max_steps=16, max_errors=4,
+                       wrappers=[KeepRecordsWhole], vector_kwargs={"shared_memory": False})
+    try:
+        theirs = drive(vec, 30, seed=11)
+    finally:
+        vec.close()
+    mine = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, max_errors=4)
+    ours = drive(mine, 30, seed=11)
+    mine.close()
+    assert ours["episodes"] and ours["episodes"] == theirs["episodes"]
+    assert ours["rewards"] == theirs["rewards"] and ours["obs"] == theirs["obs"]
+
+
+def test_seeding_is_per_sub_env_and_reproducible():
+    a = gym.make_vec("tau2/airline-v0", num_envs=4)
+    b = gym.make_vec("tau2/airline-v0", num_envs=4)
+    _, ia = a.reset(seed=[5, 6, 7, 8])
+    _, ib = b.reset(seed=5)  # int seed -> seed + i, as SyncVectorEnv
+    assert list(ia["task_id"]) == list(ib["task_id"])
+    singles = []
+    for s in (5, 6, 7, 8):
+        env = gym.make("tau2/airline-v0")
+        singles.append(env.reset(seed=s)[1]["task_id"])
+    assert list(ia["task_id"]) == singles
+    assert a.unwrapped.np_random_seed == (5, 6, 7, 8)
+
+
+# ------------------------------------------------------------------------------------ autoreset modes
+
+
+def test_next_step_autoreset_ignores_the_action_and_returns_the_reset_observation():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, max_steps=16, max_errors=4)
+    obs, infos = vec.reset(seed=3)
+    agents = [GiveUpAgent(), StallingAgent()]
+    for i, a in enumerate(agents):
+        a.reset(infos["task"][i], env_info(infos, i))
+    obs, rew, term, trunc, infos = vec.step([a.act() for a in agents])
+    assert term[0] and not trunc[0] and infos["termination_reason"][0] == "user_stop"
+    assert infos["_simulation_run"][0] and not infos["_simulation_run"][1]
+    obs, rew, term, trunc, infos = vec.step(["ignored: this env is being reset", agents[1].act()])
+    assert rew[0] == 0.0 and not term[0] and not trunc[0]
+    assert [m["role"] for m in obs[0]] == ["system", "assistant", "user"]  # fresh episode, user spoke first
+    assert "termination_reason" not in infos and infos["step_count"][0] == 1
+    assert vec.unwrapped.envs[0].loop.agent_turns == 0
+
+
+def test_same_step_autoreset_matches_gymnasium_sync_and_reports_final_obs_and_info():
+    def run(vec):
+        obs, infos = vec.reset(seed=4)
+        agents = [cls() for cls in (GiveUpAgent, OracleAgent, HallucinatingAgent)]
+        for i, a in enumerate(agents):
+            a.reset(infos["task"][i], env_info(infos, i))
+        out = []
+        for _ in range(14):
+            obs, rew, term, trunc, infos = vec.step([a.act() for a in agents])
+            finals = []
+            for i in range(3):
+                if term[i] or trunc[i]:
+                    assert infos["_final_obs"][i] and infos["_final_info"][i]
+                    finals.append((i, infos["final_obs"][i], infos["final_info"]["termination_reason"][i]))
+                    assert obs[i][-1]["role"] == "user" and len(obs[i]) == 3  # already the next episode
+                    agents[i] = type(agents[i])()
+                    agents[i].reset(infos["task"][i], env_info(infos, i))
+            out.append((list(obs), rew.tolist(), term.tolist(), trunc.tolist(), finals))
+        return out
+
+    ours = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, autoreset_mode=AutoresetMode.SAME_STEP)
+    assert ours.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    sync = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, vectorization_mode="sync",
+                        wrappers=[KeepRecordsWhole], vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    a, b = run(ours), run(sync)
+    assert sum(len(x[4]) for x in a) >= 3
+    assert a == b
+
+
+def test_disabled_autoreset_refuses_to_step_a_finished_env_until_reset_with_a_mask():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, autoreset_mode="Disabled")
+    _, infos = vec.reset(seed=1)
+    agents = [GiveUpAgent(), OracleAgent()]
+    for i, a in enumerate(agents):
+        a.reset(infos["task"][i], env_info(infos, i))
+    _, _, term, _, _ = vec.step([a.act() for a in agents])
+    assert term[0] and not term[1]
+    with pytest.raises(RuntimeError, match="reset_mask"):
+        vec.step([a.act() for a in agents])
+    obs, infos = vec.reset(options={"reset_mask": np.array([True, False])})
+    assert infos["_task_id"].tolist() == [True, False]
+    agents[0] = GiveUpAgent()
+    agents[0].reset(infos["task"][0], env_info(infos, 0))
+    vec.step([a.act() for a in agents])
+
+
+# ------------------------------------------------------------------------------------ batching and failures
+
+
+class CountingUser(UserSimulator):
+    """The oracle user, recording the size of every batch it is asked to answer."""
+
+    def __init__(self, fail_on: frozenset = frozenset()) -> None:
+        self.inner = OracleUser()
+        self.batches: list[int] = []
+        self.single_calls = 0
+        self.fail_on = fail_on
+
+    def generate(self, request):
+        self.single_calls += 1
+        return self.inner.generate(request)
+
+    def generate_batch(self, requests):
+        self.batches.append(len(requests))
+        return [UserSimulatorError("injected") if r.task.id in self.fail_on else self.inner.generate(r)
+                for r in requests]
+
+
+def test_user_turns_of_all_episodes_are_answered_as_one_batch_per_round():
+    user = CountingUser()
+    vec = gym.make_vec("tau2/airline-v0", num_envs=8, user=user)
+    obs, infos = vec.reset(seed=0)
+    assert user.batches == [8] and user.single_calls == 0
+    vec.step([{"role": "assistant", "content": "How can I help?"}] * 8)
+    assert user.batches == [8, 8]
+    assert vec.unwrapped.user_batches == 2 and vec.unwrapped.user_requests == 16
+
+
+def test_a_failing_user_ends_only_its_episodes_as_user_error():
+    vec2 = gym.make_vec("tau2/airline-v0", num_envs=2, user=CountingUser(fail_on=frozenset({"1"})))
+    obs, infos = vec2.reset(options=[{"task_id": "0"}, {"task_id": "1"}])
+    assert infos["task_id"].tolist() == ["0", "1"]
+    assert not infos["_episode_over"][0] and infos["episode_over"][1]
+    assert infos["termination_reason"][1] == "user_error"
+    _, rew, term, trunc, infos = vec2.step(["hello", "ignored"])
+    assert trunc[1] and not term[1] and rew[1] == 0.0 and "injected" in infos["error"][1]
+    assert term[0] and infos["termination_reason"][0] == "user_stop"  # the oracle user answered it normally
+
+
+class BrokenBatchUser(UserSimulator):
+    def generate(self, request):
+        raise AssertionError("not used")
+
+    def generate_batch(self, requests):
+        raise ConnectionError("the whole batch failed")
+
+
+def test_a_batch_that_raises_ends_those_episodes_and_never_escapes_step():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=3, user=BrokenBatchUser())
+    obs, infos = vec.reset(seed=0)
+    assert infos["episode_over"].all() and set(infos["termination_reason"]) == {"user_error"}
+    _, rew, term, trunc, infos = vec.step(["a", "b", "c"])
+    assert trunc.all() and "ConnectionError" in infos["error"][0]
+
+
+def test_solo_vector_env_has_no_user_and_runs_gold_tool_calls():
+    vec = gym.make_vec("tau2/mock-solo-v0", num_envs=3)
+    obs, infos = vec.reset(seed=0)
+    assert vec.unwrapped.user is None
+    agents = [OracleAgent() for _ in range(3)]
+    for i, a in enumerate(agents):
+        a.reset(infos["task"][i], env_info(infos, i))
+    rewards = [None] * 3
+    for _ in range(10):
+        _, rew, term, trunc, infos = vec.step([a.act() for a in agents])
+        for i in range(3):
+            if (term[i] or trunc[i]) and rewards[i] is None:
+                rewards[i] = rew[i]
+                assert infos["termination_reason"][i] == "agent_stop"
+        if all(r is not None for r in rewards):
+            break
+    assert rewards == [1.0, 1.0, 1.0]
+
+
+def test_infos_keep_reward_records_whole_and_batch_with_gymnasium_wrappers():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2)
+    vec = gym.wrappers.vector.RecordEpisodeStatistics(vec)
+    _, infos = vec.reset(seed=2)
+    agents = [GiveUpAgent(), OracleAgent()]
+    for i, a in enumerate(agents):
+        a.reset(infos["task"][i], env_info(infos, i))
+    _, rew, term, trunc, infos = vec.step([a.act() for a in agents])
+    assert term[0]
+    assert isinstance(infos["reward_info"][0], dict) and infos["reward_info"][0]["reward"] == rew[0]
+    assert infos["simulation_run"][0]["task_id"] == infos["task_id"][0]
+    assert infos["_episode"][0] and infos["episode"]["l"][0] == 1
+
+
+def test_constructing_from_a_config_and_bad_arguments():
+    vec = Tau2VectorEnv(2, config=Tau2EnvConfig(domain="mock", max_steps=7))
+    assert vec.config.max_steps == 7 and vec.domain_name == "mock"
+    with pytest.raises(ValueError, match="domain"):
+        Tau2VectorEnv(2)
+    with pytest.raises(ValueError, match="max_steps"):
+        Tau2VectorEnv(2, domain="mock", max_episode_steps=5)
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match="one action per sub-env"):
+        vec.step(["only one"])
