@@ -1,0 +1,543 @@
+"""Airline agent tools over the copy-on-write DB (plain dicts).
+
+Behaviour follows the reference toolkit step by step -- check order, error texts, integer/float
+arithmetic, the point where a failing call stops (earlier mutations persist) -- so outputs and hashes
+match. Where the reference builds a pydantic model from arguments (flight infos, passengers, payments,
+the new reservation, certificates) the same-named model here is built the same way, so validation,
+coercion and error texts agree; where it assigns raw arguments into a record, so do we. Everything else
+is dict work: no whole-model validation on the hot path.
+
+Speed-ups that rest on one invariant -- tools change nothing of a flight but its seat counts, and never
+mutate a shared base record: flight searches filter the base records through a per-base index by origin;
+the content of unchanged base users/reservations and of search results over unchanged flight dates is
+rendered once per process; a booking copies only the booked flight date, not the flight's 30 dates.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable, List, Optional
+
+from tau2_gym.db import copy_json
+from tau2_gym.domains.airline.data_model import (
+    CabinClass,
+    Certificate,
+    FlightInfo,
+    FlightType,
+    Insurance,
+    Passenger,
+    Payment,
+    Reservation,
+)
+from tau2_gym.tools import AsModel, Toolkit, ToolType, to_content, tool
+
+NOW = "2024-05-15T15:00:00"  # the benchmark's frozen clock (created_at of new reservations)
+NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
+NEW_CERTIFICATE_NUMBERS = (3221322, 3221323, 3221324)
+AIRPORTS = (
+    ("SFO", "San Francisco"), ("JFK", "New York"), ("LAX", "Los Angeles"), ("ORD", "Chicago"),
+    ("DFW", "Dallas"), ("DEN", "Denver"), ("SEA", "Seattle"), ("ATL", "Atlanta"), ("MIA", "Miami"),
+    ("BOS", "Boston"), ("PHX", "Phoenix"), ("IAH", "Houston"), ("LAS", "Las Vegas"), ("MCO", "Orlando"),
+    ("EWR", "Newark"), ("CLT", "Charlotte"), ("MSP", "Minneapolis"), ("DTW", "Detroit"),
+    ("PHL", "Philadelphia"), ("LGA", "LaGuardia"),
+)
+_CALC_CHARS = "0123456789+-*/(). "
+
+# Base flight records by origin, per shared base DB, in DB order. Valid because no tool adds or removes a
+# flight or changes anything of it but seat counts; new initialization data means a new base.
+_BY_ORIGIN: "weakref.WeakKeyDictionary[Any, dict[str, tuple[dict, ...]]]" = weakref.WeakKeyDictionary()
+
+# Content of unchanged shared records, rendered once per process: base records are never mutated and RL
+# rollouts read the same users/reservations over and over. Keyed by id(record) with the record kept
+# alive (no id reuse); bounded because re-validated DBs (initialization data) bring new records.
+_RENDERED: dict[int, tuple[Any, str]] = {}
+_RENDERED_RESULTS: dict[tuple[int, Any], tuple[Any, str]] = {}  # search results by (id(day), date field)
+_RENDERED_MAX = 20_000
+
+
+def _flights_by_origin(base: Any) -> dict[str, tuple[dict, ...]]:
+    index = _BY_ORIGIN.get(base)
+    if index is None:
+        lists: dict[str, list[dict]] = {}
+        for flight in base.data["flights"].values():
+            lists.setdefault(flight["origin"], []).append(flight)
+        index = {origin: tuple(flights) for origin, flights in lists.items()}
+        _BY_ORIGIN[base] = index
+    return index
+
+
+def _all_dicts(items) -> bool:
+    """The reference converts a list argument to models only when every element is a dict (empty: yes)."""
+    return all(isinstance(item, dict) for item in items)
+
+
+def _direct_flight(flight: dict, day: dict, date: Optional[str] = None) -> dict:
+    """A search result in DirectFlight dump order (own seat/price dicts, as the model's copies)."""
+    return {
+        "flight_number": flight["flight_number"],
+        "origin": flight["origin"],
+        "destination": flight["destination"],
+        "status": "available",
+        "scheduled_departure_time_est": flight["scheduled_departure_time_est"],
+        "scheduled_arrival_time_est": flight["scheduled_arrival_time_est"],
+        "date": date,
+        "available_seats": dict(day["available_seats"]),
+        "prices": dict(day["prices"]),
+    }
+
+
+def _segment(flight_number: str, flight: dict, date: str, price: int) -> dict:
+    """A reservation segment in ReservationFlight dump order; the route comes from the flight record."""
+    return {"flight_number": flight_number, "origin": flight["origin"], "destination": flight["destination"],
+            "date": date, "price": price}
+
+
+class AirlineTools(Toolkit):
+    """Agent toolkit of the airline domain (the class name shows in argument errors, as upstream's)."""
+
+    # ------------------------------------------------------------------ lookups (reference texts)
+
+    def _get_user(self, user_id) -> dict:
+        users = self.db.users
+        if user_id not in users:
+            raise ValueError(f"User {user_id} not found")
+        return users[user_id]
+
+    def _get_reservation(self, reservation_id) -> dict:
+        reservations = self.db.reservations
+        if reservation_id not in reservations:
+            raise ValueError(f"Reservation {reservation_id} not found")
+        return reservations[reservation_id]
+
+    def _get_flight(self, flight_number) -> dict:
+        flights = self.db.flights
+        if flight_number not in flights:
+            raise ValueError(f"Flight {flight_number} not found")
+        return flights[flight_number]
+
+    def _get_flight_instance(self, flight_number, date) -> dict:
+        dates = self._get_flight(flight_number)["dates"]
+        if date not in dates:
+            raise ValueError(f"Flight {flight_number} not found on date {date}")
+        return dates[date]
+
+    def _record_result(self, table: str, key: str, record: dict) -> AsModel:
+        """A record as a tool result; an unchanged base record carries its cached content."""
+        if record is not self.db.base.data[table].get(key):  # private to this episode: may change
+            return AsModel(record)
+        hit = _RENDERED.get(id(record))
+        if hit is None or hit[0] is not record:
+            if len(_RENDERED) >= _RENDERED_MAX:
+                _RENDERED.clear()
+            hit = (record, to_content(AsModel(record)))
+            _RENDERED[id(record)] = hit
+        return AsModel(record, hit[1])
+
+    def _new_reservation_id(self) -> str:
+        reservations = self.db.reservations
+        for reservation_id in NEW_RESERVATION_IDS:
+            if reservation_id not in reservations:
+                return reservation_id
+        raise ValueError("Too many reservations")
+
+    def _search_direct_flight(self, date, origin=None, destination=None, leave_after=None) -> list[tuple]:
+        """Matching (flight, day) pairs in DB order, with the episode's current seat counts.
+
+        The filter runs on the shared base records (route, dates, status and times never change; only
+        seats do), the same conditions in the reference's order: ``date in dates`` only runs for a route
+        match, so an unhashable date fails only then.
+        """
+        matches = []
+        table = self.db.flights
+        for flight in self._candidate_flights(origin):
+            if ((origin is None or flight["origin"] == origin)
+                    and (destination is None or flight["destination"] == destination)
+                    and (date in flight["dates"])
+                    and (flight["dates"][date]["status"] == "available")
+                    and (leave_after is None or flight["scheduled_departure_time_est"] >= leave_after)):
+                current = table[flight["flight_number"]]
+                matches.append((current, current["dates"][date]))
+        return matches
+
+    def _direct_text(self, flight: dict, day: dict, date: str, date_field: Optional[str], data: dict) -> str:
+        """Content of one search result; cached while the day entry is the shared base one (the other
+        fields of a flight never change)."""
+        base_flight = self.db.base.data["flights"].get(flight["flight_number"])
+        if base_flight is None or base_flight["dates"].get(date) is not day:
+            return to_content(AsModel(data))
+        key = (id(day), date_field)
+        hit = _RENDERED_RESULTS.get(key)
+        if hit is None or hit[0] is not day:
+            if len(_RENDERED_RESULTS) >= _RENDERED_MAX:
+                _RENDERED_RESULTS.clear()
+            hit = (day, to_content(AsModel(data)))
+            _RENDERED_RESULTS[key] = hit
+        return hit[1]
+
+    def _candidate_flights(self, origin) -> Iterable[dict]:
+        """Base flight records that may match ``origin`` (all when None), in DB order."""
+        base = self.db.base
+        if origin is None:
+            return base.data["flights"].values()
+        try:
+            return _flights_by_origin(base).get(origin, ())
+        except TypeError:  # unhashable origin: equal to no flight's origin
+            return ()
+
+    def _seats_to_change(self, flight_number: str, date: str) -> dict:
+        """The seat counts of one flight date, made private to this episode.
+
+        A flight record holds 30 dates; only the booked date is copied (the record's spine is copied
+        too, other dates stay shared with the base). This is the only place flights are mutated, so a
+        private flight record may keep sharing its untouched dates.
+        """
+        table = self.db.flights
+        record = table[flight_number]
+        base_record = self.db.base.data["flights"].get(flight_number)
+        if record is base_record:
+            record = dict(record)
+            record["dates"] = dict(record["dates"])
+            table[flight_number] = record
+        day = record["dates"][date]
+        if base_record is not None and day is base_record["dates"].get(date):
+            day = copy_json(day)
+            record["dates"][date] = day
+        return day["available_seats"]
+
+    def _payment_for_update(self, user_id: str, user: dict, payment_id, total_price) -> Optional[dict]:
+        """Charge (or refund, if negative) an update; the gift card moves before the record is built."""
+        methods = user["payment_methods"]
+        if payment_id not in methods:
+            raise ValueError("Payment method not found")
+        method = methods[payment_id]
+        source = method["source"]
+        if source == "certificate":
+            raise ValueError("Certificate cannot be used to update reservation")
+        elif source == "gift_card" and method["amount"] < total_price:
+            raise ValueError("Gift card balance is not enough")
+        if source == "gift_card":
+            self.db.users.mut(user_id)["payment_methods"][payment_id]["amount"] -= total_price
+        if total_price != 0:
+            return Payment(payment_id=payment_id, amount=total_price).model_dump()
+        return None
+
+    # ------------------------------------------------------------------ tools (reference order)
+
+    @tool(ToolType.WRITE)
+    def book_reservation(
+        self,
+        user_id: str,
+        origin: str,
+        destination: str,
+        flight_type: FlightType,
+        cabin: CabinClass,
+        flights: List[FlightInfo | dict],
+        passengers: List[Passenger | dict],
+        payment_methods: List[Payment | dict],
+        total_baggages: int,
+        nonfree_baggages: int,
+        insurance: Insurance,
+    ):
+        """Book a new reservation for a user and charge its payment methods.
+
+        Args:
+            user_id: Who books.
+            origin: Trip origin code.
+            destination: Trip destination code.
+            flight_type: one_way or round_trip.
+            cabin: Cabin for every segment.
+            flights: Segments (flight number and date).
+            passengers: Travellers.
+            payment_methods: Payment ids and amounts.
+            total_baggages: Checked bags.
+            nonfree_baggages: Paid checked bags.
+            insurance: yes or no.
+        """
+        if _all_dicts(flights):
+            flights = [FlightInfo(**f) for f in flights]
+        if _all_dicts(passengers):
+            passengers = [Passenger(**p) for p in passengers]
+        if _all_dicts(payment_methods):
+            payment_methods = [Payment(**p) for p in payment_methods]
+        user = self._get_user(user_id)
+        reservation_id = self._new_reservation_id()
+        # The reference deep-copies the argument lists first; dumping the model right away isolates
+        # the stored record just as well.
+        reservation = Reservation(
+            reservation_id=reservation_id, user_id=user_id, origin=origin, destination=destination,
+            flight_type=flight_type, cabin=cabin, flights=[], passengers=passengers,
+            payment_history=payment_methods, created_at=NOW, total_baggages=total_baggages,
+            nonfree_baggages=nonfree_baggages, insurance=insurance,
+        ).model_dump()
+
+        total_price = 0
+        segments = []
+        for flight_info in flights:
+            flight_number = flight_info.flight_number
+            flight = self._get_flight(flight_number)
+            day = self._get_flight_instance(flight_number, flight_info.date)
+            if day["status"] != "available":
+                raise ValueError(f"Flight {flight_number} not available on date {flight_info.date}")
+            if day["available_seats"][cabin] < len(passengers):
+                raise ValueError(f"Not enough seats on flight {flight_number}")
+            price = day["prices"][cabin]
+            segments.append(_segment(flight_number, flight, flight_info.date, price))
+            total_price += price * len(passengers)
+
+        if insurance == "yes":
+            total_price += 30 * len(passengers)
+        total_price += 50 * nonfree_baggages
+
+        methods = user["payment_methods"]
+        for payment in payment_methods:
+            payment_id = payment.payment_id
+            amount = payment.amount
+            if payment_id not in methods:
+                raise ValueError(f"Payment method {payment_id} not found")
+            method = methods[payment_id]
+            if method["source"] in {"gift_card", "certificate"}:
+                if method["amount"] < amount:
+                    raise ValueError(f"Not enough balance in payment method {payment_id}")
+
+        total_payment = sum(payment.amount for payment in payment_methods)
+        if total_payment != total_price:
+            raise ValueError(
+                f"Payment amount does not add up, total price is {total_price}, but paid {total_payment}")
+
+        # Checks passed: charge. A certificate listed twice fails on its second lookup, after the
+        # earlier charges (as in the reference).
+        user = self.db.users.mut(user_id)
+        methods = user["payment_methods"]
+        for payment in payment_methods:
+            payment_id = payment.payment_id
+            method = methods[payment_id]
+            if method["source"] == "gift_card":
+                method["amount"] -= payment.amount
+            elif method["source"] == "certificate":
+                methods.pop(payment_id)
+
+        n = len(passengers)
+        for seg in segments:
+            self._seats_to_change(seg["flight_number"], seg["date"])[cabin] -= n
+        reservation["flights"] = segments
+        self.db.reservations[reservation_id] = reservation
+        user["reservations"].append(reservation_id)
+        return AsModel(reservation)
+
+    @tool(ToolType.GENERIC)
+    def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression, rounded to 2 decimals.
+
+        Args:
+            expression: Numbers, + - * /, parentheses and spaces.
+        """
+        if not all(char in _CALC_CHARS for char in expression):
+            raise ValueError("Invalid characters in expression")
+        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))
+
+    @tool(ToolType.WRITE)
+    def cancel_reservation(self, reservation_id: str):
+        """Cancel a reservation: every payment so far is refunded by a negative entry.
+
+        Args:
+            reservation_id: Reservation to cancel.
+        """
+        self._get_reservation(reservation_id)
+        reservation = self.db.reservations.mut(reservation_id)
+        history = reservation["payment_history"]
+        history.extend([{"payment_id": p["payment_id"], "amount": -p["amount"]} for p in history])
+        reservation["status"] = "cancelled"
+        return AsModel(reservation)
+
+    @tool(ToolType.READ)
+    def get_reservation_details(self, reservation_id: str):
+        """Show a reservation.
+
+        Args:
+            reservation_id: Reservation id.
+        """
+        return self._record_result("reservations", reservation_id, self._get_reservation(reservation_id))
+
+    @tool(ToolType.READ)
+    def get_user_details(self, user_id: str):
+        """Show a user's profile, payment methods and reservation ids.
+
+        Args:
+            user_id: User id.
+        """
+        return self._record_result("users", user_id, self._get_user(user_id))
+
+    @tool(ToolType.READ)
+    def list_all_airports(self):
+        """List the airports served."""
+        return AsModel([{"iata": iata, "city": city} for iata, city in AIRPORTS])
+
+    @tool(ToolType.READ)
+    def search_direct_flight(self, origin: str, destination: str, date: str):
+        """Bookable nonstop flights for a route and date.
+
+        Args:
+            origin: Departure airport code.
+            destination: Arrival airport code.
+            date: Travel date, YYYY-MM-DD.
+        """
+        results, texts = [], []
+        for flight, day in self._search_direct_flight(date=date, origin=origin, destination=destination):
+            data = _direct_flight(flight, day)
+            results.append(data)
+            texts.append(self._direct_text(flight, day, date, None, data))
+        return AsModel(results, "[" + ", ".join(texts) + "]")  # == json.dumps(results)
+
+    @tool(ToolType.READ)
+    def search_onestop_flight(self, origin: str, destination: str, date: str):
+        """Bookable one-connection itineraries for a route and date.
+
+        Args:
+            origin: Departure airport code.
+            destination: Arrival airport code.
+            date: Travel date, YYYY-MM-DD.
+        """
+        # Reference quirks kept: the next-day date hard-codes May and is not zero-padded, and the
+        # connection test compares time strings (so "+1" arrivals compare as text).
+        results, texts = [], []
+        for flight1, day1 in self._search_direct_flight(date=date, origin=origin, destination=None):
+            first = _direct_flight(flight1, day1, date)
+            first_text = None
+            arrival = first["scheduled_arrival_time_est"]
+            date2 = f"2024-05-{int(date[-2:]) + 1}" if "+1" in arrival else date
+            for flight2, day2 in self._search_direct_flight(date=date2, origin=first["destination"],
+                                                            destination=destination, leave_after=arrival):
+                second = _direct_flight(flight2, day2, date2)
+                if first_text is None:
+                    first_text = self._direct_text(flight1, day1, date, date, first)
+                results.append([first, second])
+                texts.append(f"[{first_text}, {self._direct_text(flight2, day2, date2, date2, second)}]")
+        return AsModel(results, "[" + ", ".join(texts) + "]")  # == json.dumps(results)
+
+    @tool(ToolType.WRITE)
+    def send_certificate(self, user_id: str, amount: int) -> str:
+        """Give a user a travel certificate.
+
+        Args:
+            user_id: Recipient.
+            amount: Certificate value.
+        """
+        user = self._get_user(user_id)
+        for number in NEW_CERTIFICATE_NUMBERS:
+            payment_id = f"certificate_{number}"
+            if payment_id not in user["payment_methods"]:
+                certificate = Certificate(id=payment_id, amount=amount, source="certificate").model_dump()
+                self.db.users.mut(user_id)["payment_methods"][payment_id] = certificate
+                return f"Certificate {payment_id} added to user {user_id} with amount {amount}."
+        raise ValueError("Too many certificates")
+
+    @tool(ToolType.GENERIC)
+    def transfer_to_human_agents(self, summary: str) -> str:
+        """Hand the conversation to a human agent.
+
+        Args:
+            summary: What the user needs.
+        """
+        return "Transfer successful"
+
+    @tool(ToolType.WRITE)
+    def update_reservation_baggages(self, reservation_id: str, total_baggages: int, nonfree_baggages: int,
+                                    payment_id: str):
+        """Change a reservation's bag counts, charging new paid bags.
+
+        Args:
+            reservation_id: Reservation id.
+            total_baggages: New checked bags.
+            nonfree_baggages: New paid bags.
+            payment_id: Saved payment method to charge.
+        """
+        reservation = self._get_reservation(reservation_id)
+        user_id = reservation["user_id"]
+        user = self._get_user(user_id)
+        total_price = 50 * max(0, nonfree_baggages - reservation["nonfree_baggages"])
+        payment = self._payment_for_update(user_id, user, payment_id, total_price)
+        reservation = self.db.reservations.mut(reservation_id)
+        if payment is not None:
+            reservation["payment_history"].append(payment)
+        reservation["total_baggages"] = copy_json(total_baggages)  # raw, as the reference assigns it
+        reservation["nonfree_baggages"] = copy_json(nonfree_baggages)
+        return AsModel(reservation)
+
+    @tool(ToolType.WRITE)
+    def update_reservation_flights(self, reservation_id: str, cabin: CabinClass, flights: List[FlightInfo | dict],
+                                   payment_id: str):
+        """Replace a reservation's itinerary and/or cabin, settling the fare difference.
+
+        Args:
+            reservation_id: Reservation id.
+            cabin: Cabin for the whole itinerary.
+            flights: The complete new itinerary, unchanged segments included.
+            payment_id: Saved payment method for the difference.
+        """
+        if _all_dicts(flights):
+            flights = [FlightInfo(**f) for f in flights]
+        reservation = self._get_reservation(reservation_id)
+        user_id = reservation["user_id"]
+        user = self._get_user(user_id)
+        old_segments = reservation["flights"]
+        passengers = reservation["passengers"]
+
+        total_price = 0
+        segments = []
+        for flight_info in flights:
+            kept = next((seg for seg in old_segments
+                         if seg["flight_number"] == flight_info.flight_number
+                         and seg["date"] == flight_info.date
+                         and cabin == reservation["cabin"]), None)
+            if kept:
+                total_price += kept["price"] * len(passengers)
+                segments.append(dict(kept))
+                continue
+            flight = self._get_flight(flight_info.flight_number)
+            day = self._get_flight_instance(flight_info.flight_number, flight_info.date)
+            if day["status"] != "available":
+                raise ValueError(
+                    f"Flight {flight_info.flight_number} not available on date {flight_info.date}")
+            if day["available_seats"][cabin] < len(passengers):
+                raise ValueError(f"Not enough seats on flight {flight_info.flight_number}")
+            seg = _segment(flight_info.flight_number, flight, flight_info.date, day["prices"][cabin])
+            total_price += seg["price"] * len(passengers)
+            segments.append(seg)
+
+        total_price -= sum(seg["price"] for seg in old_segments) * len(passengers)
+
+        payment = self._payment_for_update(user_id, user, payment_id, total_price)
+        reservation = self.db.reservations.mut(reservation_id)
+        if payment is not None:
+            reservation["payment_history"].append(payment)
+        reservation["flights"] = segments
+        reservation["cabin"] = copy_json(cabin)  # raw: an invalid cabin is stored as given
+        return AsModel(reservation)
+
+    @tool(ToolType.WRITE)
+    def update_reservation_passengers(self, reservation_id: str, passengers: List[Passenger | dict]):
+        """Replace a reservation's passenger details (same count).
+
+        Args:
+            reservation_id: Reservation id.
+            passengers: The full new passenger list.
+        """
+        converted = _all_dicts(passengers)
+        if converted:
+            passengers = [Passenger(**p) for p in passengers]
+        reservation = self._get_reservation(reservation_id)
+        if len(passengers) != len(reservation["passengers"]):
+            raise ValueError("Number of passengers does not match")
+        reservation = self.db.reservations.mut(reservation_id)
+        reservation["passengers"] = [p.model_dump() for p in passengers] if converted else copy_json(passengers)
+        return AsModel(reservation)
+
+    @tool(ToolType.READ)
+    def get_flight_status(self, flight_number: str, date: str) -> str:
+        """Status of a flight on a date.
+
+        Args:
+            flight_number: Flight number.
+            date: Date, YYYY-MM-DD.
+        """
+        return self._get_flight_instance(flight_number, date)["status"]
