@@ -439,6 +439,11 @@ class TurnLoop:
         """
         if self.status != AGENT:
             raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
+        if message.tool_calls is not None:
+            if not message.tool_calls:
+                message.tool_calls = None  # an empty call list means no calls
+            elif any(tc.requestor != "assistant" for tc in message.tool_calls):
+                message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id) for tc in message.tool_calls]
         if self.agent_can_stop and message.tool_calls and any(tc.name == STOP_TOOL for tc in message.tool_calls):
             message.content, message.tool_calls = STOP, None  # tau2 rewrites a `done` call to the stop token
         if not message.has_text_content() and not message.is_tool_call():

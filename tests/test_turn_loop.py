@@ -333,3 +333,11 @@ def test_user_tools_follow_the_tasks_user_tools_filter(telecom):
     assert [s["function"]["name"] for s in loop.user_request().tools] == ["check_status_bar"]
     none = Task.model_validate({**t.model_dump(mode="json"), "user_tools": []})
     assert started(telecom, none).user_request().tools is None
+
+
+def test_agent_calls_are_always_the_agents_and_an_empty_call_list_means_text(mock):
+    loop = started(mock)
+    loop.submit_user(utext("hi"))
+    loop.submit_agent(AssistantMessage(content=None, tool_calls=[ToolCall("get_users", {}, id="1", requestor="user")]))
+    assert loop.trajectory[-1].requestor == "assistant" and not loop.trajectory[-1].error
+    assert loop.submit_agent(AssistantMessage(content="hello", tool_calls=[])) == "user"
