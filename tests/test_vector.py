@@ -301,3 +301,16 @@ def test_constructing_from_a_config_and_bad_arguments():
     vec.reset(seed=0)
     with pytest.raises(ValueError, match="one action per sub-env"):
         vec.step(["only one"])
+
+
+def test_the_vector_rollouts_example_runs_offline(tmp_path, capsys):
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "vector_rollouts.py"
+    module = runpy.run_path(str(example), run_name="vector_rollouts_example")
+    module["main"](["--num-envs", "8", "--steps", "6", "--tasks", "3", "--trials", "2",
+                    "--output", str(tmp_path / "ex.json")])
+    out = capsys.readouterr().out
+    assert "== vector env: 8 airline episodes at once" in out and "OracleAgent" in out
+    assert "(first run): 6 episodes run, 0 resumed" in out and "(same command again): 0 episodes run, 6 resumed" in out
