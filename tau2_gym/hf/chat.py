@@ -1,0 +1,242 @@
+"""Chat-template rendering for token-exact multi-turn trajectories.
+
+A multi-turn episode is one growing token sequence: the prompt (the first observation rendered with the
+chat template and the env's tool schemas, generation prompt included), then alternately the policy's own
+generated tokens and the tokens of what the environment and the customer said back. The policy's tokens
+are kept exactly as sampled -- never decoded and re-tokenized. The env/user tokens are cut out of the chat
+template's own rendering by a *prefix diff*:
+
+    before = render(history up to and including the policy's last message)            # no generation prompt
+    after  = render(history + the env/user messages that followed, generation prompt)
+    env/user tokens = after[len(before trimmed after its last end-of-turn token):]
+
+so they are exactly the template's tokens for those turns (``\\n<|im_start|>user\\n...<|im_end|>\\n
+<|im_start|>assistant\\n`` for ChatML), including the generation prompt of the policy's next turn.
+
+Templates that render an earlier turn differently once more messages follow (Qwen3 drops the ``<think>``
+block of past assistant turns; some templates change the last assistant turn) are not prefix-preserving:
+``before`` is then no prefix of ``after``. Strategy: the context stays *append-only* -- the policy keeps
+seeing its own earlier tokens as generated, never a re-rendered history -- and the env/user tokens start
+right after the same number of end-of-turn tokens in ``after`` as ``before`` holds (the turn structure
+does not change when a template edits the inside of an earlier turn). :attr:`TurnSuffix.exact` is False
+then, and the trajectory counts such turns. Alternatively, pass a prefix-preserving ``chat_template``
+(TRL ships training variants: ``trl.chat_template_utils.get_training_chat_template``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence
+
+__all__ = ["ChatRenderer", "TemplateError", "TurnSuffix", "template_messages", "stop_token_ids"]
+
+
+class TemplateError(ValueError):
+    """The chat template cannot be used for token-exact trajectories (see the message for why)."""
+
+
+@dataclass(frozen=True)
+class TurnSuffix:
+    """Tokens the template puts between the end of the policy's turn and its next generation."""
+
+    ids: list[int]
+    exact: bool  # True: found by the prefix diff; False: by counting end-of-turn tokens (see module docs)
+
+
+def template_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI chat messages as chat templates expect them: tool-call arguments as objects, not JSON strings."""
+    out = []
+    for m in messages:
+        calls = m.get("tool_calls")
+        if calls:
+            fixed = []
+            for c in calls:
+                fn = c.get("function")
+                if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+                    raw = fn["arguments"]
+                    try:
+                        args: Any = json.loads(raw) if raw.strip() else {}
+                    except json.JSONDecodeError:
+                        args = raw
+                    c = {**c, "function": {**fn, "arguments": args}}
+                fixed.append(c)
+            m = {**m, "tool_calls": fixed}
+        out.append(m)
+    return out
+
+
+def stop_token_ids(tokenizer: Any, model: Any = None, extra: Optional[Iterable[int]] = None) -> frozenset[int]:
+    """Token ids that end a policy turn: the tokenizer's EOS, the model's generation-config EOS id(s), ``extra``."""
+    ids: set[int] = set()
+
+    def add(value: Any) -> None:
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            ids.update(v for v in value if isinstance(v, int))
+
+    add(getattr(tokenizer, "eos_token_id", None))
+    gc = getattr(model, "generation_config", None)
+    if gc is not None:
+        add(getattr(gc, "eos_token_id", None))
+    if extra is not None:
+        add(list(extra))
+    if not ids:
+        raise TemplateError("no end-of-turn token: the tokenizer has no eos_token_id; pass stop ids explicitly")
+    return frozenset(ids)
+
+
+class ChatRenderer:
+    """Renders agent observations to token ids with one tokenizer, chat template and template kwargs.
+
+    ``stop_ids``: the tokens that end a policy turn (the policy's generation stops there); the prefix diff
+    trims the rendered history after its last one.
+    """
+
+    def __init__(self, tokenizer: Any, *, stop_ids: Iterable[int], chat_template: Optional[str] = None,
+                 chat_template_kwargs: Optional[dict[str, Any]] = None) -> None:
+        self.tokenizer = tokenizer
+        self.stop_ids = frozenset(stop_ids)
+        self.chat_template = chat_template
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        if chat_template is None and getattr(tokenizer, "chat_template", None) is None:
+            raise TemplateError("the tokenizer has no chat_template; set tokenizer.chat_template or pass chat_template=")
+        self._init_text_split()
+
+    def render(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
+               add_generation_prompt: bool) -> list[int]:
+        """Token ids of ``messages`` (OpenAI format) under the chat template, ``tools`` as JSON schemas."""
+        ids = self.tokenizer.apply_chat_template(
+            template_messages(messages), tools=list(tools) if tools else None, chat_template=self.chat_template,
+            add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=False,
+            **self.chat_template_kwargs)
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if ids and isinstance(ids[0], list):  # some processors return a batch of one
+            ids = ids[0]
+        return list(ids)
+
+    def render_text(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
+                    add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            template_messages(messages), tools=list(tools) if tools else None, chat_template=self.chat_template,
+            add_generation_prompt=add_generation_prompt, tokenize=False, **self.chat_template_kwargs)
+
+    def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None) -> list[int]:
+        """The first prompt: the observation with the generation prompt of the policy's first turn."""
+        return self.render(messages, tools, add_generation_prompt=True)
+
+    def _last_stop(self, ids: Sequence[int]) -> Optional[int]:
+        stop = self.stop_ids
+        for i in range(len(ids) - 1, -1, -1):
+            if ids[i] in stop:
+                return i
+        return None
+
+    def turn_end_token(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None) -> int:
+        """The end-of-turn token the template closes the last (assistant) message with."""
+        before = self.render(messages, tools, add_generation_prompt=False)
+        cut = self._last_stop(before)
+        if cut is None:
+            raise TemplateError("the chat template ends turns with none of the stop tokens "
+                                f"{sorted(self.stop_ids)}; pass the template's end-of-turn id in stop_ids")
+        return before[cut]
+
+    def turn_suffix(self, messages: Sequence[dict[str, Any]], k: int,
+                    tools: Optional[Sequence[dict]] = None) -> TurnSuffix:
+        """Tokens after the policy's turn ``messages[k - 1]`` up to the next generation prompt.
+
+        ``messages[k:]`` are what the environment and the customer said since (as the agent sees them).
+        """
+        if not 0 < k <= len(messages):
+            raise ValueError(f"k={k} must point inside the {len(messages)} messages")
+        if self._stop_texts is not None:
+            return self._turn_suffix_text(messages, k, tools)
+        return self.turn_suffix_ids(messages, k, tools)
+
+    def turn_suffix_ids(self, messages: Sequence[dict[str, Any]], k: int,
+                        tools: Optional[Sequence[dict]] = None) -> TurnSuffix:
+        """:meth:`turn_suffix` computed on the token ids of both full renderings (the reference method)."""
+        before = self.render(messages[:k], tools, add_generation_prompt=False)
+        after = self.render(messages, tools, add_generation_prompt=True)
+        cut = self._last_stop(before)
+        if cut is None:
+            if after[:len(before)] == before:
+                return TurnSuffix(after[len(before):], True)
+            raise TemplateError("the chat template ends turns with none of the stop tokens "
+                                f"{sorted(self.stop_ids)} and is not prefix-preserving; pass its end-of-turn id "
+                                "in stop_ids or a prefix-preserving chat_template")
+        head = before[:cut + 1]
+        if after[:len(head)] == head:
+            return TurnSuffix(after[len(head):], True)
+        # Not prefix-preserving: start after as many end-of-turn tokens as the history holds.
+        n = sum(1 for t in head if t in self.stop_ids)
+        seen = 0
+        for i, t in enumerate(after):
+            if t in self.stop_ids:
+                seen += 1
+                if seen == n:
+                    return TurnSuffix(after[i + 1:], False)
+        raise TemplateError(f"the chat template renders {seen} end-of-turn tokens for a history that had {n}; "
+                            "cannot locate the new turns -- pass a prefix-preserving chat_template")
+
+    # Fast path. The end-of-turn tokens are added tokens, and tokenizers split text on added tokens before
+    # anything else, so the ids of the text after one do not depend on the text before it: diffing the two
+    # renderings as text and tokenizing only the new tail gives the same ids as diffing full tokenizations
+    # (tests check both agree), without re-tokenizing the whole conversation every turn.
+
+    def _init_text_split(self) -> None:
+        tok = self.tokenizer
+        added = getattr(tok, "added_tokens_decoder", None)
+        self._stop_texts: Optional[tuple[str, ...]] = None
+        if not added or not getattr(tok, "is_fast", False):
+            return
+        texts = []
+        for i in self.stop_ids:
+            token = added.get(i)
+            if token is None:
+                return
+            texts.append(str(token))
+        self._stop_texts = tuple(texts)
+
+    def _stop_positions(self, text: str) -> list[int]:
+        """End offsets of every end-of-turn token string in ``text``, in order."""
+        ends = []
+        for stop in self._stop_texts or ():
+            start = text.find(stop)
+            while start != -1:
+                ends.append(start + len(stop))
+                start = text.find(stop, start + len(stop))
+        return sorted(ends)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _turn_suffix_text(self, messages: Sequence[dict[str, Any]], k: int,
+                          tools: Optional[Sequence[dict]]) -> TurnSuffix:
+        before = self.render_text(messages[:k], tools, add_generation_prompt=False)
+        after = self.render_text(messages, tools, add_generation_prompt=True)
+        ends = self._stop_positions(before)
+        if not ends:
+            return self.turn_suffix_ids(messages, k, tools)
+        cut = ends[-1]
+        if after.startswith(before[:cut]):
+            return TurnSuffix(self.encode(after[cut:]), True)
+        after_ends = self._stop_positions(after)
+        if len(after_ends) < len(ends):
+            raise TemplateError(f"the chat template renders {len(after_ends)} end-of-turn tokens for a history that "
+                                f"had {len(ends)}; cannot locate the new turns -- pass a prefix-preserving chat_template")
+        return TurnSuffix(self.encode(after[after_ends[len(ends) - 1]:]), False)
+
+    def is_prefix_preserving(self, tools: Optional[Sequence[dict]] = None) -> bool:
+        """Whether earlier turns render identically whatever follows (probed on a small tool conversation)."""
+        call = {"role": "assistant", "content": None,
+                "tool_calls": [{"type": "function", "function": {"name": "probe", "arguments": {}}}]}
+        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, call,
+                 {"role": "tool", "tool_call_id": "c0", "content": "r"},
+                 {"role": "assistant", "content": "a"}, {"role": "user", "content": "v"}]
+        try:
+            return all(self.turn_suffix(probe[:n], k, tools).exact for k, n in ((3, 4), (5, 6)))
+        except TemplateError:
+            return False

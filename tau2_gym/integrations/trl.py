@@ -1,0 +1,615 @@
+"""GRPO on tau2 environments with TRL (tested with trl 1.16, transformers 5.24).
+
+Two ways in:
+
+1. ``rollout_func`` (recommended): :func:`make_rollout_func` returns a function for
+   ``GRPOTrainer(rollout_func=...)``. Each received prompt names a task (:func:`build_dataset` makes such
+   prompts: :func:`task_prompt`); TRL has already repeated every prompt ``num_generations`` times, so the
+   function plays one episode per prompt -- all of them in lockstep, batched generation -- with
+   :class:`~tau2_gym.hf.policy.PolicyRunner` and returns, per episode, ``prompt_ids``, ``completion_ids``
+   (policy tokens interleaved with the env/user turns' template tokens), ``logprobs``, ``env_mask``
+   (1 = policy token; TRL masks the rest out of the loss) and the extra fields ``tau2_reward``,
+   ``reward_info``, ``termination_reason`` and ``task_id``, which TRL forwards to reward functions --
+   :func:`tau2_reward` reads the first. The model sees the exact tau2 conversation: the domain's tool
+   schemas, the customer's messages as ``user`` turns, tool results as ``tool`` turns.
+   Generation uses the trainer's model (``model.generate`` with the trainer's sampling settings) or,
+   with ``use_vllm=True``, TRL's vLLM backend (server or colocate mode), one batched request per turn.
+
+2. ``environment_factory``: :func:`make_environment_factory` adapts a tau2 env to TRL's built-in tool loop.
+   TRL only continues a rollout while the model calls tools, so the customer is exposed as a tool too:
+   ``send_message_to_user(message)`` sends a text to the customer and returns the customer's reply as the
+   tool result. The chat changes accordingly: every agent text becomes a tool call, customer replies
+   arrive as ``tool`` messages, an answer without tool calls ends the rollout (an unfinished episode
+   scores 0.0), several calls in one message run one after another (tau2 records them as separate agent
+   turns), and the tool schemas are the ones TRL derives from Python signatures (nested object types
+   appear as plain ``object``/``array``). Use :func:`build_dataset` with ``environment=True``.
+
+Multi-process training: episodes run per process; the vLLM backend pads every turn's batch to the same
+size on all processes, so the collective calls line up. With local generation, DeepSpeed ZeRO-3 needs
+``ds3_gather_for_generation=True`` (the default), since processes run different numbers of forward passes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import threading
+from contextlib import ExitStack, contextmanager
+from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
+
+from tau2_gym.hf.generation import Generation, HFGenerator, finish_row
+from tau2_gym.hf.policy import PolicyRunner, Trajectory
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "build_dataset", "task_prompt", "parse_task_prompt", "make_rollout_func", "Tau2Rollout", "tau2_reward",
+    "rollout_output", "make_environment_factory", "Tau2ToolEnv", "TRLLocalGenerator", "TRLVLLMGenerator",
+    "SEND_MESSAGE_TOOL",
+]
+
+SEND_MESSAGE_TOOL = "send_message_to_user"
+_TASK_KEYS = ("tau2_domain", "tau2_task_id")
+
+
+# ----------------------------------------------------------------------------------------- prompts
+
+
+def task_prompt(domain: str, task_id: str) -> str:
+    """The dataset prompt that names one task: a small JSON object (what the rollout function resets to)."""
+    return json.dumps({"tau2_domain": domain, "tau2_task_id": str(task_id)})
+
+
+def parse_task_prompt(prompt: Any) -> tuple[str, str]:
+    """``(domain, task_id)`` of a prompt made by :func:`task_prompt` (also inside a chat message list)."""
+    value = prompt
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        value = value[-1].get("content")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+    if isinstance(value, dict) and all(isinstance(value.get(k), str) for k in _TASK_KEYS):
+        return value["tau2_domain"], value["tau2_task_id"]
+    raise ValueError(f"prompt {str(prompt)[:200]!r} does not name a tau2 task; build the dataset with "
+                     "tau2_gym.integrations.trl.build_dataset (prompts made by task_prompt(domain, task_id))")
+
+
+def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", task_set: Optional[str] = None,
+                  task_ids: Optional[Sequence[str]] = None, data_dir: Optional[str] = None, repeats: int = 1,
+                  environment: bool = False, solo: bool = False) -> Any:
+    """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
+
+    Columns: ``prompt``, ``task_id``, ``domain``. For ``rollout_func`` training (default) the prompt is
+    :func:`task_prompt`; with ``environment=True`` (TRL's ``environment_factory``) it is the agent's
+    opening view -- system prompt, greeting or task history -- ending with an empty user message that the
+    environment's ``reset`` fills with the customer's first message.
+    """
+    from datasets import Dataset
+
+    from tau2_gym import load_domain
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1; got {repeats}")
+    loaded = load_domain(domain, data_dir)
+    if task_ids is not None:
+        tasks = [loaded.task(str(t), task_set) for t in task_ids]
+    else:
+        tasks = list(loaded.tasks(task_set, split))
+    if solo:
+        from tau2_gym.turn_loop import solo_task_error
+
+        tasks = [t for t in tasks if solo_task_error(t) is None]
+    if not tasks:
+        raise ValueError(f"no tasks for domain {domain!r} (task_set={task_set!r}, split={split!r})")
+    rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": []}
+    for task in tasks:
+        prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
+        for _ in range(repeats):
+            rows["prompt"].append(prompt)
+            rows["task_id"].append(task.id)
+            rows["domain"].append(domain)
+    return Dataset.from_dict(rows)
+
+
+def opening_messages(loaded: Any, task: Any, solo: bool = False) -> list[dict[str, Any]]:
+    """The agent's view before the customer's first turn (+ an empty user message when that turn is next).
+
+    Tool-call arguments stay JSON strings (a dataset needs one schema for every row).
+    """
+    from tau2_gym import turn_loop as tl
+
+    loop = tl.TurnLoop(loaded, task, solo=solo)
+    loop.start()
+    messages = loop.agent_messages()
+    if loop.status == tl.USER:
+        messages.append({"role": "user", "content": ""})
+    return messages
+
+
+# ----------------------------------------------------------------------------------------- rewards
+
+
+def tau2_reward(prompts: Any = None, completions: Any = None, tau2_reward: Optional[list] = None,
+                **kwargs: Any) -> list[Optional[float]]:
+    """TRL reward function: the tau2 reward the rollout function computed for each episode."""
+    if tau2_reward is None:
+        raise ValueError("tau2_reward needs the 'tau2_reward' field; use it with make_rollout_func's rollout function")
+    return [None if r is None else float(r) for r in tau2_reward]
+
+
+def rollout_output(trajectories: Sequence[Trajectory], stop_id: int) -> dict[str, list]:
+    """The dict a TRL ``rollout_func`` returns for these trajectories (one entry each, in order).
+
+    An episode that ended before the policy's first turn gets a one-token completion (``stop_id``, masked
+    out) because TRL reads each completion's last token.
+    """
+    out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+                            "tau2_reward": [], "reward_info": [], "termination_reason": [], "task_id": []}
+    for t in trajectories:
+        completion, mask, logprobs = list(t.completion_ids), list(t.env_mask), list(t.logprobs)
+        if not completion:
+            completion, mask, logprobs = [stop_id], [0], [0.0]
+        out["prompt_ids"].append(list(t.prompt_ids))
+        out["completion_ids"].append(completion)
+        out["logprobs"].append(logprobs)
+        out["env_mask"].append(mask)
+        out["tau2_reward"].append(float(t.reward))
+        out["reward_info"].append(t.reward_info)
+        out["termination_reason"].append(t.termination_reason)
+        out["task_id"].append(t.task_id)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- generators
+
+
+def _tokenizer_of(trainer: Any) -> Any:
+    tok = getattr(trainer, "_tokenizer", None) or trainer.processing_class
+    return getattr(tok, "tokenizer", tok)
+
+
+class TRLLocalGenerator:
+    """Generates with the trainer's own model (as TRL does without vLLM): unwrapped once per rollout,
+    sampling with the trainer's temperature / top-p / top-k / min-p / repetition penalty."""
+
+    def __init__(self, trainer: Any, *, batch_size: Optional[int] = None,
+                 logits_processor: Optional[Sequence[Any]] = None) -> None:
+        self.trainer = trainer
+        self.tokenizer = _tokenizer_of(trainer)
+        self.stop_ids = frozenset(int(i) for i in trainer.eos_token_ids)
+        self.batch_size = batch_size
+        self.logits_processor = list(logits_processor or [])
+        self._hf: Optional[HFGenerator] = None
+
+    def keep_going(self, active: bool) -> bool:
+        return active
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        import torch
+        from trl.models import unwrap_model_for_generation
+
+        t = self.trainer
+        args = t.args
+        with ExitStack() as stack:
+            model = stack.enter_context(unwrap_model_for_generation(
+                t.model_wrapped, t.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
+                generation_kwargs=getattr(t, "generation_kwargs", None),
+                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs))
+            stack.enter_context(torch.no_grad())
+            dist = getattr(t, "_dist", None)
+            if dist is not None:
+                stack.enter_context(dist.summon_full_params(t.model_wrapped, recurse=False))
+            self._hf = HFGenerator(
+                model, self.tokenizer, do_sample=True, temperature=t.temperature, top_p=t.top_p, top_k=t.top_k,
+                min_p=t.min_p, repetition_penalty=t.repetition_penalty, batch_size=self.batch_size,
+                stop_ids=self.stop_ids, generation_config=getattr(t, "generation_config", None),
+                logits_processor=self.logits_processor)
+            try:
+                yield
+            finally:
+                self._hf = None
+
+    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[Generation]:
+        if self._hf is None:
+            raise RuntimeError("TRLLocalGenerator.generate must run inside session()")
+        return self._hf.generate(contexts, max_new_tokens)
+
+
+class TRLVLLMGenerator:
+    """Generates through the trainer's vLLM backend (``trainer.vllm_generation``: server or colocate mode).
+
+    Every call is collective: all processes call it once per round, each batch padded to the largest
+    one across processes (vLLM's backend slices results by equal per-process shares), and rounds go on
+    while any process has an active episode (:meth:`keep_going`).
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self.backend = trainer.vllm_generation
+        self.accelerator = trainer.accelerator
+        self.stop_ids = frozenset(int(i) for i in trainer.eos_token_ids)
+        self._filler = [min(self.stop_ids)]
+        self._lock = threading.Lock()
+
+    def session(self) -> Any:
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+    def _global_max(self, value: int) -> int:
+        if getattr(self.accelerator, "num_processes", 1) <= 1:
+            return value
+        import torch
+
+        t = torch.tensor([value], device=self.accelerator.device)
+        return int(self.accelerator.gather(t).max().item())
+
+    def keep_going(self, active: bool) -> bool:
+        return bool(self._global_max(int(active)))
+
+    def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[Generation]:
+        n = len(contexts)
+        width = self._global_max(n)
+        if width == 0:
+            return []
+        limit = self._global_max(max(max_new_tokens, default=1))
+        prompts = [list(c) for c in contexts] + [list(self._filler)] * (width - n)
+        backend = self.backend
+        with self._lock:
+            saved = backend.max_completion_length
+            backend.max_completion_length = max(limit, 1)
+            try:
+                _, completions, logprobs, _ = backend.generate(prompts=prompts, images=None, num_generations=1)
+            finally:
+                backend.max_completion_length = saved
+        out = []
+        for i in range(n):
+            row = completions[i]
+            lps = [(lp[0] if lp and lp[0] is not None else float("nan")) for lp in logprobs[i]] if logprobs else [0.0] * len(row)
+            out.append(finish_row(row, lps, self.stop_ids, max_new_tokens[i]))
+        return out
+
+
+# ----------------------------------------------------------------------------------------- rollout_func
+
+
+class Tau2Rollout:
+    """The ``rollout_func`` object (see :func:`make_rollout_func`); keeps a pool of envs per domain."""
+
+    def __init__(self, *, env_kwargs: Optional[dict[str, Any]] = None, max_new_tokens: int = 512,
+                 max_turns: Optional[int] = None, parser: Union[str, Callable[..., Any]] = "auto",
+                 chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
+                 seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
+                 logits_processor: Optional[Sequence[Any]] = None,
+                 env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True) -> None:
+        self.env_kwargs = dict(env_kwargs or {})
+        self.env_kwargs.setdefault("obs_format", "messages")
+        if self.env_kwargs["obs_format"] != "messages":
+            raise ValueError("the rollout function needs obs_format='messages'")
+        self.max_new_tokens = int(max_new_tokens)
+        self.max_turns = max_turns
+        self.parser = parser
+        self.chat_template = chat_template
+        self.chat_template_kwargs = chat_template_kwargs
+        self.seed = seed
+        self.use_vllm = use_vllm
+        self.batch_size = batch_size
+        self.logits_processor = list(logits_processor or [])
+        self.env_factory = env_factory
+        self.vectorize = vectorize
+        self._pools: dict[str, list[Any]] = {}
+        self._vectors: dict[tuple[str, int], Any] = {}
+        self._episodes = 0
+        self.last_trajectories: list[Trajectory] = []
+
+    def make_env(self, domain: str) -> Any:
+        if self.env_factory is not None:
+            return self.env_factory(domain)
+        import gymnasium as gym
+
+        import tau2_gym  # noqa: F401 - registers the tau2/* ids
+        from tau2_gym.envs import env_id
+
+        kwargs = dict(self.env_kwargs)
+        solo = bool(kwargs.pop("solo", False))
+        return gym.make(env_id(domain, solo), disable_env_checker=True, **kwargs)
+
+    def _vector(self, domain: str, n: int) -> Any:
+        key = (domain, n)
+        vec = self._vectors.get(key)
+        if vec is None:
+            import gymnasium as gym
+
+            import tau2_gym  # noqa: F401 - registers the tau2/* ids
+            from tau2_gym.envs import env_id
+
+            kwargs = dict(self.env_kwargs)
+            solo = bool(kwargs.pop("solo", False))
+            vec = self._vectors[key] = gym.make_vec(env_id(domain, solo), num_envs=n, **kwargs)
+        return vec
+
+    def _envs(self, domains: Sequence[str]) -> Any:
+        """One vector env (batched user turns) when every prompt is of one domain; else single envs."""
+        if self.vectorize and self.env_factory is None and len(set(domains)) == 1:
+            return self._vector(domains[0], len(domains))
+        taken: dict[str, int] = {}
+        envs = []
+        for d in domains:
+            pool = self._pools.setdefault(d, [])
+            i = taken.get(d, 0)
+            if i == len(pool):
+                pool.append(self.make_env(d))
+            taken[d] = i + 1
+            envs.append(pool[i])
+        return envs
+
+    def runner(self, trainer: Any) -> PolicyRunner:
+        use_vllm = bool(getattr(trainer, "use_vllm", False)) if self.use_vllm is None else self.use_vllm
+        if use_vllm:
+            generator: Any = TRLVLLMGenerator(trainer)
+        else:
+            generator = TRLLocalGenerator(trainer, batch_size=self.batch_size, logits_processor=self.logits_processor)
+        budget = getattr(trainer, "max_completion_length", None) or trainer.args.max_completion_length
+        kwargs = self.chat_template_kwargs
+        if kwargs is None:
+            kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
+        return PolicyRunner(generator, _tokenizer_of(trainer), parser=self.parser,
+                            max_new_tokens=min(self.max_new_tokens, budget), max_completion_tokens=budget,
+                            max_turns=self.max_turns, chat_template=self.chat_template, chat_template_kwargs=kwargs)
+
+    def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
+        refs = [parse_task_prompt(p) for p in prompts]
+        envs = self._envs([d for d, _ in refs])
+        seeds: list[Optional[int]] = [None] * len(refs)
+        if self.seed is not None:
+            seeds = [self.seed + self._episodes + i for i in range(len(refs))]
+        self._episodes += len(refs)
+        trajectories = self.runner(trainer).run(envs, [{"task_id": t} for _, t in refs], seeds)
+        self.last_trajectories = trajectories
+        return trajectories
+
+    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list]:
+        trajectories = self.run(prompts, trainer)
+        stop_id = min(int(i) for i in trainer.eos_token_ids)
+        return rollout_output(trajectories, stop_id)
+
+
+def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_tokens: int = 512,
+                      max_turns: Optional[int] = None, parser: Union[str, Callable[..., Any]] = "auto",
+                      chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
+                      seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
+                      logits_processor: Optional[Sequence[Any]] = None,
+                      env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True) -> Tau2Rollout:
+    """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
+
+    Args:
+        env_kwargs: ``gym.make`` arguments of every env (``user``, ``max_steps``, ``solo``, ``judge``, ...).
+        max_new_tokens: token limit of one policy turn; the whole completion is limited by the trainer's
+            ``max_completion_length`` (an episode that runs out ends as ``max_tokens`` with reward 0.0).
+        max_turns: policy turns per episode (None: the env's own step limit decides).
+        parser: tool-call parser of the generated text (``"auto"``: the tokenizer's response template, else
+            Hermes ``<tool_call>``, else JSON).
+        chat_template, chat_template_kwargs: template override / variables (default: the trainer's
+            ``chat_template_kwargs``).
+        seed: base of the per-episode reset seeds (None: the envs' own RNGs).
+        use_vllm: generate through TRL's vLLM backend (default: when the trainer has ``use_vllm=True``).
+        batch_size: contexts per ``generate`` call with local generation (None: all active episodes).
+        logits_processor: extra logits processors for local generation.
+        env_factory: ``fn(domain) -> env`` instead of ``gym.make("tau2/<domain>-v0", **env_kwargs)``.
+        vectorize: run a batch of one domain's prompts in a ``Tau2VectorEnv`` so the customers' turns are
+            answered in one batch per round (LLM user simulators batch or run concurrently); else single envs.
+    """
+    return Tau2Rollout(env_kwargs=env_kwargs, max_new_tokens=max_new_tokens, max_turns=max_turns, parser=parser,
+                       chat_template=chat_template, chat_template_kwargs=chat_template_kwargs, seed=seed,
+                       use_vllm=use_vllm, batch_size=batch_size, logits_processor=logits_processor,
+                       env_factory=env_factory, vectorize=vectorize)
+
+
+# ----------------------------------------------------------------------------------------- environment_factory
+
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict,
+                               "array": list, "null": type(None)}
+
+
+def _hint(schema: Any) -> Any:
+    """A Python type hint that transformers' ``get_json_schema`` turns back into (about) this JSON schema."""
+    if not isinstance(schema, dict):
+        return Any
+    if "enum" in schema and schema["enum"]:
+        return Literal[tuple(schema["enum"])]  # type: ignore[misc]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            hints = [_hint(s) for s in schema[key]]
+            non_null = [h for h in hints if h is not type(None)]
+            if not non_null:
+                return Any
+            out = non_null[0] if len(non_null) == 1 else Union[tuple(non_null)]  # type: ignore[valid-type]
+            return Optional[out] if len(non_null) < len(hints) else out
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return _hint({"anyOf": [{"type": k} for k in kind]})
+    if kind == "array":
+        items = schema.get("items")
+        return list[_hint(items)] if isinstance(items, dict) and items else list
+    if kind in _JSON_TYPES:
+        return _JSON_TYPES[kind]
+    if "$ref" in schema or "properties" in schema:
+        return dict
+    return Any
+
+
+def _one_line(text: Any) -> str:
+    words = " ".join(str(text or "").split())
+    for tag in ("Args:", "Returns:", "Raises:"):  # would end the docstring sections early
+        words = words.replace(tag, tag[:-1] + " -")
+    return words
+
+
+def _tool_method(schema: dict) -> Callable[..., str]:
+    """A method that runs one tau2 tool through the env, with the signature/docstring TRL reads."""
+    fn_schema = schema["function"]
+    name = fn_schema["name"]
+    params = fn_schema.get("parameters") or {}
+    props = params.get("properties") or {}
+    required = set(params.get("required") or [])
+
+    def method(self: "Tau2ToolEnv", **arguments: Any) -> str:
+        return self._call_tool(name, arguments)
+
+    sig_params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    arg_lines = []
+    ordered = [p for p in props if p in required] + [p for p in props if p not in required]
+    for pname in ordered:
+        pschema = props[pname]
+        hint = _hint(pschema)
+        default = inspect.Parameter.empty if pname in required else pschema.get("default", None)
+        sig_params.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint))
+        annotations[pname] = hint
+        arg_lines.append(f"    {pname}: {_one_line(pschema.get('description') or pschema.get('title') or pname)}")
+    annotations["return"] = str
+    method.__name__ = name
+    method.__qualname__ = f"Tau2ToolEnv.{name}"
+    method.__signature__ = inspect.Signature(sig_params, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = annotations
+    doc = _one_line(fn_schema.get("description") or name)
+    method.__doc__ = doc + ("\n\nArgs:\n" + "\n".join(arg_lines) if arg_lines else "")
+    return method
+
+
+def _send_message_method() -> Callable[..., str]:
+    def send_message_to_user(self, message: str) -> str:  # noqa: ANN001 - an unannotated self is skipped by TRL
+        """Send a message to the customer and return the customer's reply.
+
+        Args:
+            message: The text the customer reads.
+        """
+        return self._send(message)
+
+    return send_message_to_user
+
+
+class Tau2ToolEnv:
+    """One tau2 episode behind TRL's ``environment_factory`` tool loop (build with :func:`make_environment_factory`).
+
+    Subclasses carry one method per tau2 tool (plus ``send_message_to_user`` unless solo); TRL exposes them
+    to the model. ``reset(**row)`` starts the row's task and returns the customer's first message;
+    ``get_reward()`` is the tau2 reward (0.0 while the episode is unfinished).
+    """
+
+    env_kwargs: dict[str, Any] = {}
+    domain: str = "mock"
+    ENDED = "Error: the conversation has ended; no further actions are possible."
+
+    def __init__(self) -> None:
+        import gymnasium as gym
+
+        import tau2_gym  # noqa: F401
+        from tau2_gym.envs import env_id
+
+        kwargs = dict(self.env_kwargs)
+        solo = bool(kwargs.pop("solo", False))
+        kwargs["obs_format"] = "messages"
+        self.env = gym.make(env_id(self.domain, solo), disable_env_checker=True, **kwargs)
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        self.done = False
+        self.reward = 0.0
+        self.reward_info: Optional[dict] = None
+        self.termination_reason: Optional[str] = None
+        self.info: dict = {}
+        self.messages: list[dict] = []
+
+    def reset(self, task_id: Optional[str] = None, prompt: Any = None, seed: Optional[int] = None,
+              **row: Any) -> Optional[str]:
+        self._reset_state()
+        obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
+        self.messages = obs
+        if info.get("episode_over"):
+            self._step("")
+        seen = len(prompt) - 1 if isinstance(prompt, list) and prompt and prompt[-1].get("role") == "user" \
+            and not prompt[-1].get("content") else None
+        if seen is None:
+            return None
+        texts = [m.get("content") or "" for m in self.messages[seen:] if m.get("role") == "user"]
+        return "\n".join(texts) if texts else None
+
+    def get_reward(self) -> float:
+        return self.reward if self.done else 0.0
+
+    def _step(self, action: Any) -> list[dict]:
+        """Step the env; returns the messages that followed the agent's action."""
+        before = len(self.messages)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        new = obs[before + 1:] if isinstance(obs, list) and len(obs) > before else []
+        if isinstance(obs, list):
+            self.messages = obs
+        if terminated or truncated:
+            self.done = True
+            self.reward = float(reward)
+            self.reward_info = info.get("reward_info")
+            self.termination_reason = info.get("termination_reason")
+            self.info = info
+        return new
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        if self.done:
+            return self.ENDED
+        new = self._step({"role": "assistant", "content": None,
+                          "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]})
+        results = [m.get("content") or "" for m in new if m.get("role") == "tool"]
+        if results:
+            return "\n".join(results)
+        return self.ENDED if self.done else ""
+
+    def _send(self, message: str) -> str:
+        if self.done:
+            return self.ENDED
+        new = self._step({"role": "assistant", "content": message})
+        replies = [m.get("content") or "" for m in new if m.get("role") == "user"]
+        if replies:
+            return "\n".join(replies)
+        return self.ENDED if self.done else ""
+
+
+def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callable[[], Tau2ToolEnv]:
+    """An ``environment_factory`` for ``GRPOTrainer``: a fresh :class:`Tau2ToolEnv` of ``domain`` per call.
+
+    ``env_kwargs`` go to ``gym.make`` (``user``, ``max_steps``, ``solo``, ...). The agent's tools become
+    methods (their JSON schemas as Python signatures + docstrings); in normal mode ``send_message_to_user``
+    is added (see the module docstring for how this changes the chat).
+    """
+    import gymnasium as gym
+
+    import tau2_gym  # noqa: F401
+    from tau2_gym.envs import env_id
+
+    kwargs = dict(env_kwargs)
+    solo = bool(kwargs.pop("solo", False))
+    probe = gym.make(env_id(domain, solo), disable_env_checker=True, **{k: v for k, v in kwargs.items()
+                                                                       if k not in ("user",)})
+    tools = probe.unwrapped.tools
+    members: dict[str, Any] = {"env_kwargs": dict(env_kwargs), "domain": domain}
+    reserved = {"reset", "get_reward", "env", "done", "reward", "messages", "info"}
+    for schema in tools:
+        name = schema["function"]["name"]
+        if name in reserved or name.startswith("_"):
+            raise ValueError(f"tool name {name!r} clashes with a Tau2ToolEnv member")
+        members[name] = _tool_method(schema)
+    if not solo:
+        if SEND_MESSAGE_TOOL in members:
+            raise ValueError(f"the domain already has a tool named {SEND_MESSAGE_TOOL!r}")
+        members[SEND_MESSAGE_TOOL] = _send_message_method()
+    cls_name = "Tau2" + "".join(p.capitalize() for p in domain.replace("-", "_").split("_")) + ("Solo" if solo else "") + "ToolEnv"
+    cls = type(cls_name, (Tau2ToolEnv,), members)
+
+    def factory() -> Tau2ToolEnv:
+        return cls()
+
+    factory.env_class = cls  # type: ignore[attr-defined]
+    return factory
