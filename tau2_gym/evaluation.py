@@ -21,6 +21,7 @@ from collections import OrderedDict
 from enum import Enum
 from typing import Any, Iterable, Optional
 
+from tau2_gym.db import DBState, Table, dumps_sorted
 from tau2_gym.domain import LoadedDomain
 from tau2_gym.messages import AnyMessage, AssistantMessage, ParticipantMessage, UserMessage
 from tau2_gym.replay import gold_environment, predicted_environment
@@ -156,12 +157,99 @@ def _db_of(kit: Any) -> Any:
     return None if kit is None else kit.db
 
 
+class _Unsure(Exception):
+    """Raised by :func:`_same_value` when plain comparison cannot decide JSON-text equality."""
+
+
+_LEAVES = (str, int, bool, type(None))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two plain values serialise to the same hash text, decided without serialising them.
+
+    Exact for JSON-like data (dict with str keys, list, str, int, float, bool, None, dates): a type
+    difference anywhere (1 vs 1.0, list vs tuple, date vs str), a NaN or a non-str key raises _Unsure
+    and the caller compares the serialised texts instead. Leaves are compared inline (no call per leaf).
+    """
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        raise _Unsure
+    if t is dict:
+        if len(a) != len(b) or a.keys() != b.keys():
+            if any(type(k) is not str for k in a) or any(type(k) is not str for k in b):
+                raise _Unsure
+            return False
+        for k, v in a.items():
+            if type(k) is not str:
+                raise _Unsure
+            w = b[k]
+            tv = type(v)
+            if tv in _LEAVES:
+                if tv is not type(w):
+                    raise _Unsure
+                if v != w:
+                    return False
+            elif v is not w and not _same_value(v, w):
+                return False
+        return True
+    if t is list:
+        if len(a) != len(b):
+            return False
+        for v, w in zip(a, b):
+            tv = type(v)
+            if tv in _LEAVES:
+                if tv is not type(w):
+                    raise _Unsure
+                if v != w:
+                    return False
+            elif v is not w and not _same_value(v, w):
+                return False
+        return True
+    if t in _LEAVES:
+        return a == b
+    if t is float:
+        if a != a or b != b:
+            raise _Unsure
+        return repr(a) == repr(b)
+    return str(a) == str(b)  # dates and other scalars serialise through str()
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    try:
+        return _same_value(a, b)
+    except _Unsure:
+        return dumps_sorted(a) == dumps_sorted(b)
+
+
+def _same_state(a: DBState, b: DBState) -> bool:
+    """``DBState.same_as`` with a faster record comparison: only records either side changed are looked at,
+    and they are compared structurally (exactly as their serialised texts would compare)."""
+    for name in a.field_names():
+        x, y = a.get_field(name), b.get_field(name)
+        if isinstance(x, Table):
+            keys = set(x.changed_keys())
+            keys.update(y.changed_keys())
+            for k in keys:
+                inx, iny = k in x, k in y
+                if inx != iny:
+                    return False
+                if inx and not _same_json(x[k], y[k]):
+                    return False
+        elif x is not y and not _same_json(x, y):
+            return False
+    return True
+
+
 def _same_db(a: Any, b: Any) -> bool:
     """Hash equality of two DBs (None = no DB), decided without hashing when both are states of one base."""
     if a is None or b is None:
         return a is None and b is None
     if a is b:
         return True
+    if type(a) is DBState and type(b) is DBState and a.base is b.base:
+        return _same_state(a, b)
     same = getattr(a, "same_as", None)
     if same is not None and type(a) is type(b):
         return bool(same(b))

@@ -337,7 +337,10 @@ class HFJudge(Judge):
         dtype: Any = "auto" if self.config.dtype == "auto" else getattr(torch, self.config.dtype)
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(self.config.model)
-            model = AutoModelForCausalLM.from_pretrained(self.config.model, dtype=dtype)
+            try:
+                model = AutoModelForCausalLM.from_pretrained(self.config.model, dtype=dtype)
+            except TypeError:  # transformers < 4.56 calls it torch_dtype
+                model = AutoModelForCausalLM.from_pretrained(self.config.model, torch_dtype=dtype)
         except Exception as exc:  # noqa: BLE001
             raise JudgeError(f"cannot load the hf judge model {self.config.model!r}: {exc}") from exc
         self._model = model.to(device).eval()

@@ -372,3 +372,20 @@ def test_solo_is_refused_by_domains_without_solo_mode():
             evaluate_simulation(dom, task, [AssistantMessage(content="###STOP###")], "agent_stop", solo=True)
         return
     pytest.skip("no domain without solo mode is available yet")
+
+
+# ------------------------------------------------------------------------------------ DB equality fast path
+
+
+@pytest.mark.parametrize("a,b", [
+    ({"x": 1}, {"x": 1.0}), ({"x": 1}, {"x": True}), ({"x": 0.0}, {"x": -0.0}), ({"x": [1, 2]}, {"x": (1, 2)}),
+    ({"x": float("nan")}, {"x": float("nan")}), ({1: "a"}, {"1": "a"}), ({"x": {"b": 1, "a": 2}}, {"x": {"a": 2, "b": 1}}),
+    ({"d": __import__("datetime").date(2024, 1, 2)}, {"d": "2024-01-02"}), ({"x": [1, {"y": None}]}, {"x": [1, {"y": None}]}),
+    ({"x": "a"}, {"x": "b"}), ({"x": [1]}, {"x": [1, 2]}), ({"a": 1}, {"b": 1}), ({"x": 1.5}, {"x": 1.5}),
+    ({"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)}, {"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)}),
+])
+def test_structural_db_comparison_equals_hash_text_comparison(a, b):
+    from tau2_gym.db import dumps_sorted
+    from tau2_gym.evaluation import _same_json
+
+    assert _same_json(a, b) == (dumps_sorted(a) == dumps_sorted(b))

@@ -25,7 +25,8 @@ from tau2_gym.messages import messages_to_dicts
 pytestmark = pytest.mark.reference
 
 # (perturbations sampled per task, max tasks) per domain: keeps the upstream side to a few minutes
-BUDGET = {"mock": (99, None), "airline": (5, 50), "retail": (4, 60), "telecom": (6, 60), "telecom-workflow": (3, 20)}
+BUDGET = {"mock": (99, None), "airline": (3, 24), "retail": (3, 24), "telecom": (6, 50), "telecom-workflow": (3, 16)}
+CHEAP = ("mock", "telecom")  # where every evaluation type is also compared on a third of the gold cases
 JUDGE = CallableJudge(stub_judge_reply, name="stub")
 
 
@@ -69,7 +70,7 @@ def test_reward_info_equals_upstream_on_perturbed_simulations(upstream_data_dir)
             variants = [(True, "all")]
             if case.name.startswith("tampered"):
                 variants.append((False, "all"))  # lenient replay (evaluate-trajs)
-            if case.name == "gold" and i % 3 == 0:
+            if case.name == "gold" and i % 3 == 0 and name in CHEAP:
                 variants += [(True, t) for t in OTHER_TYPES]
             for strict, etype in variants:
                 jobs.append({"kind": "eval", "domain": name, "task": case.task.model_dump(mode="json"),

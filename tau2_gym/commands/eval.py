@@ -27,8 +27,9 @@ ERROR_KEY = "evaluation_error"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="RESULTS.json", help="tau2 run results files (.json or .json.gz)")
-    parser.add_argument("-o", "--output", help="output file (one input) or folder (several inputs); "
-                                               "omit to print metrics only")
+    parser.add_argument("-o", "--output", help="one input: the output file (or an existing folder to write into); "
+                                               "several inputs: a folder, each output keeping its input's file "
+                                               "name (.gz names are written gzipped); omit to print metrics only")
     parser.add_argument("--data-dir", help="tau2 data folder (default: TAU2_DATA_DIR, else the fetched 26.3 data)")
     parser.add_argument("--judge", default="none",
                         help="NL-assertion judge: none | openai:MODEL[,base_url=...,api_key_env=...] | "
