@@ -60,14 +60,16 @@ def run(args: argparse.Namespace) -> int:
     warnings.simplefilter("ignore")
     agent_names = args.agents or [a.name for a in ALL_AGENTS]
     t_start = time.perf_counter()
-    t_env = t_eval = 0.0
+    t_env = t_eval = t_make = 0.0
     total_episodes = total_steps = 0
     for eid in _env_ids(args):
+        t0 = time.perf_counter()
         try:
             env = gym.make(eid, data_dir=args.data_dir, task_split=args.task_split)
         except DataError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        t_make += time.perf_counter() - t0
         u = env.unwrapped
         tasks = u.tasks if args.num_tasks <= 0 else u.tasks[:args.num_tasks]
         print(f"\n== {eid}: {len(tasks)} of {len(u.tasks)} tasks in split {args.task_split!r} "
@@ -110,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
           f"(including data loading)")
     print(f"inside the env (reset + step, incl. oracle user and scoring): {t_env:.2f} s = {t_env / wall:.0%} of wall time; "
           f"of which the final steps (with the tau2 evaluation): {t_eval:.2f} s")
-    print(f"outside the env (scripted agents, data loading, printing): {wall - t_env:.2f} s = {(wall - t_env) / wall:.0%}")
+    print(f"building the envs (gym.make: data loading, once per process and domain): {t_make:.2f} s = "
+          f"{t_make / wall:.0%}")
+    rest = wall - t_env - t_make
+    print(f"outside the env (scripted agents, printing): {rest:.2f} s = {rest / wall:.0%}")
     print(f"mean env time per step: {t_env / max(total_steps, 1) * 1e6:.0f} µs; "
           f"per episode: {t_env / max(total_episodes, 1) * 1e3:.2f} ms")
     return 0
