@@ -15,7 +15,9 @@ Each size runs in its own subprocess (so its peak RSS is its own) and plays two 
 
 "env steps" are agent actions (sub-env steps); only the time inside ``VectorEnv.reset``/``step`` counts (the
 scripted agents' own time does not), measured as process CPU time ("one core") and wall time. Peak RSS is the
-child's ``ru_maxrss``; "per live episode" is the RSS growth from building + resetting the N episodes, / N.
+child's ``ru_maxrss``; "per live episode" is the RSS growth over the loaded domain (N >= 1024 only; smaller N
+are within allocator noise), / N: right after resetting the N episodes, and at the peak (trajectories grown,
+DB records copied on write, finished episodes' records held in the infos).
 
 Upstream (same run, when TAU2_REFERENCE_PYTHON is set): tau2's ``AgentGymEnv`` plays the same oracle
 episodes (agent actions and user replies recorded from ours; its user LLM call replaced by the recording), one
@@ -233,7 +235,10 @@ def upstream_episode(data_dir) -> dict | None:
 
 def run_child(n: int, workload: str, data_dir) -> dict:
     min_seconds = 3.0 if n < 10000 else 0.0
-    min_steps = {1: 200, 64: 20, 1024: 6, 10000: 3}.get(n, 3)
+    if workload == "lookup":  # run whole episodes (~27 agent actions each) at every size
+        min_steps = {1: 300}.get(n, 30)
+    else:
+        min_steps = {1: 200, 64: 20}.get(n, 8)
     cmd = [sys.executable, __file__, "--child", str(n), "--workload", workload,
            "--min-seconds", str(min_seconds), "--min-steps", str(min_steps)]
     if data_dir:
@@ -272,9 +277,10 @@ def main() -> None:
         up_ep = up["episode"] if (up and w == "oracle") else None
         rows.append((f"{tag}: env time per episode (wall)", fmt_time(per_ep), fmt_time(up_ep), ratio(up_ep, per_ep)))
         rows.append((f"{tag}: reset of all N (wall)", fmt_time(r["reset_wall"]), "-", "-"))
-        rows.append((f"{tag}: peak RSS | RSS per live episode",
-                     f"{fmt_bytes(r['peak'] * 2**20)} | {fmt_bytes((r['rss_live'] - r['rss_before']) * 2**20 / n)}",
-                     "-", "-"))
+        per_live = fmt_bytes((r["rss_live"] - r["rss_before"]) * 2**20 / n) if n >= 1024 else "-"
+        per_peak = fmt_bytes((r["peak"] - r["rss_before"]) * 2**20 / n) if n >= 1024 else "-"
+        rows.append((f"{tag}: peak RSS | per live episode at reset | at peak",
+                     f"{fmt_bytes(r['peak'] * 2**20)} | {per_live} | {per_peak}", "-", "-"))
         rows.append((f"{tag}: user batches (requests/batch), mean reward",
                      f"{r['user_batches']} ({r['user_requests'] / max(1, r['user_batches']):.0f}), "
                      f"{r['mean_reward'] if r['mean_reward'] is None else round(r['mean_reward'], 3)}", "-", "-"))

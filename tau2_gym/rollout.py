@@ -618,5 +618,12 @@ def collect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any 
             ``concurrency``, ``output``, ``domain``, ``seed``, ``max_steps``, ...).
 
     Returns a :class:`RolloutReport`. Ctrl-C stops the run after saving what finished (re-run to resume).
+    Inside a running event loop (e.g. a notebook) use ``await acollect(...)``.
     """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("collect() cannot run inside a running event loop; use `await acollect(...)` there")
     return asyncio.run(acollect(tasks, policy, user, config=config, **settings))

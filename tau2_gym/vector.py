@@ -58,6 +58,7 @@ __all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole", "WholeRecord"]
 #: info keys whose (dict) values are kept whole in an object array instead of being batched field by field
 WHOLE_RECORD_KEYS = frozenset({"reward_info", "simulation_run"})
 _SCALARS = (int, float, bool)
+_SCALAR_SET = frozenset(_SCALARS)
 
 
 def _noop() -> None:
@@ -184,7 +185,10 @@ class Tau2VectorEnv(VectorEnv):
             slot._run_user = _noop  # user turns are answered here, in batches (phase 2)
             slot._observation = _noop  # built once per step here, after the user turns (phase 3)
         self.template = template
-        self._share_obs = not copy_observations and template.config.obs_format == "messages"
+        from tau2_gym.envs.tau2_env import Tau2Env
+
+        self._share_obs = (not copy_observations and template.config.obs_format == "messages"
+                           and type(template)._observation is Tau2Env._observation)
         self.user = template.user
         self.tools = template.tools
         self.metadata = dict(type(template).metadata)
@@ -416,13 +420,22 @@ class Tau2VectorEnv(VectorEnv):
         """
         n = self.num_envs
         cols: dict[str, tuple[list[int], list[Any]]] = {}
-        for i, info in entries:
-            for key, value in info.items():
-                col = cols.get(key)
-                if col is None:
-                    cols[key] = col = ([], [])
-                col[0].append(i)
-                col[1].append(value)
+        if not entries:
+            return {}
+        first_keys = entries[0][1].keys()
+        if all(info.keys() == first_keys for _, info in entries):  # the usual case: one column per key at C speed
+            idx = [i for i, _ in entries]
+            infos = [info for _, info in entries]
+            for key in first_keys:
+                cols[key] = (idx, [info[key] for info in infos])
+        else:
+            for i, info in entries:
+                for key, value in info.items():
+                    col = cols.get(key)
+                    if col is None:
+                        cols[key] = col = ([], [])
+                    col[0].append(i)
+                    col[1].append(value)
         out: dict[str, Any] = {}
         for key, (idx, values) in cols.items():
             first = values[0]
@@ -479,17 +492,22 @@ def _fits(value: Any) -> bool:
 
 def _column(first: Any, idx: list[int], values: list[Any], n: int) -> np.ndarray:
     """One info key as an array of length ``n`` (Gymnasium's dtype rule: the first value's type)."""
-    if _fits(first) and all(_fits(v) for v in values):
-        array = np.zeros(n, dtype=type(first))
-        array[idx] = values
-        return array
-    if isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape for v in values):
+    kind = type(first)
+    if kind in _SCALARS or isinstance(first, np.number):
+        types = set(map(type, values))
+        if types <= _SCALAR_SET or all(_fits(v) for v in values):
+            array = np.zeros(n, dtype=kind)
+            array[idx] = values
+            return array
+    elif isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape for v in values):
         array = np.zeros((n, *first.shape), dtype=first.dtype)
         array[idx] = values
         return array
+    column = np.fromiter(values, dtype=object, count=len(values))  # never broadcasts list values
+    if len(values) == n and idx[-1] == n - 1:  # every env, in order
+        return column
     array = np.full(n, None, dtype=object)
-    for i, v in zip(idx, values):  # element by element: numpy would broadcast list values
-        array[i] = v
+    array[idx] = column
     return array
 
 

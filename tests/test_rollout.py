@@ -250,3 +250,11 @@ def test_cli_rollout_runs_offline_and_resumes(tmp_path, capsys):
     assert "6 resumed from the log, 0 run now" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--agent-llm-args is not valid JSON"):
         main(argv[:3] + ["--agent", "llm_agent", "--agent-llm-args", "{not json"])
+
+
+def test_collect_inside_a_running_loop_points_to_acollect():
+    async def main():
+        collect(["0"], "oracle", domain="airline", progress=False)
+
+    with pytest.raises(RuntimeError, match="await acollect"):
+        asyncio.run(main())

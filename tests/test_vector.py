@@ -314,3 +314,24 @@ def test_the_vector_rollouts_example_runs_offline(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "== vector env: 8 airline episodes at once" in out and "OracleAgent" in out
     assert "(first run): 6 episodes run, 0 resumed" in out and "(same command again): 0 episodes run, 6 resumed" in out
+
+
+def test_observations_are_fresh_lists_and_private_dicts_on_request():
+    shared = gym.make_vec("tau2/airline-v0", num_envs=2)
+    private = gym.make_vec("tau2/airline-v0", num_envs=2, copy_observations=True)
+    a0, _ = shared.reset(seed=9)
+    b0, _ = private.reset(seed=9)
+    assert a0 == b0
+    a1 = shared.step(["Could you tell me your user id?"] * 2)[0]
+    b1 = private.step(["Could you tell me your user id?"] * 2)[0]
+    assert a1 == b1 and a1[0] is not a0[0]
+    assert a1[0][1] is a0[0][1]  # shared: the greeting's dict is the same object in both observations
+    assert b1[0][1] is not b0[0][1] and b1[0][1] == b0[0][1]
+    a1[0].append({"role": "user", "content": "appended by the caller"})
+    assert shared.step(["ok"] * 2)[0][0][-1]["content"] != "appended by the caller"
+
+
+def test_text_observations_are_transcripts():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, obs_format="text")
+    obs, _ = vec.reset(seed=0)
+    assert all(isinstance(o, str) and o.startswith("assistant: Hi! How can I help you today?") for o in obs)
