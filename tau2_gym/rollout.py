@@ -200,16 +200,33 @@ def read_log(path: Union[str, os.PathLike], repair: bool = False) -> tuple[Optio
 
 
 class _Log:
-    """Append-only JSONL of finished episodes: lines are written and fsync'd before they count as done."""
+    """Append-only JSONL of finished episodes: lines are written and fsync'd before they count as done.
 
-    def __init__(self, path: Path, header: dict) -> None:
+    Opening takes an exclusive ``flock``: a second run on the same output (which would duplicate episodes)
+    fails at once; the lock dies with the process, so a killed run never blocks its resume.
+    """
+
+    def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists() or path.stat().st_size == 0
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if new:
+        try:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # pragma: no cover - no flock on this platform
+            pass
+        except OSError:
+            os.close(self.fd)
+            self.fd = -1
+            raise RuntimeError(f"another rollout is writing {str(path)!r}; wait for it to end or use another "
+                               "output path") from None
+
+    def start(self, header: dict) -> None:
+        """Write the header line into a new (empty) log."""
+        if os.fstat(self.fd).st_size == 0:
             self._write([header])
-            _fsync_dir(path.parent)
+            _fsync_dir(self.path.parent)
 
     def _write(self, records: Sequence[dict]) -> None:
         data = b"".join(json.dumps(r, default=str).encode("utf-8") + b"\n" for r in records)
@@ -519,10 +536,16 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
     records: dict[tuple, dict] = {}
     log: Optional[_Log] = None
     if lpath is not None:
-        header, records = read_log(lpath, repair=True)
+        log = _Log(lpath)  # locked before the log is read: no other run can append meanwhile
+        try:
+            header, records = read_log(lpath, repair=True)
+        except BaseException:
+            log.close()
+            raise
         signature = runner.signature()
         if header is not None:
             if header.get("domain") != cfg.domain:
+                log.close()
                 raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
                                  "Use another output path (or delete the old files) to start over.")
             changed = {k: (header.get("run", {}).get(k), v) for k, v in signature.items()
@@ -530,8 +553,8 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
             if changed:
                 logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
                                "mix both", lpath, changed)
-        log = _Log(lpath, {"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
-                           "created": datetime.now().isoformat()})
+        log.start({"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
+                   "created": datetime.now().isoformat()})
     done_keys = {k for k, r in records.items() if r.get("termination_reason") != INFRASTRUCTURE_ERROR}
     todo = [(trial, task) for trial, task in units if (task.id, trial, seeds[trial]) not in done_keys]
     resumed = len(units) - len(todo)

@@ -258,3 +258,16 @@ def test_collect_inside_a_running_loop_points_to_acollect():
 
     with pytest.raises(RuntimeError, match="await acollect"):
         asyncio.run(main())
+
+
+def test_two_runs_on_one_output_are_refused(tmp_path):
+    from tau2_gym.rollout import _Log
+
+    out = tmp_path / "run.json"
+    holder = _Log(log_path(out))  # as a run in progress holds it
+    try:
+        with pytest.raises(RuntimeError, match="another rollout is writing"):
+            collect(["0"], "oracle", domain="airline", output=str(out), progress=False)
+    finally:
+        holder.close()
+    assert collect(["0"], "oracle", domain="airline", output=str(out), progress=False).ran == 1
