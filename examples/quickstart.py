@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> float:
     task_id = args.task_id if args.task_id is not None else ("create_task_1" if args.domain == "mock" else None)
     options = {"task_id": task_id} if task_id is not None else None
     obs, info = env.reset(seed=args.seed, options=options)
-    print(f"task {info['task_id']!r} of {args.domain}: {len(info['tools'])} tools, policy of {len(info['policy'])} chars")
+    print(f"task {info['task_id']!r} of {args.domain}: {len(info['tools'])} tools, "
+          f"policy of {len(info['policy'])} chars")
     for message in obs[1:]:  # obs[0] is the system prompt (policy)
         print(show(message))
 

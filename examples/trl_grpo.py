@@ -26,7 +26,8 @@ from typing import Any
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--tiny", action="store_true", help="tiny random model on CPU, 2 steps on mock (overrides the rest)")
     p.add_argument("--model", default="Qwen/Qwen3-1.7B", help="policy: hub id or local path")
     p.add_argument("--domain", default="airline")
@@ -48,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--use-vllm", action="store_true", help="generate with vLLM (pip install trl[vllm])")
     p.add_argument("--vllm-mode", default="colocate", choices=["colocate", "server"])
     p.add_argument("--no-gradient-checkpointing", action="store_true")
+    p.add_argument("--cpu", action="store_true", help="train on CPU in float32 (slow; for checking a setup)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report-to", default="none", help="none, wandb, tensorboard, ...")
     return p.parse_args(argv)
@@ -64,7 +66,7 @@ def load_policy(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32 if args.cpu else torch.bfloat16)
     chat_template = None
     try:  # a prefix-preserving training template (Qwen3's own drops past <think> blocks) + a response parser
         from trl.chat_template_utils import add_response_schema, get_training_chat_template
@@ -88,6 +90,7 @@ def main(argv: list[str] | None = None) -> Any:
         args.num_generations, args.per_device_batch_size, args.gradient_accumulation_steps = 2, 4, 1
         args.max_completion_length, args.max_new_tokens, args.no_gradient_checkpointing = 256, 48, True
         args.output_dir = tempfile.mkdtemp(prefix="tau2-grpo-tiny-")
+        args.cpu = True
 
     from trl import GRPOConfig, GRPOTrainer
 
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> Any:
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         max_completion_length=args.max_completion_length, temperature=args.temperature, beta=args.beta,
         use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, activation_checkpointing=not args.no_gradient_checkpointing,
-        bf16=not args.tiny, use_cpu=args.tiny, logging_steps=1, save_strategy="no" if args.tiny else "steps",
+        bf16=not args.cpu, use_cpu=args.cpu, logging_steps=1, save_strategy="no" if args.tiny else "steps",
         save_steps=100, report_to=[] if args.report_to == "none" else [args.report_to], seed=args.seed,
         dataloader_num_workers=0, disable_tqdm=args.tiny,
     )

@@ -173,8 +173,9 @@ def test_non_prefix_preserving_template_keeps_the_context_append_only():
             seg = traj.completion_ids[turn.end:turn.end + turn.env_tokens]
             assert set(traj.env_mask[turn.end:turn.end + turn.env_tokens]) == {0}
             # the env tokens are the tail of the template's rendering of the conversation after that turn
+            render = runner.renderer.render
             n_msgs = next(k for k in range(len(traj.messages), 0, -1)
-                          if runner.renderer.render(traj.messages[:k], traj.tools, add_generation_prompt=True)[-len(seg):] == seg)
+                          if render(traj.messages[:k], traj.tools, add_generation_prompt=True)[-len(seg):] == seg)
             rendered = runner.renderer.render_text(traj.messages[:n_msgs], traj.tools, add_generation_prompt=True)
             text = tok.decode(seg)
             assert rendered.endswith(text) and rendered[:-len(text)].endswith("<|im_end|>")

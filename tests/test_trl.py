@@ -164,10 +164,10 @@ def test_environment_factory_adapter_runs_tau2_tools_and_scores_like_the_oracle(
         if action.get("tool_calls"):
             fn = action["tool_calls"][0]["function"]
             result = getattr(env, fn["name"])(**json.loads(fn["arguments"]))
-            assert result.startswith("{") and not env.done
+            assert result.startswith("{") and not env.ended
         else:
             reply = getattr(env, SEND_MESSAGE_TOOL)(action["content"])
-    assert env.done and env.termination_reason == "user_stop" and "###STOP###" in reply
+    assert env.ended and env.termination_reason == "user_stop" and "###STOP###" in reply
     assert env.get_reward() == 1.0
     assert env.create_task(user_id="user_1", title="x").startswith("Error: the conversation has ended")
     # a wrong call is answered by the env as an error message, never raised
@@ -177,18 +177,43 @@ def test_environment_factory_adapter_runs_tau2_tools_and_scores_like_the_oracle(
 
 
 def test_environment_factory_trains_with_trls_tool_loop(tmp_path):
+    """TRL's own tool loop drives the adapter: the model (made to write the oracle's calls in Qwen2.5's format)
+    calls create_task, then send_message_to_user; the customer stops; the env's reward reaches the trainer."""
+    import functools
+
     from trl import GRPOTrainer
 
+    from hfutil import count_gen_prompts
+
     model, tok = fresh_tiny("qwen2_5")
-    ds = build_dataset("mock", task_ids=["create_task_1", "update_task_1"], environment=True)
-    trainer = GRPOTrainer(model=model, reward_funcs=[token_mean_reward], args=grpo_args(tmp_path, max_steps=1,
-                          max_completion_length=96), train_dataset=ds, processing_class=tok,
-                          environment_factory=make_environment_factory("mock"))
+    ds = build_dataset("mock", task_ids=["create_task_1"], environment=True)
+    factory = make_environment_factory("mock")
+    env = factory()
+    opening = env.reset(**ds[0])
+    prompt = ds[0]["prompt"][:-1] + [{"role": "user", "content": opening}]
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    call = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
+    script = [call % ("create_task", json.dumps({"user_id": "user_1", "title": "Important Meeting"})),
+              call % (SEND_MESSAGE_TOOL, json.dumps({"message": "Your task is created."})), "Goodbye."]
+    base = {opening: count_gen_prompts(tok, renderer.render(prompt, add_generation_prompt=True))}
+    force = ForceScript(tok, {opening: script}, base)
+    model.generate = functools.partial(model.generate, logits_processor=[force])
+    trainer = GRPOTrainer(model=model, reward_funcs=[token_mean_reward],
+                          args=grpo_args(tmp_path, max_steps=1, per_device_train_batch_size=2),
+                          train_dataset=ds, processing_class=tok, environment_factory=factory)
     trainer.train()
     assert trainer.state.global_step == 1
     names = {m.__name__ for m in trainer.tools}
     assert {"create_task", "get_users", "update_task_status", SEND_MESSAGE_TOOL} <= names
-    assert any("rewards/Tau2MockToolEnv/mean" in h for h in trainer.state.log_history)
+    logged = next(h for h in trainer.state.log_history if "rewards/Tau2MockToolEnv/mean" in h)
+    assert logged["rewards/Tau2MockToolEnv/mean"] == 1.0 and logged["tools/call_frequency"] == 2.0
+    assert logged["tools/failure_frequency"] == 0.0
+    for e in trainer.environments:
+        assert e.termination_reason == "user_stop" and e.reward == 1.0
+        tail = e.messages[-4:]  # what tau2 recorded: the call, its result, the text to the customer, the stop
+        assert [m["role"] for m in tail] == ["assistant", "tool", "assistant", "user"]
+        assert tail[0]["tool_calls"][0]["function"]["name"] == "create_task"
+        assert tail[2]["content"] == "Your task is created." and "###STOP###" in tail[3]["content"]
 
 
 class FakeVLLMBackend:

@@ -101,7 +101,8 @@ class ChatRenderer:
         self.chat_template = chat_template
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         if chat_template is None and getattr(tokenizer, "chat_template", None) is None:
-            raise TemplateError("the tokenizer has no chat_template; set tokenizer.chat_template or pass chat_template=")
+            raise TemplateError("the tokenizer has no chat_template; set tokenizer.chat_template or pass "
+                                "chat_template=")
         self._init_text_split()
 
     def render(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
@@ -225,8 +226,9 @@ class ChatRenderer:
             return TurnSuffix(self.encode(after[cut:]), True)
         after_ends = self._stop_positions(after)
         if len(after_ends) < len(ends):
-            raise TemplateError(f"the chat template renders {len(after_ends)} end-of-turn tokens for a history that "
-                                f"had {len(ends)}; cannot locate the new turns -- pass a prefix-preserving chat_template")
+            raise TemplateError(f"the chat template renders {len(after_ends)} end-of-turn tokens for a history "
+                                f"that had {len(ends)}; cannot locate the new turns -- pass a prefix-preserving "
+                                "chat_template")
         return TurnSuffix(self.encode(after[after_ends[len(ends) - 1]:]), False)
 
     def is_prefix_preserving(self, tools: Optional[Sequence[dict]] = None) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence
 
 __all__ = ["Generation", "Generator", "HFGenerator"]

@@ -234,7 +234,8 @@ class PolicyRunner:
                 limits = [self._turn_limit(e) for e in active]
                 generations = self.generator.generate(contexts, limits)
                 if len(generations) != len(active):
-                    raise RuntimeError(f"the generator returned {len(generations)} generations for {len(active)} contexts")
+                    raise RuntimeError(f"the generator returned {len(generations)} generations for "
+                                       f"{len(active)} contexts")
                 for ep, gen, ctx in zip(active, generations, contexts):
                     self._policy_turn(ep, gen, ctx)
                 self._step(drivers, [e for e in active if e.pending is not None])

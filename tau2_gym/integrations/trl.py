@@ -22,7 +22,8 @@ Two ways in:
    arrive as ``tool`` messages, an answer without tool calls ends the rollout (an unfinished episode
    scores 0.0), several calls in one message run one after another (tau2 records them as separate agent
    turns), and the tool schemas are the ones TRL derives from Python signatures (nested object types
-   appear as plain ``object``/``array``). Use :func:`build_dataset` with ``environment=True``.
+   appear as plain ``object``/``array``). Solo mode has no customer, so no such tool: ``done`` ends the
+   episode. Use :func:`build_dataset` with ``environment=True``.
 
 Multi-process training: episodes run per process; the vLLM backend pads every turn's batch to the same
 size on all processes, so the collective calls line up. With local generation, DeepSpeed ZeRO-3 needs
@@ -269,7 +270,10 @@ class TRLVLLMGenerator:
         out = []
         for i in range(n):
             row = completions[i]
-            lps = [(lp[0] if lp and lp[0] is not None else float("nan")) for lp in logprobs[i]] if logprobs else [0.0] * len(row)
+            if logprobs:  # top-1 entry = the sampled token; vLLM gives None where it has no value
+                lps = [lp[0] if lp and lp[0] is not None else float("nan") for lp in logprobs[i]]
+            else:
+                lps = [0.0] * len(row)
             out.append(finish_row(row, lps, self.stop_ids, max_new_tokens[i]))
         return out
 
@@ -306,6 +310,15 @@ class Tau2Rollout:
         self._episodes = 0
         self.last_trajectories: list[Trajectory] = []
 
+    def _kwargs(self) -> dict[str, Any]:
+        """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
+        user = self.env_kwargs.get("user")
+        if isinstance(user, str) and user not in ("oracle", "oracle_user"):
+            from tau2_gym.envs.tau2_env import resolve_user
+
+            self.env_kwargs["user"] = resolve_user(user)
+        return dict(self.env_kwargs)
+
     def make_env(self, domain: str) -> Any:
         if self.env_factory is not None:
             return self.env_factory(domain)
@@ -314,7 +327,7 @@ class Tau2Rollout:
         import tau2_gym  # noqa: F401 - registers the tau2/* ids
         from tau2_gym.envs import env_id
 
-        kwargs = dict(self.env_kwargs)
+        kwargs = self._kwargs()
         solo = bool(kwargs.pop("solo", False))
         return gym.make(env_id(domain, solo), disable_env_checker=True, **kwargs)
 
@@ -327,7 +340,7 @@ class Tau2Rollout:
             import tau2_gym  # noqa: F401 - registers the tau2/* ids
             from tau2_gym.envs import env_id
 
-            kwargs = dict(self.env_kwargs)
+            kwargs = self._kwargs()
             solo = bool(kwargs.pop("solo", False))
             vec = self._vectors[key] = gym.make_vec(env_id(domain, solo), num_envs=n, **kwargs)
         return vec
@@ -504,6 +517,7 @@ class Tau2ToolEnv:
     env_kwargs: dict[str, Any] = {}
     domain: str = "mock"
     ENDED = "Error: the conversation has ended; no further actions are possible."
+    OVER = "The conversation is over."
 
     def __init__(self) -> None:
         import gymnasium as gym
@@ -518,7 +532,7 @@ class Tau2ToolEnv:
         self._reset_state()
 
     def _reset_state(self) -> None:
-        self.done = False
+        self.ended = False
         self.reward = 0.0
         self.reward_info: Optional[dict] = None
         self.termination_reason: Optional[str] = None
@@ -540,7 +554,7 @@ class Tau2ToolEnv:
         return "\n".join(texts) if texts else None
 
     def get_reward(self) -> float:
-        return self.reward if self.done else 0.0
+        return self.reward if self.ended else 0.0
 
     def _step(self, action: Any) -> list[dict]:
         """Step the env; returns the messages that followed the agent's action."""
@@ -550,7 +564,7 @@ class Tau2ToolEnv:
         if isinstance(obs, list):
             self.messages = obs
         if terminated or truncated:
-            self.done = True
+            self.ended = True
             self.reward = float(reward)
             self.reward_info = info.get("reward_info")
             self.termination_reason = info.get("termination_reason")
@@ -558,23 +572,23 @@ class Tau2ToolEnv:
         return new
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-        if self.done:
+        if self.ended:
             return self.ENDED
         new = self._step({"role": "assistant", "content": None,
                           "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]})
         results = [m.get("content") or "" for m in new if m.get("role") == "tool"]
         if results:
             return "\n".join(results)
-        return self.ENDED if self.done else ""
+        return self.OVER if self.ended else ""
 
     def _send(self, message: str) -> str:
-        if self.done:
+        if self.ended:
             return self.ENDED
         new = self._step({"role": "assistant", "content": message})
         replies = [m.get("content") or "" for m in new if m.get("role") == "user"]
         if replies:
             return "\n".join(replies)
-        return self.ENDED if self.done else ""
+        return self.OVER if self.ended else ""
 
 
 def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callable[[], Tau2ToolEnv]:
@@ -594,8 +608,15 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     probe = gym.make(env_id(domain, solo), disable_env_checker=True, **{k: v for k, v in kwargs.items()
                                                                        if k not in ("user",)})
     tools = probe.unwrapped.tools
-    members: dict[str, Any] = {"env_kwargs": dict(env_kwargs), "domain": domain}
-    reserved = {"reset", "get_reward", "env", "done", "reward", "messages", "info"}
+    shared = dict(env_kwargs)
+    user = shared.get("user")
+    if isinstance(user, str) and user not in ("oracle", "oracle_user"):  # one simulator for all instances
+        from tau2_gym.envs.tau2_env import resolve_user
+
+        shared["user"] = resolve_user(user)
+    members: dict[str, Any] = {"env_kwargs": shared, "domain": domain}
+    reserved = set(dir(Tau2ToolEnv)) | {"env", "ended", "reward", "reward_info", "termination_reason", "info",
+                                        "messages"}
     for schema in tools:
         name = schema["function"]["name"]
         if name in reserved or name.startswith("_"):
@@ -605,7 +626,8 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
         if SEND_MESSAGE_TOOL in members:
             raise ValueError(f"the domain already has a tool named {SEND_MESSAGE_TOOL!r}")
         members[SEND_MESSAGE_TOOL] = _send_message_method()
-    cls_name = "Tau2" + "".join(p.capitalize() for p in domain.replace("-", "_").split("_")) + ("Solo" if solo else "") + "ToolEnv"
+    words = "".join(p.capitalize() for p in domain.replace("-", "_").split("_"))
+    cls_name = f"Tau2{words}{'Solo' if solo else ''}ToolEnv"
     cls = type(cls_name, (Tau2ToolEnv,), members)
 
     def factory() -> Tau2ToolEnv:
