@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--agent-base-url", default=None, help="agent endpoint, e.g. http://localhost:8000/v1")
     g.add_argument("--agent-api-key-env", default="OPENAI_API_KEY", help="env var holding the agent endpoint's key")
     g.add_argument("--agent-can-stop", action="store_true", help="give the agent the `done` tool (upstream gym agent)")
+    g.add_argument("--solo", action="store_true", help="solo mode with a scripted agent (llm_agent_solo implies it)")
 
     g = parser.add_argument_group("user")
     g.add_argument("--user", default="user_simulator",
@@ -120,7 +121,9 @@ def build_policy(args: argparse.Namespace, solo: bool) -> Any:
 
 
 def build_user(args: argparse.Namespace, solo: bool) -> Any:
-    if solo or args.user == "dummy_user":
+    if args.user == "dummy_user" and not solo:
+        raise ValueError("--user dummy_user is the solo-mode user: use it with --agent llm_agent_solo")
+    if solo:
         return None
     if args.user in LLM_USERS:
         from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
@@ -178,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     from tau2_gym.data import DataError
     from tau2_gym.rollout import RolloutConfig, collect
 
-    solo = args.agent == "llm_agent_solo"
+    solo = args.agent == "llm_agent_solo" or args.solo
     output = Path(args.output) if args.output else default_output(args)
     if not output.suffix:
         output = output.with_suffix(".json")
