@@ -283,3 +283,29 @@ def test_vector_env_gives_the_same_trajectories_with_batched_user_turns():
         assert a.prompt_ids == b.prompt_ids and a.completion_ids == b.completion_ids and a.env_mask == b.env_mask
     assert user.batches[0] == len(TASKS)  # the opening lines: one batch
     assert max(user.batches) > 1 and sum(user.batches) > len(user.batches)
+
+
+def test_prefix_space_tokenizer_falls_back_to_full_renderings():
+    """A SentencePiece-style tokenizer (prefix space on the first piece of a text) tokenizes a tail alone
+    differently: the renderer notices on the first turn and diffs full renderings from then on."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from tau2_gym.hf.tiny import CHATML_TOOLS_TEMPLATE, SPECIAL_TOKENS
+
+    raw = Tokenizer(models.BPE(unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
+    raw.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first")
+    texts = ["Hello there user, how are you today?", "I need help with my task please.\n"] * 5
+    raw.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>"] + SPECIAL_TOKENS,
+                                                       show_progress=False))
+    tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tok.chat_template = CHATML_TOOLS_TEMPLATE
+    r = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    assert r._stop_texts is not None
+    msgs = [{"role": "system", "content": "Hello"}, {"role": "user", "content": "I need help"},
+            {"role": "assistant", "content": "Hello there"}, {"role": "user", "content": "how are you"}]
+    first = r.turn_suffix(msgs, 3)
+    assert first == r.turn_suffix_ids(msgs, 3)
+    assert r._stop_texts is None  # the fast path was dropped
+    assert r.turn_suffix(msgs, 3) == first

@@ -26,8 +26,13 @@ then, and the trajectory counts such turns. Alternatively, pass a prefix-preserv
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
+
+logger = logging.getLogger(__name__)
+
+FAST_PATH_CHECKS = 4  # turns computed both ways before the text fast path is trusted (see ChatRenderer)
 
 __all__ = ["ChatRenderer", "TemplateError", "TurnSuffix", "template_messages", "stop_token_ids"]
 
@@ -152,9 +157,18 @@ class ChatRenderer:
         """
         if not 0 < k <= len(messages):
             raise ValueError(f"k={k} must point inside the {len(messages)} messages")
-        if self._stop_texts is not None:
-            return self._turn_suffix_text(messages, k, tools)
-        return self.turn_suffix_ids(messages, k, tools)
+        if self._stop_texts is None:
+            return self.turn_suffix_ids(messages, k, tools)
+        fast = self._turn_suffix_text(messages, k, tools)
+        if self._checks_left > 0:  # trust the fast path only once it agreed with the reference a few times
+            ref = self.turn_suffix_ids(messages, k, tools)
+            if ref != fast:
+                logger.info("tokenizing the new turns alone differs from tokenizing the whole rendering for this "
+                            "tokenizer; using full renderings for the prefix diff")
+                self._stop_texts = None
+                return ref
+            self._checks_left -= 1
+        return fast
 
     def turn_suffix_ids(self, messages: Sequence[dict[str, Any]], k: int,
                         tools: Optional[Sequence[dict]] = None) -> TurnSuffix:
@@ -184,8 +198,10 @@ class ChatRenderer:
 
     # Fast path. The end-of-turn tokens are added tokens, and tokenizers split text on added tokens before
     # anything else, so the ids of the text after one do not depend on the text before it: diffing the two
-    # renderings as text and tokenizing only the new tail gives the same ids as diffing full tokenizations
-    # (tests check both agree), without re-tokenizing the whole conversation every turn.
+    # renderings as text and tokenizing only the new tail gives the same ids as diffing full tokenizations,
+    # without re-tokenizing the whole conversation every turn. Tokenizers that treat the start of a text
+    # specially (a SentencePiece-style prefix space) break that, so the first few turns are computed both
+    # ways and the fast path is dropped for good at the first difference.
 
     def _init_text_split(self) -> None:
         tok = self.tokenizer
@@ -200,6 +216,7 @@ class ChatRenderer:
                 return
             texts.append(str(token))
         self._stop_texts = tuple(texts)
+        self._checks_left = FAST_PATH_CHECKS
 
     def _stop_positions(self, text: str) -> list[int]:
         """End offsets of every end-of-turn token string in ``text``, in order."""
