@@ -184,12 +184,12 @@ class Slow(AgentPolicy):
     def __init__(self):
         self.inner = ScriptedPolicy("oracle")
     async def agenerate(self, request):
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.03)
         return self.inner.generate(request)
     def episode_done(self, episode_id):
         self.inner.episode_done(episode_id)
 
-collect(None, Slow(), domain="airline", num_trials=2, concurrency=8, output=sys.argv[1], progress=False)
+collect(None, Slow(), domain="airline", num_trials=2, concurrency=4, output=sys.argv[1], progress=False)
 """
 
 
