@@ -18,6 +18,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from tau2_gym.messages import AnyMessage, message_from_dict, now_iso
+from tau2_gym.records import json_default
 from tau2_gym.tasks import Action, EnvAssertion, RewardType, Task
 
 
@@ -187,7 +188,7 @@ def write_json_atomic(path: Path, data: Any, indent: Optional[int] = 2) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(tmp, "wt", encoding="utf-8") as fh:  # type: ignore[operator]
-        json.dump(data, fh, indent=indent)
+        json.dump(data, fh, indent=indent, default=json_default)
     os.replace(tmp, path)
 
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional, Sequence, Union
 
 import gymnasium as gym
@@ -49,6 +48,7 @@ from gymnasium.spaces import Space, Tuple
 from gymnasium.vector.vector_env import AutoresetMode, VectorEnv
 
 from tau2_gym import turn_loop as tl
+from tau2_gym.records import Record
 from tau2_gym.users.base import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
@@ -89,37 +89,20 @@ class SharedTuple(Tuple):
         return f"SharedTuple({self.spaces[0] if self.spaces else None!r}, n={len(self.spaces)})"
 
 
-class WholeRecord(Mapping):
-    """A read-only view of one record dict that Gymnasium's info batching stores as one object."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: dict) -> None:
-        self.data = data
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def __repr__(self) -> str:
-        return f"WholeRecord({self.data!r})"
+WholeRecord = Record  # earlier name; records are now emitted by Tau2Env itself
 
 
 class KeepRecordsWhole(gym.Wrapper):
-    """Single-env wrapper for Gymnasium's sync/async vector envs: info records (:data:`WHOLE_RECORD_KEYS`)
-    become :class:`WholeRecord` objects, so the vector info holds one record per env instead of crashing on
-    fields that are ``None`` in one episode and a dict in another."""
+    """Wraps plain-dict info records (:data:`WHOLE_RECORD_KEYS`) as :class:`~tau2_gym.records.Record`.
+
+    ``Tau2Env`` already emits records; this is for envs built with older code or custom wrappers that
+    replace them with dicts, so Gymnasium's vector info merge never recurses into them."""
 
     @staticmethod
     def _wrap(info: dict) -> dict:
         for key in WHOLE_RECORD_KEYS:
             if isinstance(info.get(key), dict):
-                info[key] = WholeRecord(info[key])
+                info[key] = Record(info[key])
         return info
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from tau2_gym.agents import (GiveUpAgent, HallucinatingAgent, MalformedAgent, Or
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.users.base import UserSimulator, UserSimulatorError
 from tau2_gym.users.scripted import OracleUser
-from tau2_gym.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
+from tau2_gym.vector import SharedTuple, Tau2VectorEnv
 
 AGENTS = (OracleAgent, SkipLastActionAgent, HallucinatingAgent, StallingAgent, MalformedAgent, GiveUpAgent)
 RECORD_KEYS = {"reward_info", "simulation_run", "final_info", "final_obs", "task"}
@@ -93,8 +95,7 @@ def test_make_vec_returns_the_vector_env_with_shared_spaces():
 
 
 def test_same_trajectories_rewards_and_infos_as_gymnasium_sync_vector_env(ours_log):
-    sync = gym.make_vec("tau2/airline-v0", num_envs=6, vectorization_mode="sync", max_steps=16, max_errors=4,
-                        wrappers=[KeepRecordsWhole])
+    sync = gym.make_vec("tau2/airline-v0", num_envs=6, vectorization_mode="sync", max_steps=16, max_errors=4)
     theirs = drive(sync, 30, seed=11)
     sync.close()
     assert len(ours_log["episodes"]) >= 12  # every flaw and the oracle finished at least once
@@ -108,7 +109,7 @@ def test_same_trajectories_rewards_and_infos_as_gymnasium_sync_vector_env(ours_l
 
 def test_same_trajectories_as_gymnasium_async_vector_env(ours_log):
     vec = gym.make_vec("tau2/airline-v0", num_envs=3, vectorization_mode="async", max_steps=16, max_errors=4,
-                       wrappers=[KeepRecordsWhole], vector_kwargs={"shared_memory": False})
+                       vector_kwargs={"shared_memory": False})
     try:
         theirs = drive(vec, 30, seed=11)
     finally:
@@ -176,7 +177,7 @@ def test_same_step_autoreset_matches_gymnasium_sync_and_reports_final_obs_and_in
     ours = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, autoreset_mode=AutoresetMode.SAME_STEP)
     assert ours.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
     sync = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, vectorization_mode="sync",
-                        wrappers=[KeepRecordsWhole], vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+                        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
     a, b = run(ours), run(sync)
     assert sum(len(x[4]) for x in a) >= 3
     assert a == b
@@ -286,7 +287,7 @@ def test_infos_keep_reward_records_whole_and_batch_with_gymnasium_wrappers():
         a.reset(infos["task"][i], env_info(infos, i))
     _, rew, term, trunc, infos = vec.step([a.act() for a in agents])
     assert term[0]
-    assert isinstance(infos["reward_info"][0], dict) and infos["reward_info"][0]["reward"] == rew[0]
+    assert isinstance(infos["reward_info"][0], Mapping) and infos["reward_info"][0]["reward"] == rew[0]
     assert infos["simulation_run"][0]["task_id"] == infos["task_id"][0]
     assert infos["_episode"][0] and infos["episode"]["l"][0] == 1
 

@@ -12,9 +12,10 @@ from tau2_gym import turn_loop as tl
 from tau2_gym.envs.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.messages import ParticipantMessage, ToolMessage
+from tau2_gym.records import Record, as_dict
 from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.tasks import Task
-from tau2_gym.users.base import UserSimulator, UserSimulatorError
+from tau2_gym.users.base import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
 
@@ -322,10 +323,10 @@ class Tau2Env(gym.Env):
                 info["evaluation_error"] = f"{type(exc).__name__}: {exc}"
                 reward_info = None
         info["termination_reason"] = reason
-        info["reward_info"] = reward_info
+        info["reward_info"] = None if reward_info is None else Record(reward_info)
         if loop.error is not None:
             info["error"] = loop.error
-        info["simulation_run"] = loop.simulation_run(reward_info, messages=messages)
+        info["simulation_run"] = Record(loop.simulation_run(reward_info, messages=messages))
         terminated = not loop.truncated
         truncated = loop.truncated
         self._final = (None, reward, terminated, truncated, info)
@@ -373,7 +374,7 @@ class Tau2Env(gym.Env):
 
     def simulation_run(self) -> Optional[dict]:
         """The finished episode as a tau2 SimulationRun dict (None before the end)."""
-        return None if self._final is None else self._final[4]["simulation_run"]
+        return None if self._final is None else as_dict(self._final[4]["simulation_run"])
 
     def results(self, simulation_runs: list[dict]) -> dict[str, Any]:
         """A tau2 results-file dict holding ``simulation_runs`` (from ``info["simulation_run"]``) and their tasks."""
@@ -382,7 +383,7 @@ class Tau2Env(gym.Env):
         ids = list(dict.fromkeys(str(r["task_id"]) for r in simulation_runs))
         tasks = [self.task_by_id(i).model_dump(mode="json") for i in ids]
         return {"timestamp": datetime.now().isoformat(), "info": self.results_info(), "tasks": tasks,
-                "simulations": list(simulation_runs)}
+                "simulations": [as_dict(r) for r in simulation_runs]}
 
     def save_results(self, path: Any, simulation_runs: list[dict]) -> None:
         """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``)."""

@@ -1,0 +1,66 @@
+"""Episode records in ``info`` (``reward_info``, ``simulation_run``): read-only mappings, stored whole.
+
+Gymnasium's vector envs merge the ``info`` dicts of their sub-envs key by key and recurse into every
+``dict`` value; a record that is ``None`` in one episode and a dict in another (``db_check`` of a scored vs a
+prematurely ended episode) then crashes the merge. A :class:`Record` is a ``Mapping`` but not a ``dict``, so
+every vector env -- Gymnasium's sync/async wrappers and ours -- keeps it as one object per episode. It reads
+like a dict (``rec["reward"]``, ``rec.get(...)``, ``dict(rec)``); :meth:`Record.to_dict` gives the plain
+dict, and :func:`json_default` lets ``json.dump`` write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Iterator
+
+
+class Record(Mapping):
+    """A read-only view of one JSON-ready record dict (treat the data as immutable)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Record):
+            return self.data == other.data
+        if isinstance(other, Mapping):
+            return self.data == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Record({self.data!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the plain dict it wraps (JSON-ready)."""
+        return self.data
+
+
+def as_dict(value: Any) -> Any:
+    """A record (or any mapping) as a plain dict; other values unchanged."""
+    if isinstance(value, Record):
+        return value.data
+    if isinstance(value, Mapping) and not isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def json_default(obj: Any) -> Any:
+    """``default=`` for ``json.dump``: writes records (and other mappings) as objects."""
+    if isinstance(obj, Record):
+        return obj.data
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
