@@ -182,17 +182,16 @@ def load_module_prose(src: Optional[Path], relpath: str) -> Optional[ModuleProse
 _warned: set[str] = set()
 
 
-def warn_fallback(what: str) -> None:
+def warn_fallback(what: str, reason: Optional[str] = None) -> None:
     """Warn once per subject that our own short text replaces the upstream one."""
     if what in _warned:
         return
     _warned.add(what)
-    warnings.warn(
-        f"upstream text for {what} is not available (the data folder has no tau2 sources beside it); "
-        "using tau2-gym's own short description instead. Point TAU2_DATA_DIR at a tau2-bench checkout's data/ "
-        "folder or use the default fetched data to show the policy the benchmark's own wording.",
-        stacklevel=3,
-    )
+    if reason is None:
+        reason = ("the data folder has no tau2 sources beside it. Point TAU2_DATA_DIR at a tau2-bench checkout's "
+                  "data/ folder or use the default fetched data to show the benchmark's own wording")
+    warnings.warn(f"upstream text for {what} is not available: {reason}; using tau2-gym's own short text instead.",
+                  stacklevel=3)
 
 
 # ------------------------------------------------------------------------- strings inside functions

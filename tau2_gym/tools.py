@@ -293,7 +293,11 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
             doc_text: Optional[str] = upstream_docs[name]
         else:
             if source is not None:
-                _prose.warn_fallback(f"tool '{name}' of {toolkit_cls.__name__}")
+                why = None
+                if have_upstream:
+                    why = (f"the upstream sources of this data version ({src}) have no such tool (it was added "
+                           "upstream later); a tau2-bench checkout as data dir has it")
+                _prose.warn_fallback(f"tool '{name}' of {toolkit_cls.__name__}", why)
             doc_text = func.__doc__
         parsed = _prose.parse_docstring(doc_text)
         params: dict[str, Any] = {}
