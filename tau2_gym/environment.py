@@ -39,6 +39,10 @@ class Environment:
         self.solo_mode = solo_mode
         self._sync_hook = sync_hook
         self.domain = domain
+        cls = type(self)
+        # get_response may call an agent tool directly when none of the dispatch steps is overridden
+        self._direct_dispatch = (cls.make_tool_call is Environment.make_tool_call
+                                 and cls.use_tool is Environment.use_tool)
         if solo_mode:
             self.validate_solo_mode()
         self.sync_tools()
@@ -124,8 +128,19 @@ class Environment:
         """
         error = False
         try:
-            args = call.arguments
-            resp = self.make_tool_call(call.name, call.requestor, **args)
+            args, name = call.arguments, call.name
+            kit = self.tools
+            if (call.requestor == "assistant" and not self.solo_mode and kit is not None and self._direct_dispatch
+                    and type(args) is dict and type(name) is str and type(kit).use_tool is Toolkit.use_tool
+                    and name in kit._tool_funcs and "name" not in args and "tool_name" not in args
+                    and "requestor" not in args and "self" not in args):
+                # make_tool_call -> use_tool -> Toolkit.use_tool collapsed, for an agent call of a known agent
+                # tool outside solo mode (where that chain ends in this very call). Everything else takes the
+                # chain for its exact errors -- unknown tools, arguments that are not a dict of keywords, and
+                # arguments named like one of the chain's own parameters (self, name, tool_name, requestor).
+                resp = getattr(kit, name)(**args)
+            else:
+                resp = self.make_tool_call(call.name, call.requestor, **args)
             self.sync_tools()
         except Exception as exc:  # noqa: BLE001 - every tool failure is an observation
             resp = f"Error: {exc}"

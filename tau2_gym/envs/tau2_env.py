@@ -326,7 +326,7 @@ class Tau2Env(gym.Env):
         info["reward_info"] = None if reward_info is None else Record(reward_info)
         if loop.error is not None:
             info["error"] = loop.error
-        info["simulation_run"] = Record(loop.simulation_run(reward_info, messages=messages))
+        info["simulation_run"] = loop.simulation_record(reward_info, messages=messages)
         terminated = not loop.truncated
         truncated = loop.truncated
         self._final = (None, reward, terminated, truncated, info)
