@@ -58,9 +58,13 @@ def plain(value: Any) -> Any:
     return value
 
 
+# json.dumps(x, sort_keys=True, default=str) builds this very encoder on every call; it keeps no state
+_encode_sorted = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
 def dumps_sorted(value: Any) -> str:
-    """tau2's canonical serialisation for hashing."""
-    return json.dumps(value, sort_keys=True, default=str)
+    """tau2's canonical serialisation for hashing: ``json.dumps(value, sort_keys=True, default=str)``."""
+    return _encode_sorted(value)
 
 
 class DBSchema:

@@ -301,6 +301,21 @@ def _tool_calls(messages: Iterable[AnyMessage]) -> list:
     return calls
 
 
+def _calls_by_name(calls: list) -> Optional[dict[str, list]]:
+    """The calls grouped by name, in order (None when a name is not a plain ``str``: then all are tried)."""
+    by_name: dict[str, list] = {}
+    for c in calls:
+        name = c.name
+        if type(name) is not str:
+            return None
+        group = by_name.get(name)
+        if group is None:
+            by_name[name] = [c]
+        else:
+            group.append(c)
+    return by_name
+
+
 def _action_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage],
                       solo: bool) -> dict[str, Any]:
     crit = task.evaluation_criteria
@@ -312,10 +327,13 @@ def _action_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, message
     # upstream reads tool types off an environment built in the run's mode; when that fails (solo in a
     # domain without solo mode) it reports no types
     tool_types = plan.tool_types if (not solo or domain.spec.solo_supported) else [None] * len(actions)
+    by_name = _calls_by_name(calls)
     checks = []
     all_met = True
     for action, dump, tool_type in zip(actions, plan.action_dumps, tool_types):
-        found = any(action.matches(c) for c in calls)
+        # Action.matches is False for another name, so only the calls of the action's name are tried
+        candidates = calls if by_name is None or type(action.name) is not str else by_name.get(action.name, ())
+        found = any(action.matches(c) for c in candidates)
         all_met = all_met and found
         checks.append({"action": dump, "action_match": found, "action_reward": 1.0 if found else 0.0,
                        "tool_type": tool_type})

@@ -93,6 +93,10 @@ def _process(value: Any) -> Any:
     raise UnsupportedResult(f"Unsupported type: {type(value)}")
 
 
+# json.dumps(x, default=str) builds this very encoder on every call; it keeps no state between encodes
+_encode_content = json.JSONEncoder(default=str).encode
+
+
 def to_content(result: Any) -> str:
     """Tool result -> message content, byte-identical to upstream's ``Environment.to_json_str``.
 
@@ -103,7 +107,7 @@ def to_content(result: Any) -> str:
         return result
     if type(result) is AsModel and result.text is not None:
         return result.text
-    return json.dumps(_process(result), default=str)
+    return _encode_content(_process(result))
 
 
 class Toolkit:

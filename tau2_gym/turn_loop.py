@@ -165,11 +165,15 @@ def user_sees(msg: Message) -> bool:
     return isinstance(msg, ToolMessage) and msg.requestor == "user"
 
 
+_STOP, _TRANSFER, _OUT_OF_SCOPE = USER_STOP_TOKENS
+
+
 def user_is_stop(msg: ParticipantMessage) -> bool:
     """tau2's user stop rule: a text message (no tool calls) containing a stop/transfer/out-of-scope token."""
-    if msg.tool_calls is not None or msg.content is None:
+    content = msg.content
+    if msg.tool_calls is not None or content is None:
         return False
-    return any(tok in msg.content for tok in USER_STOP_TOKENS)
+    return _STOP in content or _TRANSFER in content or _OUT_OF_SCOPE in content
 
 
 def validate_history(history: list[AnyMessage]) -> None:
@@ -484,7 +488,7 @@ class TurnLoop:
         results = []
         env, clock, trajectory = self.env, self._clock, self.trajectory
         for call in calls:
-            result = env.get_response(call)
+            result = env.get_response(call, timestamp="")  # stamped here, by the episode's clock
             result.timestamp = clock.now()
             if result.error:
                 self.num_errors += 1
@@ -511,11 +515,15 @@ class TurnLoop:
         """
         if self.status != AGENT:
             raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
-        if message.tool_calls is not None:
-            if not message.tool_calls:
+        calls = message.tool_calls
+        if calls is not None:
+            if not calls:
                 message.tool_calls = None  # an empty call list means no calls
-            elif any(tc.requestor != "assistant" for tc in message.tool_calls):
-                message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id) for tc in message.tool_calls]
+            else:
+                for tc in calls:
+                    if tc.requestor != "assistant":
+                        message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id) for tc in calls]
+                        break
         if self.agent_can_stop and message.tool_calls and any(tc.name == STOP_TOOL for tc in message.tool_calls):
             message.content, message.tool_calls = STOP, None  # tau2 rewrites a `done` call to the stop token
         if not message.has_text_content() and not message.is_tool_call():

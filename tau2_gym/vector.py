@@ -406,11 +406,13 @@ class Tau2VectorEnv(VectorEnv):
         if not entries:
             return {}
         first_keys = entries[0][1].keys()
+        shared: Optional[tuple[np.ndarray, np.ndarray]] = None  # (index array, mask) when all keys share them
         if all(info.keys() == first_keys for _, info in entries):  # the usual case: one column per key at C speed
             idx = [i for i, _ in entries]
             infos = [info for _, info in entries]
             for key in first_keys:
                 cols[key] = (idx, [info[key] for info in infos])
+            shared = _index(idx, n)
         else:
             for i, info in entries:
                 for key, value in info.items():
@@ -419,16 +421,22 @@ class Tau2VectorEnv(VectorEnv):
                         cols[key] = col = ([], [])
                     col[0].append(i)
                     col[1].append(value)
+        indices: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         out: dict[str, Any] = {}
         for key, (idx, values) in cols.items():
             first = values[0]
+            if shared is not None:
+                index, mask = shared
+            else:  # keys held by the same envs share one index
+                found = indices.get(tuple(idx))
+                if found is None:
+                    found = indices[tuple(idx)] = _index(idx, n)
+                index, mask = found
             if isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
                 out[key] = self._batch_infos([(i, v) for i, v in zip(idx, values) if isinstance(v, dict)])
             else:
-                out[key] = _column(first, idx, values, n)
-            mask = np.zeros(n, dtype=np.bool_)
-            mask[idx] = True
-            out[f"_{key}"] = mask
+                out[key] = _column(first, index, values, n)
+            out[f"_{key}"] = mask.copy()  # every key gets its own mask array
         return out
 
     # ------------------------------------------------------------------ the rest of the VectorEnv API
@@ -469,11 +477,20 @@ class Tau2VectorEnv(VectorEnv):
                 pass
 
 
+def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Env indices as an index array (numpy indexes with it as with the list, without converting the list
+    again for every key), and the ``_key`` mask they set."""
+    index = np.fromiter(idx, dtype=np.intp, count=len(idx))
+    mask = np.zeros(n, dtype=np.bool_)
+    mask[index] = True
+    return index, mask
+
+
 def _fits(value: Any) -> bool:
     return type(value) in _SCALARS or isinstance(value, np.number)
 
 
-def _column(first: Any, idx: list[int], values: list[Any], n: int) -> np.ndarray:
+def _column(first: Any, idx: np.ndarray, values: list[Any], n: int) -> np.ndarray:
     """One info key as an array of length ``n`` (Gymnasium's dtype rule: the first value's type)."""
     kind = type(first)
     if kind in _SCALARS or isinstance(first, np.number):
