@@ -172,6 +172,8 @@ class Tau2VectorEnv(VectorEnv):
 
         self._share_obs = (not copy_observations and template.config.obs_format == "messages"
                            and type(template)._observation is Tau2Env._observation)
+        # Tau2Env._info: only its step/error counters change during an episode (see _refreshed_info)
+        self._plain_info = type(template)._info is Tau2Env._info
         self.user = template.user
         self.tools = template.tools
         self.metadata = dict(type(template).metadata)
@@ -218,6 +220,16 @@ class Tau2VectorEnv(VectorEnv):
                 return [{"role": "system", "content": tl.agent_system_prompt(slot.domain, loop.task, loop.solo)},
                         *view]
         return type(slot)._observation(slot)
+
+    def _refreshed_info(self, slot: Any, info: dict) -> dict:
+        """``slot._info()`` after the user's turn, from the info its step/reset just built (not yet handed
+        out): of :meth:`Tau2Env._info`'s fields only the step and error counters change within an episode."""
+        if not self._plain_info:
+            return slot._info()
+        loop = slot.loop
+        info["step_count"] = loop.step_count
+        info["num_errors"] = loop.num_errors
+        return info
 
     def _answer_users(self, slots: Sequence[Any]) -> None:
         """Phase 2: answer every pending user turn of ``slots``, one batch per round."""
@@ -266,29 +278,31 @@ class Tau2VectorEnv(VectorEnv):
         Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
         """
         envs = self.envs
+        reset_infos = []
         for k, i in enumerate(reset_idx):  # phase 1: Tau2Env.reset / Tau2Env.step, minus the user's turn
-            envs[i].reset(seed=None if seeds is None else seeds[k], options=None if options is None else options[k])
+            reset_infos.append(envs[i].reset(seed=None if seeds is None else seeds[k],
+                                             options=None if options is None else options[k])[1])
         results: dict[int, tuple] = {}
-        waiting: list[int] = []
+        waiting: list[tuple[int, dict]] = []
         for i, action in zip(step_idx, actions):
             slot = envs[i]
             res = slot.step(action)
             if res[2] or res[3] or slot.loop.status != tl.USER:
                 results[i] = (self._observe(slot),) + tuple(res[1:])
             else:
-                waiting.append(i)
-        self._answer_users([envs[i] for i in reset_idx] + [envs[i] for i in waiting])  # phase 2
-        for i in waiting:  # phase 3
+                waiting.append((i, res[4]))
+        self._answer_users([envs[i] for i in reset_idx] + [envs[i] for i, _ in waiting])  # phase 2
+        for i, info in waiting:  # phase 3
             slot = envs[i]
             if slot.loop.done:
                 _, reward, term, trunc, info = slot._finish()
                 results[i] = (self._observe(slot), reward, term, trunc, info)
             else:
-                results[i] = (self._observe(slot), 0.0, False, False, slot._info())
+                results[i] = (self._observe(slot), 0.0, False, False, self._refreshed_info(slot, info))
         resets: dict[int, tuple] = {}
-        for i in reset_idx:
+        for i, info in zip(reset_idx, reset_infos):
             slot = envs[i]
-            info = slot._info()  # the tail of Tau2Env.reset, now that the user has spoken
+            info = self._refreshed_info(slot, info)  # the tail of Tau2Env.reset, now that the user has spoken
             if slot.loop.done:
                 info["episode_over"] = True
                 info["termination_reason"] = slot.loop.termination_reason

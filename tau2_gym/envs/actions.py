@@ -204,6 +204,8 @@ def to_assistant_message(action: Any, *, parser: Union[str, Callable[..., Any]] 
     """A fresh AssistantMessage for ``action`` (never the caller's object); raises :class:`ActionError`."""
     ids = _Ids(fill_ids)
     ids.n = first_id
+    if type(action) is dict:  # the usual action (an OpenAI message); a plain dict is none of the types below
+        return _from_dict(action, ids)
     if isinstance(action, str):
         return _from_text(action, parser, tokenizer, ids)
     if isinstance(action, AssistantMessage):
