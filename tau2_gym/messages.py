@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from json.encoder import c_make_encoder, encode_basestring_ascii
 from datetime import datetime, timedelta
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from typing import Any, Iterable, Literal, Optional, Union
 
 Requestor = Literal["assistant", "user"]

@@ -27,14 +27,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tau2_gym import prompts
-from tau2_gym.records import Record
 from tau2_gym.messages import (
+    STOP,
     USER_STOP_TOKENS,
     AnyMessage,
     AssistantMessage,
     Message,
     ParticipantMessage,
-    STOP,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -43,6 +42,7 @@ from tau2_gym.messages import (
     local_second,
     message_from_dict,
 )
+from tau2_gym.records import Record
 from tau2_gym.users.base import UserTurnRequest
 
 if TYPE_CHECKING:

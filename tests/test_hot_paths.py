@@ -114,7 +114,7 @@ def test_clock_stamps_are_strictly_increasing_local_times(fake_clock, local_zone
 FLAT_AND_NESTED = [
     {}, {"a": 1}, {"a": "é\u2028\"\\x\n"}, {"user_id": "mia_li_3668", "n": None, "ok": True, "f": 2.5},
     {"nan": float("nan"), "inf": float("inf"), "ninf": float("-inf"), "neg0": -0.0, "big": 10**40, "tiny": 1e-300},
-    {1: "int key", 2.5: "float key", None: "none key", True: "bool key"},
+    {1: "int key", 2.5: "float key", None: "none key", False: "bool key"},
     {"a": [1, {"b": 2}]}, {"t": (1, 2)}, {"d": {"x": [None]}},
 ]
 
