@@ -368,11 +368,12 @@ class Tau2VectorEnv(VectorEnv):
         mode = self.autoreset_mode
         to_reset: list[int] = []
         to_step: list[int] = []
+        was_done = self._autoreset_envs.tolist()  # one conversion instead of a numpy read per env
         for i in range(n):
-            if mode is AutoresetMode.NEXT_STEP and self._autoreset_envs[i]:
+            if mode is AutoresetMode.NEXT_STEP and was_done[i]:
                 to_reset.append(i)
             else:
-                if mode is AutoresetMode.DISABLED and self._autoreset_envs[i]:
+                if mode is AutoresetMode.DISABLED and was_done[i]:
                     raise RuntimeError(f"sub-env {i} ended; with autoreset_mode=Disabled reset it first "
                                        "(reset(options={'reset_mask': mask}))")
                 to_step.append(i)
