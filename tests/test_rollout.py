@@ -184,7 +184,7 @@ class Slow(AgentPolicy):
     def __init__(self):
         self.inner = ScriptedPolicy("oracle")
     async def agenerate(self, request):
-        await asyncio.sleep(0.03)
+        await asyncio.sleep(0.1)  # slow enough that a loaded machine still kills it mid-run
         return self.inner.generate(request)
     def episode_done(self, episode_id):
         self.inner.episode_done(episode_id)
