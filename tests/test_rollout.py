@@ -181,10 +181,13 @@ from tau2_gym.policies import AgentPolicy, ScriptedPolicy
 from tau2_gym.rollout import collect
 
 class Slow(AgentPolicy):
+    # oracle turns; after 150 turns (some 30 episodes) every turn hangs, so the kill always lands mid-run
     def __init__(self):
         self.inner = ScriptedPolicy("oracle")
+        self.turns = 0
     async def agenerate(self, request):
-        await asyncio.sleep(0.1)  # slow enough that a loaded machine still kills it mid-run
+        self.turns += 1
+        await asyncio.sleep(0.01 if self.turns < 150 else 3600)
         return self.inner.generate(request)
     def episode_done(self, episode_id):
         self.inner.episode_done(episode_id)
@@ -215,7 +218,7 @@ def test_a_killed_rollout_resumes_without_losing_or_duplicating_episodes(tmp_pat
     _wait_for_lines(log, 1 + 12, proc)  # header + a dozen finished episodes
     proc.send_signal(getattr(signal, signal_name))
     proc.wait(timeout=60)
-    assert proc.returncode != 0
+    assert proc.returncode != 0, proc.stderr.read() if proc.stderr else ""
     _, before = read_log(log)
     assert 12 <= len(before) < 100
     if signal_name == "SIGINT":  # Ctrl-C: what finished is saved in the results file too
