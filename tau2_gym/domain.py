@@ -53,6 +53,9 @@ class DomainSpec:
     user_toolkit: Optional[type[Toolkit]] = None
     user_db: Optional[DBFile] = None
     sync: Optional[Callable[[Environment], None]] = None
+    # Tools are pure functions of (state, arguments). Then a live episode's state is exactly what replaying
+    # its trajectory rebuilds, and scoring may take it instead of replaying (see Environment.replays_to).
+    deterministic_tools: bool = True
     solo_supported: bool = False
     solo_error: str = ""
     agent_prose: Optional[ProseSource] = None
@@ -205,7 +208,8 @@ class LoadedDomain:
         if self.has_user_tools:
             user_tools = self.spec.user_toolkit(self.user_base_db.new_state())  # type: ignore[misc, union-attr]
         return Environment(domain_name=self.spec.name, policy=self.policy(solo), tools=tools, user_tools=user_tools,
-                           solo_mode=solo, sync_hook=self.spec.sync, domain=self)
+                           solo_mode=solo, sync_hook=self.spec.sync, domain=self,
+                           track_calls=self.spec.deterministic_tools and self.spec.sync is None)
 
     # ------------------------------------------------------------------ tasks
 

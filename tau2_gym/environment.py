@@ -31,7 +31,7 @@ class Environment:
     def __init__(self, domain_name: str, policy: str, tools: Optional[Toolkit] = None,
                  user_tools: Optional[Toolkit] = None, solo_mode: bool = False,
                  sync_hook: Optional[Callable[["Environment"], None]] = None,
-                 domain: Optional["LoadedDomain"] = None) -> None:
+                 domain: Optional["LoadedDomain"] = None, track_calls: bool = False) -> None:
         self.domain_name = domain_name
         self.policy = policy
         self.tools = tools
@@ -39,6 +39,13 @@ class Environment:
         self.solo_mode = solo_mode
         self._sync_hook = sync_hook
         self.domain = domain
+        # (call, result) of every call get_response ran, while this env can still prove it equals a replay
+        # of its own trajectory (replays_to); None = not tracked (sync hook, non-deterministic tools, or the
+        # state was changed outside get_response / the first set_state).
+        self._calls: Optional[list[tuple[ToolCall, ToolMessage]]] = (
+            [] if track_calls and sync_hook is None else None)
+        self._state_set = False
+        self._in_set_state = False
         cls = type(self)
         # get_response may call an agent tool directly when none of the dispatch steps is overridden
         self._direct_dispatch = (cls.make_tool_call is Environment.make_tool_call
@@ -146,8 +153,11 @@ class Environment:
         except Exception as exc:  # noqa: BLE001 - every tool failure is an observation
             resp = f"Error: {exc}"
             error = True
-        return ToolMessage(id=call.id, content=to_content(resp), requestor=call.requestor, error=error,
-                           timestamp=timestamp)
+        result = ToolMessage(id=call.id, content=to_content(resp), requestor=call.requestor, error=error,
+                             timestamp=timestamp)
+        if self._calls is not None:
+            self._calls.append((call, result))
+        return result
 
     # ------------------------------------------------------------------ sync, env functions
 
@@ -164,6 +174,8 @@ class Environment:
         raise ValueError(f"Invalid environment type: {env_type}")
 
     def run_env_function_call(self, call: EnvFunctionCall) -> Any:
+        if not self._in_set_state:
+            self._calls = None  # a change a replay would not make (or might not): replays_to is off
         kit = self._toolkit_for(call.env_type)
         func = kit.env_function(call.func_name) if isinstance(kit, Toolkit) else getattr(kit, call.func_name)
         result = func(**call.arguments)
@@ -184,11 +196,15 @@ class Environment:
     # ------------------------------------------------------------------ state
 
     def update_agent_db(self, update: dict) -> None:
+        if not self._in_set_state:
+            self._calls = None
         if self.tools is None or self.tools.db is None:
             raise ValueError("Database has not been initialized.")
         self.tools.db = self.tools.db.updated(update)
 
     def update_user_db(self, update: dict) -> None:
+        if not self._in_set_state:
+            self._calls = None
         if self.user_tools is None:
             raise AttributeError("'NoneType' object has no attribute 'update_db'")
         if self.user_tools.db is None:
@@ -207,7 +223,18 @@ class Environment:
         if self.solo_mode and any(isinstance(m, UserMessage) for m in message_history):
             raise AssertionError("User messages are not allowed in solo mode")
         pairs = pair_tool_calls(message_history)
+        if self._state_set or (self._calls is not None and self._calls):
+            self._calls = None  # a second rebuild on top of earlier changes: no longer a plain replay
+        self._state_set = True
+        self._in_set_state = True
+        try:
+            self._set_state(initialization_data, initialization_actions, pairs, strict)
+        finally:
+            self._in_set_state = False
 
+    def _set_state(self, initialization_data: Optional[InitializationData],
+                   initialization_actions: Optional[Iterable[EnvFunctionCall]],
+                   pairs: list[tuple[ToolCall, ToolMessage]], strict: bool) -> None:
         if initialization_data is not None:
             if initialization_data.agent_data is not None:
                 self.update_agent_db(initialization_data.agent_data)
@@ -229,6 +256,8 @@ class Environment:
             if not self._is_mutating_tool(call.name):
                 continue
             response = self.get_response(call)
+            if self._calls is not None:  # the replay of scoring re-runs it against the same recorded message
+                self._calls[-1] = (call, recorded)
             if not _same_content(response.content, recorded.content):
                 if strict:
                     raise ReplayMismatch(
@@ -236,6 +265,35 @@ class Environment:
                 logger.warning("replayed tool call %r returned other content than recorded; continuing "
                                "(strict=False)", call.name)
         self.sync_tools()
+
+    def replays_to(self, messages: list[AnyMessage]) -> bool:
+        """True when replaying ``messages`` on a fresh environment (what scoring does) would rebuild exactly
+        this environment's state, so scoring may use it as the predicted environment.
+
+        Holds when the domain has no sync hook and deterministic tools, the state came from one ``set_state``
+        plus ``get_response`` calls only, and the mutating calls a replay would re-run -- known tools whose
+        ``mutates_state`` is set, in trajectory order -- are the very (call, result) objects this environment
+        ran, in the same order: the replay then re-runs the same calls from the same start, gets the same
+        outputs (no mismatch can be raised) and ends in the same state. Anything else returns False and the
+        caller replays.
+        """
+        log = self._calls
+        if log is None or not self._state_set:
+            return False
+        if self.solo_mode and any(isinstance(m, UserMessage) for m in messages):
+            return False
+        try:
+            pairs = pair_tool_calls(messages)
+        except ValueError:
+            return False
+        expected = [p for p in pairs if self._has_tool(p[0].name) and self._is_mutating_tool(p[0].name)]
+        ran = [p for p in log if self._has_tool(p[0].name) and self._is_mutating_tool(p[0].name)]
+        if len(expected) != len(ran):
+            return False
+        for (c1, r1), (c2, r2) in zip(expected, ran):
+            if c1 is not c2 or r1 is not r2:
+                return False
+        return True
 
     # ------------------------------------------------------------------ hashes
 

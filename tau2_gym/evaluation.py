@@ -23,6 +23,7 @@ from typing import Any, Iterable, Optional
 
 from tau2_gym.db import DBState, Table, dumps_sorted
 from tau2_gym.domain import LoadedDomain
+from tau2_gym.environment import Environment
 from tau2_gym.messages import AnyMessage, AssistantMessage, ParticipantMessage, UserMessage
 from tau2_gym.replay import gold_environment, predicted_environment
 from tau2_gym.tasks import RewardType, Task
@@ -257,13 +258,18 @@ def _same_db(a: Any, b: Any) -> bool:
 
 
 def _env_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage], solo: bool,
-                   strict: bool, hashes: bool) -> dict[str, Any]:
+                   strict: bool, hashes: bool, live_env: Optional[Environment] = None) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
     if crit.actions is None and crit.env_assertions is None:
         return _reward_info(1.0, db_check={"db_match": True, "db_reward": 1.0},
                             info={"note": "No expected actions or env assertions"})
-    predicted = predicted_environment(domain, task, messages, solo=solo, strict=strict)
+    if (live_env is not None and live_env.domain is domain and live_env.solo_mode == solo
+            and not crit.env_assertions and live_env.replays_to(messages)):
+        predicted = live_env  # provably the state the replay would rebuild; assertions (which may change
+        # a state) always get a replayed one
+    else:
+        predicted = predicted_environment(domain, task, messages, solo=solo, strict=strict)
     gold = plan.gold_env(domain, strict)
     # DB equality is decided before the env assertions run (they may sync and so change the state)
     db_match = (_same_db(_db_of(gold.tools), _db_of(predicted.tools))
@@ -393,13 +399,15 @@ def _nl_component(domain: LoadedDomain, task: Task, messages: list[AnyMessage], 
 def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMessage], termination_reason: Any, *,
                         solo: bool = False, judge: Optional[Any] = None, strict: bool = True,
                         evaluation_type: EvaluationType | str = EvaluationType.ALL,
-                        hashes: bool = False) -> dict[str, Any]:
+                        hashes: bool = False, live_env: Optional[Environment] = None) -> dict[str, Any]:
     """Score one simulation exactly as upstream's ``evaluate_simulation`` (HEAD) does.
 
     ``messages`` is the stored trajectory (task history included); ``solo`` is the mode it ran in;
     ``judge`` grades NL assertions (None = skip them, noted in ``info``); ``strict=False`` is upstream's
     lenient re-grading replay. ``hashes=True`` adds the four DB hashes to ``info["env"]`` (diagnostics;
-    it costs full serialisations). Raises :class:`EvaluationError` when upstream would raise or the judge
+    it costs full serialisations). ``live_env`` is the environment the episode ran in, if at hand: when it
+    provably equals what replaying ``messages`` rebuilds (:meth:`Environment.replays_to`), the replay is
+    skipped -- same result, a fraction of the cost. Raises :class:`EvaluationError` when upstream would raise or the judge
     fails.
     """
     reason = getattr(termination_reason, "value", termination_reason)
@@ -417,7 +425,7 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
         raise EvaluationError(f"unknown evaluation type {evaluation_type!r}; expected one of "
                               f"{[e.value for e in EvaluationType]}") from None
     try:
-        return _evaluate(domain, task, messages, etype, solo, judge, strict, hashes)
+        return _evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env)
     except EvaluationError as exc:
         if str(exc).startswith("task "):
             raise
@@ -427,10 +435,10 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
 
 
 def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etype: EvaluationType, solo: bool,
-              judge: Any, strict: bool, hashes: bool) -> dict[str, Any]:
+              judge: Any, strict: bool, hashes: bool, live_env: Optional[Environment] = None) -> dict[str, Any]:
     plan = _plan(domain, task)
     if etype is EvaluationType.ENV:
-        return _env_component(domain, task, plan, messages, solo, strict, hashes)
+        return _env_component(domain, task, plan, messages, solo, strict, hashes, live_env)
     if etype is EvaluationType.NL_ASSERTIONS:
         return _nl_component(domain, task, messages, judge)
     if etype is EvaluationType.COMMUNICATE:
@@ -440,7 +448,7 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
 
     ignore_basis = etype in (EvaluationType.ALL_IGNORE_BASIS, EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS)
     # upstream does not forward strict_replay in the ignore-basis branch: its replay is always strict
-    env = _env_component(domain, task, plan, messages, solo, True if ignore_basis else strict, hashes)
+    env = _env_component(domain, task, plan, messages, solo, True if ignore_basis else strict, hashes, live_env)
     action = _action_component(domain, task, plan, messages, solo)
     comm = _communicate_component(task, messages)
     basis = plan.basis_set

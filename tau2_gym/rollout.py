@@ -388,7 +388,7 @@ class _Runner:
             from tau2_gym.evaluation import evaluate_simulation
 
             reward_info = evaluate_simulation(self.domain, task, messages, loop.termination_reason, solo=cfg.solo,
-                                              judge=self.judge, strict=cfg.strict_replay)
+                                              judge=self.judge, strict=cfg.strict_replay, live_env=loop.env)
         run = loop.simulation_run(reward_info, trial=trial, messages=messages)
         if loop.error is not None:
             run["info"] = {"error": loop.error}

@@ -35,16 +35,18 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
                  vector_kwargs={"shared_memory": False})  # chat observations cannot live in shared memory
 
 Throughput with many live episodes: every episode holds its messages and views as Python objects, and
-CPython's cyclic garbage collector re-scans all of them on each full collection -- about half of the step
-time at N = 1,024 and beyond (nothing here is cyclic garbage: episodes are freed by reference counting).
-The env leaves the process-wide collector alone; a training process can make full collections rare once
-its envs are built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (``bench/bench_vector.py``
-lookup workload at N = 1,024: roughly 6,000 -> 11,000 env steps/s on one core).
+CPython's cyclic garbage collector re-scans all of them on each full collection. The env's own code makes
+no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
+while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
+they found it around the user simulator (whose code may well make cycles). That roughly halves the time
+spent in the collector at N >= 1,024. A training process can go further once its envs are built, e.g.
+``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
 """
 
 from __future__ import annotations
 
 import copy
+import gc
 import logging
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -195,6 +197,7 @@ class Tau2VectorEnv(VectorEnv):
         self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
         self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
+        self._gc_paused = False  # True while step/reset hold the collector paused
         self.user_batches = 0
         self.user_requests = 0
 
@@ -256,6 +259,9 @@ class Tau2VectorEnv(VectorEnv):
         self.user_requests += len(requests)
         user = self.user
         batch = getattr(user, "generate_batch", None)
+        resume = self._gc_paused
+        if resume:
+            gc.enable()  # the simulator runs with the collector as the caller had it
         try:
             if batch is not None:
                 replies = list(batch(requests))
@@ -270,6 +276,9 @@ class Tau2VectorEnv(VectorEnv):
             logger.warning("user simulator %s failed on a batch of %d: %s: %s", type(user).__name__,
                            len(requests), type(exc).__name__, exc)
             return [exc] * len(requests)
+        finally:
+            if resume:
+                gc.disable()
         if len(replies) != len(requests):
             exc = UserSimulatorError(f"{type(user).__name__}.generate_batch returned {len(replies)} replies "
                                      f"for {len(requests)} requests")
@@ -323,6 +332,18 @@ class Tau2VectorEnv(VectorEnv):
         """Reset all sub-envs (or those in ``options["reset_mask"]``); seeds as ``SyncVectorEnv``:
         an int gives ``seed + i`` to sub-env i, a list one seed each. ``options`` may be one dict for all or a
         list with one dict (or None) per sub-env."""
+        if not gc.isenabled():
+            return self._reset(seed, options)
+        gc.disable()  # the collector is paused while the env's own code runs (module docstring)
+        self._gc_paused = True
+        try:
+            return self._reset(seed, options)
+        finally:
+            self._gc_paused = False
+            gc.enable()
+
+    def _reset(self, seed: Union[int, Sequence[Optional[int]], None],
+               options: Union[dict, Sequence[Optional[dict]], None]) -> tuple[list, dict[str, Any]]:
         n = self.num_envs
         if seed is None:
             seeds: list[Optional[int]] = [None] * n
@@ -366,6 +387,17 @@ class Tau2VectorEnv(VectorEnv):
 
     def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
+        if not gc.isenabled():
+            return self._step(actions)
+        gc.disable()  # the collector is paused while the env's own code runs (module docstring)
+        self._gc_paused = True
+        try:
+            return self._step(actions)
+        finally:
+            self._gc_paused = False
+            gc.enable()
+
+    def _step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         if isinstance(actions, (str, dict)) or len(actions) != n:
             raise ValueError(f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"

@@ -314,7 +314,8 @@ class Tau2Env(gym.Env):
                 from tau2_gym.evaluation import evaluate_simulation
 
                 reward_info = evaluate_simulation(self.domain, loop.task, messages, reason, solo=self.config.solo,
-                                                  judge=self.judge, strict=self.config.strict_replay)
+                                                  judge=self.judge, strict=self.config.strict_replay,
+                                                  live_env=loop.env)
                 reward = float(reward_info["reward"])
             except Exception as exc:  # noqa: BLE001
                 if self.config.raise_on_evaluation_error:
