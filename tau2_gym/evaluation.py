@@ -24,7 +24,7 @@ from typing import Any, Iterable, Optional
 from tau2_gym.db import DBState, Table, dumps_sorted
 from tau2_gym.domain import LoadedDomain
 from tau2_gym.environment import Environment
-from tau2_gym.messages import AnyMessage, AssistantMessage, ParticipantMessage, UserMessage
+from tau2_gym.messages import AnyMessage, AssistantMessage, UserMessage
 from tau2_gym.replay import gold_environment, predicted_environment
 from tau2_gym.tasks import RewardType, Task
 

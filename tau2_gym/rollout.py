@@ -41,7 +41,7 @@ from typing import Any, Optional, Sequence, Union
 
 from tau2_gym import turn_loop as tl
 from tau2_gym.envs.actions import ActionError, to_assistant_message
-from tau2_gym.policies import AgentPolicy, AgentTurnRequest, ScriptedPolicy
+from tau2_gym.policies import AgentTurnRequest, ScriptedPolicy
 from tau2_gym.tasks import Task
 
 logger = logging.getLogger("tau2_gym")

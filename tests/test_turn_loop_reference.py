@@ -24,7 +24,6 @@ from reference.driver_gym import stub_judge_reply, view_hash
 from refutil import run_reference
 from tau2_gym.agents import ALL_AGENTS, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent, call_message
 from tau2_gym.judges import CallableJudge
-from tau2_gym.messages import STOP
 from tau2_gym.users.scripted import OracleUser, ScriptedUser, opening_line
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]

@@ -1,0 +1,157 @@
+"""Scoring from the live environment (``evaluate_simulation(live_env=...)``) equals scoring by replay.
+
+The gym env hands its own environment to the evaluator, which uses it instead of replaying the trajectory
+only when :meth:`Environment.replays_to` proves the replay would rebuild the same state. These tests play
+every agent kind (oracle and the flawed ones) on every task of the domains where the shortcut applies, and
+compare the full ``reward_info`` and the predicted DB hashes of both paths; then they check that anything a
+replay would not reproduce turns the shortcut off.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gymnasium as gym
+import pytest
+
+from tau2_gym.agents import ALL_AGENTS, OracleAgent
+from tau2_gym.environment import Environment
+from tau2_gym.evaluation import evaluate_simulation
+from tau2_gym.messages import ToolCall
+from tau2_gym.replay import predicted_environment
+
+replays_to_calls: list[bool] = []
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Records what every Environment.replays_to call answered."""
+    replays_to_calls.clear()
+    orig = Environment.replays_to
+
+    def wrapped(self, messages):
+        out = orig(self, messages)
+        replays_to_calls.append(out)
+        return out
+
+    monkeypatch.setattr(Environment, "replays_to", wrapped)
+    return replays_to_calls
+
+
+def play(env, agent, task_id):
+    obs, info = env.reset(options={"task_id": task_id})
+    agent.reset(info["task"], info)
+    while True:
+        obs, reward, term, trunc, info = env.step(agent.act(obs, info))
+        if term or trunc:
+            return reward, info
+
+
+def both_ways(env) -> tuple[dict, dict, str, str]:
+    """reward_info with the live env and by replay, and the predicted agent-DB hash of each."""
+    u = env.unwrapped
+    loop = u.loop
+    msgs = loop.messages()
+    kw = dict(solo=u.config.solo, strict=u.config.strict_replay)
+    live = evaluate_simulation(u.domain, loop.task, msgs, loop.termination_reason, live_env=loop.env, **kw)
+    replayed = evaluate_simulation(u.domain, loop.task, msgs, loop.termination_reason, **kw)
+    replay_env = predicted_environment(u.domain, loop.task, msgs, solo=u.config.solo)
+    return live, replayed, loop.env.get_db_hash(), replay_env.get_db_hash()
+
+
+@pytest.mark.parametrize("env_id", ["tau2/mock-v0", "tau2/mock-solo-v0", "tau2/airline-v0", "tau2/retail-v0"])
+def test_live_scoring_equals_replay_for_every_agent_and_task(env_id, spy, caplog):
+    caplog.set_level(logging.ERROR, logger="tau2_gym")
+    env = gym.make(env_id)
+    tasks = env.unwrapped.tasks
+    if env_id == "tau2/retail-v0":
+        tasks = tasks[::3]  # 38 of 114 tasks keep the suite fast; all agents on each
+    scored = taken = 0
+    for task in tasks:
+        for agent_cls in ALL_AGENTS:
+            spy.clear()
+            reward, info = play(env, agent_cls(), task.id)
+            if info["termination_reason"] not in ("user_stop", "agent_stop"):
+                continue
+            if info.get("reward_info") is None:
+                continue
+            crit = task.evaluation_criteria
+            if crit is None or (crit.actions is None and crit.env_assertions is None):
+                continue
+            scored += 1
+            took = bool(spy and spy[0])  # what the env's own scoring call decided (None: assertions present)
+            taken += took
+            live, replayed, live_hash, replay_hash = both_ways(env)
+            assert live == replayed, (task.id, agent_cls.__name__)
+            assert reward == replayed["reward"]
+            if took:  # the shortcut was taken: its state is the replay's, hash for hash
+                assert live_hash == replay_hash, (task.id, agent_cls.__name__)
+    assert scored > 0
+    assert taken >= scored // 2, f"the shortcut was taken in only {taken} of {scored} scored episodes"
+
+
+def test_airline_shortcut_is_taken_for_the_oracle(spy):
+    env = gym.make("tau2/airline-v0")
+    for task in env.unwrapped.tasks[:10]:
+        spy.clear()
+        reward, info = play(env, OracleAgent(), task.id)
+        assert reward == 1.0
+        assert spy == [True], task.id
+
+
+def _oracle_episode(env_id="tau2/airline-v0"):
+    """The oracle on the first task whose gold actions include a write."""
+    env = gym.make(env_id)
+    dom = env.unwrapped.domain
+    probe = dom.make_environment()
+    task = next(t for t in env.unwrapped.tasks if t.evaluation_criteria and t.evaluation_criteria.actions
+                and any(probe._has_tool(a.name) and probe._is_mutating_tool(a.name)
+                        for a in t.evaluation_criteria.actions))
+    reward, info = play(env, OracleAgent(), task.id)
+    loop = env.unwrapped.loop
+    return env, loop, loop.messages()
+
+
+def test_outside_changes_turn_the_shortcut_off():
+    # a DB update outside set_state
+    env, loop, msgs = _oracle_episode()
+    assert loop.env.replays_to(msgs)
+    loop.env.update_agent_db({})
+    assert not loop.env.replays_to(msgs)
+
+    # a call that is not in the trajectory
+    env, loop, msgs = _oracle_episode()
+    loop.env.get_response(ToolCall("cancel_reservation", {"reservation_id": "4WQ150"}, id="extra"))
+    assert not loop.env.replays_to(msgs)
+
+    # a trajectory that is not the one the env ran (one mutating call dropped)
+    env, loop, msgs = _oracle_episode()
+    writes = [i for i, m in enumerate(msgs) if getattr(m, "tool_calls", None)
+              and loop.env._is_mutating_tool(m.tool_calls[0].name)]
+    if writes:
+        i = writes[-1]
+        assert not loop.env.replays_to(msgs[:i] + msgs[i + 2:])
+
+    # a second set_state
+    env, loop, msgs = _oracle_episode()
+    loop.env.set_state(None, None, [])
+    assert not loop.env.replays_to(msgs)
+
+
+def test_no_shortcut_with_a_sync_hook():
+    env, loop, msgs = _oracle_episode("tau2/telecom-v0")
+    assert loop.env._sync_hook is not None
+    assert not loop.env.replays_to(msgs)
+
+
+def test_trajectory_errors_still_raise_as_upstream():
+    """A broken trajectory raises in scoring whether or not a live env is passed (replay's own errors)."""
+    from tau2_gym.evaluation import EvaluationError
+
+    env, loop, msgs = _oracle_episode()
+    tool_at = next(i for i, m in enumerate(msgs) if type(m).__name__ == "ToolMessage")
+    broken = msgs[:tool_at] + msgs[tool_at + 1:]  # a call without its result
+    u = env.unwrapped
+    for live in (None, loop.env):
+        with pytest.raises(EvaluationError):
+            evaluate_simulation(u.domain, loop.task, broken, "user_stop", live_env=live)
