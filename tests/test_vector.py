@@ -336,3 +336,36 @@ def test_text_observations_are_transcripts():
     vec = gym.make_vec("tau2/airline-v0", num_envs=2, obs_format="text")
     obs, _ = vec.reset(seed=0)
     assert all(isinstance(o, str) and o.startswith("assistant: Hi! How can I help you today?") for o in obs)
+
+
+def test_full_batch_infos_equal_the_generic_layout():
+    """The fast path (every env reported the same keys) builds the same arrays as the generic path (which a
+    batch with one env missing takes): dtypes, values and masks, for every kind of value."""
+    rows = [
+        {"b": True, "i": 3, "f": 1.5, "mixed": 1, "s": "x", "lst": [1, 2], "none": None, "np32": np.float32(2.0),
+         "arr": np.arange(3), "nested": {"a": 1, "b": "y"}, "reward_info": {"reward": 1.0}, "obj": object},
+        {"b": False, "i": 4, "f": 2.0, "mixed": 2.5, "s": "y", "lst": [], "none": 7, "np32": np.float32(3.0),
+         "arr": np.arange(3) + 1, "nested": {"a": 2, "b": "z"}, "reward_info": None, "obj": int},
+        {"b": True, "i": -1, "f": 0.0, "mixed": True, "s": "", "lst": ["a"], "none": None, "np32": np.float32(4.0),
+         "arr": np.arange(3) * 2, "nested": {"a": 3, "b": "w"}, "reward_info": {"reward": 0.0}, "obj": None},
+    ]
+    n = len(rows)
+    full = Tau2VectorEnv(n, "mock")._batch_infos(list(enumerate(rows)))
+    generic = Tau2VectorEnv(n + 1, "mock")._batch_infos(list(enumerate(rows)))  # env n missing: generic path
+
+    def same(a, b, path):
+        if isinstance(a, dict):
+            assert isinstance(b, dict) and a.keys() == b.keys(), path
+            for k in a:
+                same(a[k], b[k], f"{path}.{k}")
+            return
+        assert isinstance(a, np.ndarray) and a.dtype == b.dtype, (path, a, b)
+        assert a.shape[0] == n and b.shape[0] == n + 1, path
+        for x, y in zip(a, b[:n]):
+            assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else (x is y or x == y)), (path, x, y)
+        if path.rsplit(".", 1)[-1].startswith("_"):
+            assert a.all() and b[:n].all() and not b[n], path
+
+    same(full, generic, "infos")
+    assert full["b"].dtype == np.bool_ and full["i"].dtype == np.int64 and full["mixed"].dtype == np.int64
+    assert full["s"].dtype == object and full["lst"][0] == [1, 2] and full["nested"]["a"].tolist() == [1, 2, 3]
