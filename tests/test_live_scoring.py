@@ -155,3 +155,24 @@ def test_trajectory_errors_still_raise_as_upstream():
     for live in (None, loop.env):
         with pytest.raises(EvaluationError):
             evaluate_simulation(u.domain, loop.task, broken, "user_stop", live_env=live)
+
+
+def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, spy):
+    from dataclasses import replace
+
+    import tau2_gym.domain as domain_mod
+    from tau2_gym import load_domain
+    from tau2_gym.domains.mock import DOMAIN as MOCK
+
+    monkeypatch.setattr(domain_mod, "_registry", dict(domain_mod._registry))
+    domain_mod.register_domain("mock-random", replace(MOCK, name="mock-random", deterministic_tools=False))
+    dom = load_domain("mock-random")
+    task = next(t for t in dom.tasks() if t.evaluation_criteria and t.evaluation_criteria.actions
+                and not t.evaluation_criteria.env_assertions)
+    from tau2_gym.turn_loop import TurnLoop
+
+    loop = TurnLoop(dom, task)
+    loop.start()
+    assert loop.env._calls is None  # nothing is tracked, so replays_to can never answer True
+    assert not loop.env.replays_to(loop.messages())
+    assert load_domain("mock").make_environment()._calls == []
