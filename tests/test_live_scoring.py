@@ -13,6 +13,7 @@ import logging
 
 import gymnasium as gym
 import pytest
+from gymutil import run_episode
 
 from tau2_gym.agents import ALL_AGENTS, OracleAgent
 from tau2_gym.environment import Environment
@@ -39,12 +40,8 @@ def spy(monkeypatch):
 
 
 def play(env, agent, task_id):
-    obs, info = env.reset(options={"task_id": task_id})
-    agent.reset(info["task"], info)
-    while True:
-        obs, reward, term, trunc, info = env.step(agent.act(obs, info))
-        if term or trunc:
-            return reward, info
+    ep = run_episode(env, agent, options={"task_id": task_id})
+    return ep.reward, ep.info
 
 
 def both_ways(env) -> tuple[dict, dict, str, str]:
