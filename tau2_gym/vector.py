@@ -72,7 +72,6 @@ _ALL = [np.arange(k) for k in range(65)]  # index arrays of "every env" for smal
 for _a in _ALL:
     _a.setflags(write=False)
 del _a
-_SPECIAL_KINDS = frozenset({dict, np.ndarray})  # kinds _column (or the recursion) handles other than as objects
 
 
 def _noop() -> None:
@@ -337,12 +336,16 @@ class Tau2VectorEnv(VectorEnv):
         """Reset all sub-envs (or those in ``options["reset_mask"]``); seeds as ``SyncVectorEnv``:
         an int gives ``seed + i`` to sub-env i, a list one seed each. ``options`` may be one dict for all or a
         list with one dict (or None) per sub-env."""
+        return self._gc_paused_call(self._reset, seed, options)
+
+    def _gc_paused_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` with the cyclic collector paused, unless the caller already paused it (module docstring)."""
         if not gc.isenabled():
-            return self._reset(seed, options)
-        gc.disable()  # the collector is paused while the env's own code runs (module docstring)
+            return fn(*args)
+        gc.disable()
         self._gc_paused = True
         try:
-            return self._reset(seed, options)
+            return fn(*args)
         finally:
             self._gc_paused = False
             gc.enable()
@@ -392,15 +395,7 @@ class Tau2VectorEnv(VectorEnv):
 
     def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
-        if not gc.isenabled():
-            return self._step(actions)
-        gc.disable()  # the collector is paused while the env's own code runs (module docstring)
-        self._gc_paused = True
-        try:
-            return self._step(actions)
-        finally:
-            self._gc_paused = False
-            gc.enable()
+        return self._gc_paused_call(self._step, actions)
 
     def _step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
@@ -517,8 +512,7 @@ class Tau2VectorEnv(VectorEnv):
                         break
                 else:
                     out[key] = fromiter(values, kind, n)
-            elif kind is str or kind is list or kind not in _SPECIAL_KINDS and not isinstance(
-                    values[0], (dict, np.number, np.ndarray)):
+            elif kind is str or not isinstance(values[0], (dict, np.number, np.ndarray)):
                 out[key] = fromiter(values, object, n)
             elif isinstance(values[0], dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
                 out[key] = self._batch_infos([(i, v) for i, v in enumerate(values) if isinstance(v, dict)])

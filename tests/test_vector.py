@@ -369,3 +369,40 @@ def test_full_batch_infos_equal_the_generic_layout():
     same(full, generic, "infos")
     assert full["b"].dtype == np.bool_ and full["i"].dtype == np.int64 and full["mixed"].dtype == np.int64
     assert full["s"].dtype == object and full["lst"][0] == [1, 2] and full["nested"]["a"].tolist() == [1, 2, 3]
+
+
+class GCWatchingUser(OracleUser):
+    """Records whether the cyclic collector was on while the simulator ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+
+    def generate(self, request):
+        import gc
+
+        self.seen.append(gc.isenabled())
+        return super().generate(request)
+
+
+def test_the_collector_is_paused_only_around_the_envs_own_code():
+    import gc
+
+    user = GCWatchingUser()
+    vec = gym.make_vec("tau2/airline-v0", num_envs=3, user=user)
+    seen_in_env: list[bool] = []
+    orig = vec.unwrapped._observe
+    vec.unwrapped._observe = lambda slot: (seen_in_env.append(gc.isenabled()), orig(slot))[1]
+    assert gc.isenabled()
+    vec.reset(seed=0)
+    vec.step(["How can I help?"] * 3)
+    assert gc.isenabled()  # restored after reset and step
+    assert user.seen and all(user.seen)  # the simulator ran with the collector as the caller had it (on)
+    assert seen_in_env and not any(seen_in_env)  # the env's own code ran with it paused
+    user.seen.clear()
+    gc.disable()
+    try:  # a caller that turned the collector off keeps it off, simulator included
+        vec.step(["Anything else?"] * 3)
+        assert not gc.isenabled() and user.seen and not any(user.seen)
+    finally:
+        gc.enable()
