@@ -407,8 +407,8 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
     lenient re-grading replay. ``hashes=True`` adds the four DB hashes to ``info["env"]`` (diagnostics;
     it costs full serialisations). ``live_env`` is the environment the episode ran in, if at hand: when it
     provably equals what replaying ``messages`` rebuilds (:meth:`Environment.replays_to`), the replay is
-    skipped -- same result, a fraction of the cost. Raises :class:`EvaluationError` when upstream would raise or the judge
-    fails.
+    skipped -- same result, a fraction of the cost. Raises :class:`EvaluationError` when upstream would
+    raise or the judge fails.
     """
     reason = getattr(termination_reason, "value", termination_reason)
     if reason not in KNOWN_TERMINATIONS:

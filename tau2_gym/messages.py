@@ -22,8 +22,8 @@ OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
 USER_STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 
 
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
+EPOCH = datetime(1970, 1, 1)
+MICROSECOND = timedelta(microseconds=1)
 _second: tuple[Optional[int], str, int] = (None, "", 0)  # (epoch second, its local prefix, its naive-local µs)
 
 
@@ -39,7 +39,7 @@ def local_second(sec: int) -> tuple[Optional[int], str, int]:
     cached = _second
     if cached[0] != sec:
         dt = datetime.fromtimestamp(sec)
-        cached = (sec, dt.isoformat(timespec="seconds"), (dt - _EPOCH) // _MICROSECOND)
+        cached = (sec, dt.isoformat(timespec="seconds"), (dt - EPOCH) // MICROSECOND)
         _second = cached
     return cached
 

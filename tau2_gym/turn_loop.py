@@ -38,6 +38,8 @@ from tau2_gym.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    EPOCH,
+    MICROSECOND,
     dumps_arguments,
     local_second,
     message_from_dict,
@@ -72,13 +74,9 @@ def new_episode_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-_EPOCH = datetime(1970, 1, 1)
-_MICROSECOND = timedelta(microseconds=1)
-
-
 def _iso_local_us(t: int) -> str:
     """Naive local microseconds since 1970 as ``isoformat(timespec="microseconds")`` text."""
-    return (_EPOCH + timedelta(microseconds=t)).isoformat(timespec="microseconds")
+    return (EPOCH + timedelta(microseconds=t)).isoformat(timespec="microseconds")
 
 
 class Clock:
@@ -96,7 +94,7 @@ class Clock:
         self._last: Optional[int] = None  # naive local microseconds since 1970 of the last stamp
 
     def at(self, when: datetime) -> str:
-        t = (when - _EPOCH) // _MICROSECOND
+        t = (when - EPOCH) // MICROSECOND
         if self._last is not None and t <= self._last:
             t = self._last + 1
         self._last = t

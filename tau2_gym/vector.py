@@ -39,8 +39,8 @@ CPython's cyclic garbage collector re-scans all of them on each full collection.
 no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
 while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
 they found it around the user simulator (whose code may well make cycles). That cut the collector's time by
-about two thirds (``bench/bench_vector.py`` lookup workload, N = 1,024). A training process can go further once its envs are built, e.g.
-``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
+about two thirds (``bench/bench_vector.py`` lookup workload, N = 1,024). A training process can go further
+once its envs are built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
 """
 
 from __future__ import annotations
@@ -68,10 +68,6 @@ __all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole", "WholeRecord"]
 WHOLE_RECORD_KEYS = frozenset({"reward_info", "simulation_run"})
 _SCALARS = (int, float, bool)
 _SCALAR_SET = frozenset(_SCALARS)
-_ALL = [np.arange(k) for k in range(65)]  # index arrays of "every env" for small N (read only)
-for _a in _ALL:
-    _a.setflags(write=False)
-del _a
 
 
 def _noop() -> None:
@@ -498,7 +494,6 @@ class Tau2VectorEnv(VectorEnv):
     def _batch_full(self, cols: dict[str, list[Any]], n: int) -> dict[str, Any]:
         """:meth:`_batch_infos` when every env reported the same keys (the usual step): the same arrays, built
         with one numpy call per key -- at small N the generic path's per-key bookkeeping was most of a step."""
-        index = _ALL[n] if n < len(_ALL) else np.arange(n)  # read only (by _column's rare cases)
         mask = np.empty(n, dtype=np.bool_)
         mask.fill(True)  # np.ones is Python-level numpy code: slower at small n
         fromiter = np.fromiter
@@ -507,8 +502,8 @@ class Tau2VectorEnv(VectorEnv):
             kind = type(values[0])
             if kind in _SCALAR_SET:
                 for v in values:
-                    if type(v) is not kind:
-                        out[key] = _column(values[0], index, values, n)
+                    if type(v) is not kind:  # mixed scalars: _column's casting rules
+                        out[key] = _column(values[0], np.arange(n), values, n)
                         break
                 else:
                     out[key] = fromiter(values, kind, n)
@@ -517,7 +512,7 @@ class Tau2VectorEnv(VectorEnv):
             elif isinstance(values[0], dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
                 out[key] = self._batch_infos([(i, v) for i, v in enumerate(values) if isinstance(v, dict)])
             else:
-                out[key] = _column(values[0], index, values, n)
+                out[key] = _column(values[0], np.arange(n), values, n)
             out["_" + key] = mask.copy()
         return out
 
