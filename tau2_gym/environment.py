@@ -277,23 +277,30 @@ class Environment:
         outputs (no mismatch can be raised) and ends in the same state. Anything else returns False and the
         caller replays.
         """
+        return self.replayed_writes(messages) is not None
+
+    def replayed_writes(self, messages: list[AnyMessage]) -> Optional[list[ToolCall]]:
+        """The mutating calls (in order) that built this state on top of its ``set_state`` start, when
+        :meth:`replays_to` holds; else None. Scoring compares them with the gold run's writes: the same
+        writes from the same start give the same state (deterministic tools), with no DB comparison."""
         log = self._calls
         if log is None or not self._state_set:
-            return False
+            return None
         if self.solo_mode and any(isinstance(m, UserMessage) for m in messages):
-            return False
+            return None
         try:
             pairs = pair_tool_calls(messages)
         except ValueError:
-            return False
-        expected = [p for p in pairs if self._has_tool(p[0].name) and self._is_mutating_tool(p[0].name)]
-        ran = [p for p in log if self._has_tool(p[0].name) and self._is_mutating_tool(p[0].name)]
+            return None
+        has, mutating = self._has_tool, self._is_mutating_tool
+        expected = [p for p in pairs if has(p[0].name) and mutating(p[0].name)]
+        ran = [p for p in log if has(p[0].name) and mutating(p[0].name)]
         if len(expected) != len(ran):
-            return False
+            return None
         for (c1, r1), (c2, r2) in zip(expected, ran):
             if c1 is not c2 or r1 is not r2:
-                return False
-        return True
+                return None
+        return [p[0] for p in expected]
 
     # ------------------------------------------------------------------ hashes
 

@@ -23,8 +23,8 @@ from typing import Any, Iterable, Optional
 
 from tau2_gym.db import DBState, Table, dumps_sorted
 from tau2_gym.domain import LoadedDomain
-from tau2_gym.environment import Environment
-from tau2_gym.messages import AnyMessage, AssistantMessage, UserMessage
+from tau2_gym.environment import Environment, pair_tool_calls
+from tau2_gym.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
 from tau2_gym.replay import gold_environment, predicted_environment
 from tau2_gym.tasks import RewardType, Task
 
@@ -95,7 +95,7 @@ def premature_reward_info(termination_reason: str) -> dict[str, Any]:
 class _TaskPlan:
     """What scoring needs from a task that does not depend on the trajectory: built once per task."""
 
-    __slots__ = ("task", "gold", "action_dumps", "assertion_dumps", "tool_types", "basis", "basis_set")
+    __slots__ = ("task", "gold", "action_dumps", "assertion_dumps", "tool_types", "basis", "basis_set", "writes")
 
     def __init__(self, domain: LoadedDomain, task: Task) -> None:
         self.task = task  # keeps id(task) from being reused while cached
@@ -108,6 +108,26 @@ class _TaskPlan:
         assertions = crit.env_assertions if crit is not None else None
         self.assertion_dumps = [a.model_dump(mode="json") for a in assertions] if assertions else []
         self.tool_types = [_tool_type(domain, a.name) for a in actions] if actions else []
+        self.writes: Any = _UNSET
+
+    def gold_writes(self, env: Environment) -> Optional[list[tuple[str, Any, Any]]]:
+        """(requestor, name, arguments) of the calls that can change the gold state after its start: the
+        history's mutating calls (replayed by ``set_state``), then the gold actions of known mutating tools
+        (the others fail or only read). None when the history cannot be paired (no shortcut then)."""
+        writes = self.writes
+        if writes is _UNSET:
+            has, mutating = env._has_tool, env._is_mutating_tool
+            try:
+                writes = [(c.requestor, c.name, c.arguments) for c, _ in pair_tool_calls(self.task.history)
+                          if has(c.name) and mutating(c.name)]
+            except (ValueError, TypeError):
+                writes = None
+            crit = self.task.evaluation_criteria
+            if writes is not None and crit is not None and crit.actions:
+                writes += [(a.requestor, a.name, a.arguments) for a in crit.actions
+                           if has(a.name) and mutating(a.name)]
+            self.writes = writes
+        return writes
 
     def gold_env(self, domain: LoadedDomain, strict: bool) -> Any:
         env = self.gold.get(strict)
@@ -115,6 +135,44 @@ class _TaskPlan:
             env = gold_environment(domain, self.task, strict=strict)
             self.gold[strict] = env
         return env
+
+
+_UNSET: Any = object()
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Same types, same order, same values all the way down: no deterministic tool can tell ``a`` from
+    ``b``. Stricter than JSON equality (key order, int vs float, list vs tuple, -0.0 all count); types
+    other than JSON's are never called identical (the caller then compares states)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        if len(a) != len(b):
+            return False
+        for (k, v), (k2, v2) in zip(a.items(), b.items()):
+            if not (type(k) is type(k2) and k == k2 and _identical(v, v2)):
+                return False
+        return True
+    if t is list or t is tuple:
+        return len(a) == len(b) and all(_identical(v, w) for v, w in zip(a, b))
+    if t is str or t is int or t is bool:
+        return a == b
+    if t is float:
+        return repr(a) == repr(b)
+    return False
+
+
+def _same_writes(live: list[ToolCall], gold: list[tuple[str, Any, Any]]) -> bool:
+    if len(live) != len(gold):
+        return False
+    for call, (requestor, name, arguments) in zip(live, gold):
+        if not (_identical(call.requestor, requestor) and _identical(call.name, name)
+                and _identical(call.arguments, arguments)):
+            return False
+    return True
 
 
 _plans: "OrderedDict[tuple[int, int], _TaskPlan]" = OrderedDict()
@@ -264,16 +322,24 @@ def _env_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: 
     if crit.actions is None and crit.env_assertions is None:
         return _reward_info(1.0, db_check={"db_match": True, "db_reward": 1.0},
                             info={"note": "No expected actions or env assertions"})
+    writes = None
     if (live_env is not None and live_env.domain is domain and live_env.solo_mode == solo
-            and not crit.env_assertions and live_env.replays_to(messages)):
+            and not crit.env_assertions):
+        writes = live_env.replayed_writes(messages)
+    if writes is not None:
         predicted = live_env  # provably the state the replay would rebuild; assertions (which may change
         # a state) always get a replayed one
     else:
         predicted = predicted_environment(domain, task, messages, solo=solo, strict=strict)
     gold = plan.gold_env(domain, strict)
-    # DB equality is decided before the env assertions run (they may sync and so change the state)
-    db_match = (_same_db(_db_of(gold.tools), _db_of(predicted.tools))
-                and _same_db(_db_of(gold.user_tools), _db_of(predicted.user_tools)))
+    gold_writes = None
+    if writes is not None and not (solo and predicted.user_tools is not None):  # solo reroutes user tools
+        gold_writes = plan.gold_writes(predicted)
+    if gold_writes is not None and _same_writes(writes, gold_writes):
+        db_match = True  # the same writes from the same start: the same state (deterministic tools)
+    else:  # DB equality is decided before the env assertions run (they may sync and so change the state)
+        db_match = (_same_db(_db_of(gold.tools), _db_of(predicted.tools))
+                    and _same_db(_db_of(gold.user_tools), _db_of(predicted.user_tools)))
     info = None
     if hashes:
         info = {"hashes": {"gold_agent": gold.get_db_hash(), "gold_user": gold.get_user_db_hash(),

@@ -15,6 +15,7 @@ import gymnasium as gym
 import pytest
 from gymutil import run_episode
 
+from tau2_gym import evaluation
 from tau2_gym.agents import ALL_AGENTS, OracleAgent
 from tau2_gym.environment import Environment
 from tau2_gym.evaluation import evaluate_simulation
@@ -22,20 +23,30 @@ from tau2_gym.messages import ToolCall
 from tau2_gym.replay import predicted_environment
 
 replays_to_calls: list[bool] = []
+same_writes_calls: list[bool] = []
 
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Records what every Environment.replays_to call answered."""
+    """Records whether each of scoring's Environment.replayed_writes calls proved the replay (replays_to),
+    and what each comparison of the live writes with the gold ones answered."""
     replays_to_calls.clear()
-    orig = Environment.replays_to
+    same_writes_calls.clear()
+    orig = Environment.replayed_writes
+    orig_same = evaluation._same_writes
 
     def wrapped(self, messages):
         out = orig(self, messages)
-        replays_to_calls.append(out)
+        replays_to_calls.append(out is not None)
         return out
 
-    monkeypatch.setattr(Environment, "replays_to", wrapped)
+    def wrapped_same(live, gold):
+        out = orig_same(live, gold)
+        same_writes_calls.append(out)
+        return out
+
+    monkeypatch.setattr(Environment, "replayed_writes", wrapped)
+    monkeypatch.setattr(evaluation, "_same_writes", wrapped_same)
     return replays_to_calls
 
 
@@ -63,10 +74,11 @@ def test_live_scoring_equals_replay_for_every_agent_and_task(env_id, spy, caplog
     tasks = env.unwrapped.tasks
     if env_id == "tau2/retail-v0":
         tasks = tasks[::3]  # 38 of 114 tasks keep the suite fast; all agents on each
-    scored = taken = 0
+    scored = taken = by_writes = 0
     for task in tasks:
         for agent_cls in ALL_AGENTS:
             spy.clear()
+            same_writes_calls.clear()
             reward, info = play(env, agent_cls(), task.id)
             if info["termination_reason"] not in ("user_stop", "agent_stop"):
                 continue
@@ -78,13 +90,19 @@ def test_live_scoring_equals_replay_for_every_agent_and_task(env_id, spy, caplog
             scored += 1
             took = bool(spy and spy[0])  # what the env's own scoring call decided (None: assertions present)
             taken += took
+            writes_equal = bool(same_writes_calls and same_writes_calls[0])  # DB match decided by the writes
+            by_writes += writes_equal
             live, replayed, live_hash, replay_hash = both_ways(env)
+            if writes_equal:  # the replay's full DB comparison agrees
+                assert replayed["db_check"]["db_match"], (task.id, agent_cls.__name__)
             assert live == replayed, (task.id, agent_cls.__name__)
             assert reward == replayed["reward"]
             if took:  # the shortcut was taken: its state is the replay's, hash for hash
                 assert live_hash == replay_hash, (task.id, agent_cls.__name__)
     assert scored > 0
     assert taken >= scored // 2, f"the shortcut was taken in only {taken} of {scored} scored episodes"
+    print(env_id, "scored", scored, "replay skipped", taken, "decided by writes", by_writes)
+    assert by_writes >= scored // 5, f"the DB match was decided by the writes in only {by_writes} of {scored}"
 
 
 def test_airline_shortcut_is_taken_for_the_oracle(spy):
@@ -173,3 +191,36 @@ def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, s
     assert loop.env._calls is None  # nothing is tracked, so replays_to can never answer True
     assert not loop.env.replays_to(loop.messages())
     assert load_domain("mock").make_environment()._calls == []
+
+
+def test_identical_is_strict_about_types_and_order():
+    from tau2_gym.evaluation import _identical
+
+    same = [({"a": [1, {"b": "x"}], "c": 2.5}, {"a": [1, {"b": "x"}], "c": 2.5}), (None, None), ("s", "s")]
+    for a, b in same:
+        assert _identical(a, b)
+    differ = [(1, 1.0), (True, 1), ([1], (1,)), (-0.0, 0.0), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+              ({"a": [1, 2]}, {"a": [1, 2, 3]}), ({"a": 1}, {"a": 2}), ("1", 1)]
+    for a, b in differ:
+        assert not _identical(a, b), (a, b)
+
+
+def test_db_match_from_writes_only_for_the_very_same_writes(spy):
+    """The oracle's writes are the gold ones (DB match without comparing states); the same writes with one
+    argument of another type or key order are not, and the states are compared instead."""
+    env, loop, msgs = _oracle_episode()
+    plan = evaluation._plan(env.unwrapped.domain, loop.task)
+    gold = plan.gold_writes(loop.env)
+    live = loop.env.replayed_writes(msgs)
+    assert live and evaluation._same_writes(live, gold)
+    call = live[-1]
+    for k, v in call.arguments.items():
+        if type(v) is int and type(v) is not bool:
+            altered = {**call.arguments, k: float(v)}
+            break
+    else:
+        altered = dict(reversed(list(call.arguments.items())))
+        assert list(altered) != list(call.arguments)
+    other = ToolCall(id=call.id, name=call.name, arguments=altered, requestor=call.requestor)
+    assert not evaluation._same_writes(live[:-1] + [other], gold)
+    assert not evaluation._same_writes(live[:-1], gold)
