@@ -26,7 +26,7 @@ from tau2_gym.domain import LoadedDomain
 from tau2_gym.environment import Environment, pair_tool_calls
 from tau2_gym.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
 from tau2_gym.replay import gold_environment, predicted_environment
-from tau2_gym.tasks import RewardType, Task
+from tau2_gym.tasks import Action, RewardType, Task
 
 SCORED_TERMINATIONS = frozenset({"agent_stop", "user_stop"})
 KNOWN_TERMINATIONS = frozenset({
@@ -388,6 +388,31 @@ def _calls_by_name(calls: list) -> Optional[dict[str, list]]:
     return by_name
 
 
+def _matches_any(action: Action, calls: Iterable[ToolCall]) -> bool:
+    """``any(action.matches(c) for c in calls)``, without building two dicts per call in the usual case
+    (no ``compare_args``: every argument the call sent must equal the gold one)."""
+    if action.compare_args is not None:
+        return any(action.matches(c) for c in calls)
+    name, gold = action.name, action.arguments
+    for c in calls:
+        args = c.arguments
+        if type(args) is not dict or type(gold) is not dict:
+            if action.matches(c):
+                return True
+            continue
+        if c.name != name:
+            continue
+        for k, v in args.items():  # dict equality of {k: args[k]} and {k: gold[k]} over the call's keys
+            if k not in gold:
+                break
+            w = gold[k]
+            if v is not w and not v == w:
+                break
+        else:
+            return True
+    return False
+
+
 def _action_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage],
                       solo: bool) -> dict[str, Any]:
     crit = task.evaluation_criteria
@@ -405,7 +430,7 @@ def _action_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, message
     for action, dump, tool_type in zip(actions, plan.action_dumps, tool_types):
         # Action.matches is False for another name, so only the calls of the action's name are tried
         candidates = calls if by_name is None or type(action.name) is not str else by_name.get(action.name, ())
-        found = any(action.matches(c) for c in candidates)
+        found = _matches_any(action, candidates)
         all_met = all_met and found
         checks.append({"action": dump, "action_match": found, "action_reward": 1.0 if found else 0.0,
                        "tool_type": tool_type})

@@ -389,3 +389,27 @@ def test_structural_db_comparison_equals_hash_text_comparison(a, b):
     from tau2_gym.evaluation import _same_json
 
     assert _same_json(a, b) == (dumps_sorted(a) == dumps_sorted(b))
+
+
+def test_action_matching_fast_path_equals_action_matches():
+    """evaluation._matches_any is any(Action.matches(c)) -- checked over calls that differ from the gold one
+    in every way the rule distinguishes (extra, missing, changed, int/float-equal, nested, empty, non-dict)."""
+    from tau2_gym.evaluation import _matches_any
+    from tau2_gym.messages import ToolCall
+    from tau2_gym.tasks import Action
+
+    gold_args = {"a": 1, "b": [1, {"c": "x"}], "d": None}
+    variants = [{}, {"a": 1}, {"a": 1.0}, {"a": 2}, {"a": 1, "e": 3}, {"b": [1, {"c": "x"}]},
+                {"b": [1, {"c": "y"}]}, dict(gold_args), {"d": None, "a": 1}, {"e": 1}, {"a": True}]
+    actions = [Action(action_id="x", name="t", arguments=gold_args),
+               Action(action_id="y", name="t", arguments=gold_args, compare_args=["a"]),
+               Action(action_id="z", name="t", arguments=gold_args, compare_args=[]),
+               Action(action_id="w", name="t", arguments={})]
+    for action in actions:
+        for name in ("t", "u"):
+            for args in variants:
+                calls = [ToolCall(id="1", name=name, arguments=args)]
+                assert _matches_any(action, calls) == any(action.matches(c) for c in calls), (action, name, args)
+        calls = [ToolCall(id=str(i), name="t", arguments=a) for i, a in enumerate(variants)]
+        assert _matches_any(action, calls) == any(action.matches(c) for c in calls)
+        assert _matches_any(action, []) is False
