@@ -461,7 +461,7 @@ class Tau2VectorEnv(VectorEnv):
             idx = [i for i, _ in entries]
             infos = [info for _, info in entries]
             if len(infos) == n:  # every env, in order (entries are sorted and unique)
-                return self._batch_full({key: [info[key] for info in infos] for key in first_keys}, n)
+                return self._batch_full(infos, n)
             for key in first_keys:
                 cols[key] = (idx, [info[key] for info in infos])
             shared = _index(idx, n)
@@ -491,29 +491,36 @@ class Tau2VectorEnv(VectorEnv):
             out[f"_{key}"] = mask.copy()  # every key gets its own mask array
         return out
 
-    def _batch_full(self, cols: dict[str, list[Any]], n: int) -> dict[str, Any]:
+    def _batch_full(self, infos: list[dict], n: int) -> dict[str, Any]:
         """:meth:`_batch_infos` when every env reported the same keys (the usual step): the same arrays, built
-        with one numpy call per key -- at small N the generic path's per-key bookkeeping was most of a step."""
+        with one numpy call per key -- at small N the generic path's per-key bookkeeping was most of a step.
+        How a key is batched depends only on its name and its first value's type, so that is memoised."""
         mask = np.empty(n, dtype=np.bool_)
         mask.fill(True)  # np.ones is Python-level numpy code: slower at small n
         fromiter = np.fromiter
+        kinds = _KEY_KINDS
         out: dict[str, Any] = {}
-        for key, values in cols.items():
-            kind = type(values[0])
-            if kind in _SCALAR_SET:
+        for key, first in infos[0].items():
+            kind = type(first)
+            spec = kinds.get((key, kind))
+            if spec is None:
+                spec = _key_kind(key, first)
+            mask_key, how = spec
+            values = [first] if n == 1 else [info[key] for info in infos]
+            if how is _OBJECT:
+                out[key] = fromiter(values, object, n)
+            elif how is _SCALAR:
                 for v in values:
                     if type(v) is not kind:  # mixed scalars: _column's casting rules
-                        out[key] = _column(values[0], np.arange(n), values, n)
+                        out[key] = _column(first, np.arange(n), values, n)
                         break
                 else:
                     out[key] = fromiter(values, kind, n)
-            elif kind is str or not isinstance(values[0], (dict, np.number, np.ndarray)):
-                out[key] = fromiter(values, object, n)
-            elif isinstance(values[0], dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
+            elif how is _NESTED:
                 out[key] = self._batch_infos([(i, v) for i, v in enumerate(values) if isinstance(v, dict)])
             else:
-                out[key] = _column(values[0], np.arange(n), values, n)
-            out["_" + key] = mask.copy()
+                out[key] = _column(first, np.arange(n), values, n)
+            out[mask_key] = mask.copy()
         return out
 
     # ------------------------------------------------------------------ the rest of the VectorEnv API
@@ -561,6 +568,28 @@ def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:
     mask = np.zeros(n, dtype=np.bool_)
     mask[index] = True
     return index, mask
+
+
+_SCALAR, _OBJECT, _NESTED, _ARRAY = "scalar", "object", "nested", "array"
+_KEY_KINDS: dict[tuple[str, type], tuple[str, str]] = {}  # (info key, first value's type) -> (mask key, how)
+
+
+def _key_kind(key: str, first: Any) -> tuple[str, str]:
+    """How :meth:`Tau2VectorEnv._batch_full` batches ``key`` when its first value is like ``first``: the rules
+    of :func:`_column` and :meth:`Tau2VectorEnv._batch_infos`, memoised (bounded: keys come from env code)."""
+    kind = type(first)
+    if kind in _SCALAR_SET:
+        how = _SCALAR
+    elif kind is str or not isinstance(first, (dict, np.number, np.ndarray)):
+        how = _OBJECT
+    elif isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
+        how = _NESTED
+    else:
+        how = _ARRAY
+    spec = ("_" + key, how)
+    if len(_KEY_KINDS) < 4096:
+        _KEY_KINDS[(key, kind)] = spec
+    return spec
 
 
 def _fits(value: Any) -> bool:
