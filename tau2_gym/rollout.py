@@ -372,7 +372,8 @@ class _Runner:
                     tool_choice="required" if cfg.solo else None, extra={"domain": cfg.domain, "trial": trial})
                 action = await self._agent_turn(request)
                 try:
-                    msg = to_assistant_message(action, parser=cfg.parser, fill_ids=True, first_id=calls)
+                    msg = to_assistant_message(action, parser=cfg.parser, fill_ids=True, first_id=calls,
+                                                   timestamp="")  # submit_agent stamps it
                 except ActionError as exc:
                     loop.abort_agent(exc.reason, exc.record)
                     continue

@@ -131,11 +131,11 @@ def _calls(raw: Any, ids: _Ids) -> Optional[list[ToolCall]]:
     return calls or None  # an empty list means no calls (as tau2's LLM wrapper reads a response)
 
 
-def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
+def _from_dict(d: dict, ids: _Ids, timestamp: Optional[str] = None) -> AssistantMessage:
     role = d.get("role")
     if role is None:
         if ("name" in d or "function" in d) and "tool_calls" not in d:
-            return AssistantMessage(content=None, tool_calls=[_call(d, ids)])
+            return AssistantMessage(content=None, tool_calls=[_call(d, ids)], timestamp=timestamp)
         if not ({"content", "tool_calls"} & d.keys()):
             raise ActionError(f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
                               "(content/tool_calls) or a tool call (name/arguments)")
@@ -144,7 +144,7 @@ def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
     content = _content(d.get("content"))  # before the calls: its error is the one reported
     calls = _calls(d.get("tool_calls"), ids)
     cost, usage = d.get("cost"), d.get("usage")
-    return AssistantMessage(content, calls, None, None, cost if isinstance(cost, (int, float)) else None,
+    return AssistantMessage(content, calls, None, timestamp, cost if isinstance(cost, (int, float)) else None,
                             usage if isinstance(usage, dict) else None)
 
 
@@ -200,12 +200,22 @@ def parse_tau2_action(text: str) -> tuple[Optional[str], Optional[list[dict]]]:
 
 
 def to_assistant_message(action: Any, *, parser: Union[str, Callable[..., Any]] = "auto", tokenizer: Any = None,
-                         fill_ids: bool = True, first_id: int = 0) -> AssistantMessage:
-    """A fresh AssistantMessage for ``action`` (never the caller's object); raises :class:`ActionError`."""
+                         fill_ids: bool = True, first_id: int = 0, timestamp: Optional[str] = None) -> AssistantMessage:
+    """A fresh AssistantMessage for ``action`` (never the caller's object); raises :class:`ActionError`.
+
+    ``timestamp`` is the message's (default: now); the turn loop, which stamps what it is handed, passes ``""``.
+    """
     ids = _Ids(fill_ids)
     ids.n = first_id
     if type(action) is dict:  # the usual action (an OpenAI message); a plain dict is none of the types below
-        return _from_dict(action, ids)
+        return _from_dict(action, ids, timestamp)
+    msg = _to_message(action, parser, tokenizer, ids)
+    if timestamp is not None:
+        msg.timestamp = timestamp
+    return msg
+
+
+def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: Any, ids: _Ids) -> AssistantMessage:
     if isinstance(action, str):
         return _from_text(action, parser, tokenizer, ids)
     if isinstance(action, AssistantMessage):

@@ -276,7 +276,8 @@ class Tau2Env(gym.Env):
         if not loop.done:
             try:
                 msg = to_assistant_message(action, parser=self.config.parser, tokenizer=self.config.tokenizer,
-                                           fill_ids=self.config.fill_tool_call_ids, first_id=self._calls)
+                                           fill_ids=self.config.fill_tool_call_ids, first_id=self._calls,
+                                           timestamp="")  # submit_agent stamps it
             except ActionError as exc:
                 loop.abort_agent(exc.reason, exc.record)
             else:
