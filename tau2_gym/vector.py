@@ -193,10 +193,12 @@ class Tau2VectorEnv(VectorEnv):
         self.observation_space = SharedTuple(self.single_observation_space, self.num_envs)
         self.action_space = SharedTuple(self.single_action_space, self.num_envs)
 
-        self._rewards = np.zeros(self.num_envs, dtype=np.float64)
-        self._terminations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncations = np.zeros(self.num_envs, dtype=np.bool_)
-        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
+        # per-env step results as Python lists (a list store is ~5x cheaper than a numpy scalar store); the
+        # arrays handed out are built from them once per step
+        self._rewards: list[float] = [0.0] * self.num_envs
+        self._terminations: list[bool] = [False] * self.num_envs
+        self._truncations: list[bool] = [False] * self.num_envs
+        self._autoreset_envs: list[bool] = [False] * self.num_envs
         self._gc_paused = False  # True while step/reset hold the collector paused
         self.user_batches = 0
         self.user_requests = 0
@@ -372,14 +374,8 @@ class Tau2VectorEnv(VectorEnv):
             if len(per_env) != n:
                 raise ValueError(f"options list has {len(per_env)} entries; num_envs={n}")
         indices = [i for i in range(n) if mask is None or mask[i]]
-        if mask is None:
-            self._terminations[:] = False
-            self._truncations[:] = False
-            self._autoreset_envs[:] = False
-        else:
-            self._terminations[mask] = False
-            self._truncations[mask] = False
-            self._autoreset_envs[mask] = False
+        for i in indices:
+            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
         _, done = self._advance((), (), indices, [seeds[i] for i in indices], [per_env[i] for i in indices])
         obs = [None] * n if not hasattr(self, "_obs") else self._obs
         entries = []
@@ -403,7 +399,7 @@ class Tau2VectorEnv(VectorEnv):
         mode = self.autoreset_mode
         to_reset: list[int] = []
         to_step: list[int] = []
-        was_done = self._autoreset_envs.tolist()  # one conversion instead of a numpy read per env
+        was_done = self._autoreset_envs
         for i in range(n):
             if mode is AutoresetMode.NEXT_STEP and was_done[i]:
                 to_reset.append(i)
@@ -437,8 +433,10 @@ class Tau2VectorEnv(VectorEnv):
                     obs[i], info = fresh[i]
                     per_env_info[i] = {"final_obs": final_obs, "final_info": final_info, **info}
         infos = self._batch_infos([(i, info) for i, info in enumerate(per_env_info) if info is not None])
-        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
-        return (list(obs), self._rewards.copy(), self._terminations.copy(), self._truncations.copy(), infos)
+        terms, truncs = self._terminations, self._truncations
+        self._autoreset_envs = [a or b for a, b in zip(terms, truncs)]
+        return (list(obs), np.fromiter(self._rewards, np.float64, n), np.fromiter(terms, np.bool_, n),
+                np.fromiter(truncs, np.bool_, n), infos)
 
     # ------------------------------------------------------------------ infos
 
