@@ -13,6 +13,10 @@ Each size runs in its own subprocess (so its peak RSS is its own) and plays two 
   (user details, reservation details / flight search) and then writes a text; the scripted customer answers
   8 times, then stops (~24 agent actions per episode, then scored).
 
+Each workload also runs once through ``gym.make`` (row "N=1 (gym.make)"): a single episode at a time in the
+plain env, as a user with one episode runs it, next to ``make_vec(num_envs=1)`` whose per-step Gymnasium
+vector bookkeeping (one array and one mask per info key) is a large share of a step at N=1.
+
 "env steps" are agent actions (sub-env steps); only the time inside ``VectorEnv.reset``/``step`` counts (the
 scripted agents' own time does not), measured as process CPU time ("one core") and wall time. Peak RSS is the
 child's ``ru_maxrss``; "per live episode" is the RSS growth over the loaded domain (N >= 1024 only; smaller N
@@ -96,7 +100,7 @@ def db_ids(domain) -> dict:
     return {"users": users, "reservations": reservations, "routes": routes}
 
 
-def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir) -> dict:
+def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, single: bool = False) -> dict:
     logging.getLogger("tau2_gym").setLevel(logging.ERROR)
     import gymnasium as gym
     import numpy as np
@@ -124,6 +128,8 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir) -
             a.reset(task, info)
             return a
 
+    if single:
+        return single_child(make_agent, kwargs, workload, min_seconds, min_steps, rss0)
     t0 = time.perf_counter()
     vec = gym.make_vec("tau2/airline-v0", num_envs=n, **kwargs)
     make_s = time.perf_counter() - t0
@@ -156,6 +162,41 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir) -
             "env_cpu": env_cpu, "env_wall": env_wall, "steps": steps, "episodes": episodes, "vsteps": vsteps,
             "mean_reward": rewards / episodes if episodes else None, "rss_before": rss0, "rss_live": rss_live,
             "peak": peak_mb(), "user_batches": u.user_batches, "user_requests": u.user_requests}
+
+
+def single_child(make_agent, kwargs: dict, workload: str, min_seconds: float, min_steps: int, rss0: float) -> dict:
+    """One episode at a time through ``gym.make`` (what a user running a single episode has): the same
+    workload, env time = time inside ``env.reset``/``env.step``."""
+    import gymnasium as gym
+
+    t0 = time.perf_counter()
+    env = gym.make("tau2/airline-v0", **kwargs)
+    make_s = time.perf_counter() - t0
+    env_cpu = env_wall = 0.0
+    steps = episodes = 0
+    rewards = 0.0
+    c0, w0 = time.process_time(), time.perf_counter()
+    obs, info = env.reset(seed=0)
+    reset_cpu, reset_wall = time.process_time() - c0, time.perf_counter() - w0
+    env_cpu, env_wall = reset_cpu, reset_wall
+    agent = make_agent(0, info["task"], info)
+    while steps < min_steps or env_wall < min_seconds:
+        action = agent.act(obs, info)
+        c0, w0 = time.process_time(), time.perf_counter()
+        obs, reward, term, trunc, info = env.step(action)
+        if term or trunc:
+            obs, info = env.reset()
+        env_cpu += time.process_time() - c0
+        env_wall += time.perf_counter() - w0
+        steps += 1
+        if term or trunc:
+            episodes += 1
+            rewards += float(reward)
+            agent = make_agent(episodes, info["task"], info)
+    return {"n": 1, "workload": workload, "make_s": make_s, "reset_cpu": reset_cpu, "reset_wall": reset_wall,
+            "env_cpu": env_cpu, "env_wall": env_wall, "steps": steps, "episodes": episodes, "vsteps": steps,
+            "mean_reward": rewards / episodes if episodes else None, "rss_before": rss0, "rss_live": rss_mb(),
+            "peak": peak_mb(), "user_batches": 0, "user_requests": 0}
 
 
 # ------------------------------------------------------------------------------------------- upstream
@@ -233,14 +274,14 @@ def upstream_episode(data_dir) -> dict | None:
 # ------------------------------------------------------------------------------------------- main
 
 
-def run_child(n: int, workload: str, data_dir) -> dict:
+def run_child(n: int, workload: str, data_dir, single: bool = False) -> dict:
     min_seconds = 3.0 if n < 10000 else 0.0
     if workload == "lookup":  # run whole episodes (~27 agent actions each) at every size
         min_steps = {1: 300}.get(n, 30)
     else:
         min_steps = {1: 200, 64: 20}.get(n, 8)
     cmd = [sys.executable, __file__, "--child", str(n), "--workload", workload,
-           "--min-seconds", str(min_seconds), "--min-steps", str(min_steps)]
+           "--min-seconds", str(min_seconds), "--min-steps", str(min_steps)] + (["--single"] if single else [])
     if data_dir:
         cmd += ["--data-dir", str(data_dir)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -258,13 +299,20 @@ def main() -> None:
     parser.add_argument("--min-seconds", type=float, default=3.0)
     parser.add_argument("--min-steps", type=int, default=10)
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--single", action="store_true", help="(child) one env through gym.make, N=1")
+    parser.add_argument("--no-single", action="store_true", help="skip the gym.make rows")
     args = parser.parse_args()
     data_dir = args.data_dir or (os.environ.get("TAU2_UPSTREAM_DATA_DIR") if reference_python() else None)
     if args.child is not None:
-        print(json.dumps(child(args.child, args.workload, args.min_seconds, args.min_steps, data_dir)))
+        print(json.dumps(child(args.child, args.workload, args.min_seconds, args.min_steps, data_dir, args.single)))
         return
 
-    results = {(w, n): run_child(n, w, data_dir) for w in args.workloads for n in args.sizes}
+    results = {}
+    for w in args.workloads:
+        if not args.no_single:
+            results[(w, "1 (gym.make)")] = run_child(1, w, data_dir, single=True)
+        for n in args.sizes:
+            results[(w, n)] = run_child(n, w, data_dir)
     up = upstream_episode(data_dir)
     rows = []
     for (w, n), r in results.items():
@@ -277,8 +325,9 @@ def main() -> None:
         up_ep = up["episode"] if (up and w == "oracle") else None
         rows.append((f"{tag}: env time per episode (wall)", fmt_time(per_ep), fmt_time(up_ep), ratio(up_ep, per_ep)))
         rows.append((f"{tag}: reset of all N (wall)", fmt_time(r["reset_wall"]), "-", "-"))
-        per_live = fmt_bytes((r["rss_live"] - r["rss_before"]) * 2**20 / n) if n >= 1024 else "-"
-        per_peak = fmt_bytes((r["peak"] - r["rss_before"]) * 2**20 / n) if n >= 1024 else "-"
+        big = isinstance(n, int) and n >= 1024
+        per_live = fmt_bytes((r["rss_live"] - r["rss_before"]) * 2**20 / n) if big else "-"
+        per_peak = fmt_bytes((r["peak"] - r["rss_before"]) * 2**20 / n) if big else "-"
         rows.append((f"{tag}: peak RSS | per live episode at reset | at peak",
                      f"{fmt_bytes(r['peak'] * 2**20)} | {per_live} | {per_peak}", "-", "-"))
         rows.append((f"{tag}: user batches (requests/batch), mean reward",
