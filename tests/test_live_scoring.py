@@ -205,7 +205,7 @@ def test_identical_is_strict_about_types_and_order():
         assert not _identical(a, b), (a, b)
 
 
-def test_db_match_from_writes_only_for_the_very_same_writes(spy):
+def test_db_match_from_writes_only_for_the_very_same_writes():
     """The oracle's writes are the gold ones (DB match without comparing states); the same writes with one
     argument of another type or key order are not, and the states are compared instead."""
     env, loop, msgs = _oracle_episode()
