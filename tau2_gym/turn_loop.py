@@ -270,6 +270,14 @@ class TurnLoop:
         environment: a prepared environment (default: a fresh one of ``domain``).
     """
 
+    # slotted: thousands of loops live at once; no per-episode __dict__ for the garbage collector to scan
+    __slots__ = ("_agent_view", "_clock", "_pending", "_solo_opening", "_started", "_t0", "_user_view",
+                 "_user_view_calls", "agent_can_stop", "agent_turns", "domain", "done", "duration",
+                 "end_time", "enforce_protocol", "env", "episode_id", "error", "from_role",
+                 "max_errors", "max_steps", "message", "num_errors", "seed", "solo", "start_time",
+                 "step_count", "task", "termination_reason", "timeout", "to_role", "trajectory",
+                 "user_turns")
+
     def __init__(self, domain: "LoadedDomain", task: "Task", *, solo: bool = False, max_steps: int = 100,
                  max_errors: int = 10, enforce_protocol: bool = False, agent_can_stop: Optional[bool] = None,
                  timeout: Optional[float] = None, episode_id: Optional[str] = None, seed: Optional[int] = None,
