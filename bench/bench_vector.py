@@ -18,7 +18,9 @@ plain env, as a user with one episode runs it, next to ``make_vec(num_envs=1)`` 
 vector bookkeeping (one array and one mask per info key) is a large share of a step at N=1.
 
 "env steps" are agent actions (sub-env steps); only the time inside ``VectorEnv.reset``/``step`` counts (the
-scripted agents' own time does not), measured as process CPU time ("one core") and wall time. Peak RSS is the
+scripted agents' own time does not), measured as process CPU time ("one core") and wall time, plus the cyclic
+garbage collector's time between steps (a collection the agents' allocations trigger still scans the live
+episodes; see ``GcClock``). Peak RSS is the
 child's ``ru_maxrss``; "per live episode" is the RSS growth over the loaded domain (N >= 1024 only; smaller N
 are within allocator noise), / N: right after resetting the N episodes, and at the peak (trajectories grown,
 DB records copied on write, finished episodes' records held in the infos).
@@ -48,6 +50,24 @@ from _common import fmt_bytes, fmt_time, print_table, ratio, reference_python, r
 
 SIZES = (1, 64, 1024, 10000)
 LOOKUP_TURNS = 8
+
+
+class GcClock:
+    """Wall time the cyclic collector spends, wherever it runs. A collection triggered in the scripted agents'
+    code (outside ``reset``/``step``) still scans the live episodes, so it is counted as env time too."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.total = 0.0
+        self._t = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._t
 
 
 def rss_mb() -> float:
@@ -143,12 +163,16 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, s
     env_cpu = env_wall = 0.0
     steps = episodes = vsteps = 0
     rewards = 0.0
-    while vsteps < min_steps or env_wall < min_seconds:
+    gc_clock = GcClock()
+    gc_outside = 0.0  # collector time between steps (see GcClock)
+    while vsteps < min_steps or env_wall + gc_outside < min_seconds:
         actions = [a.act() for a in agents]
         c0, w0 = time.process_time(), time.perf_counter()
+        gc_outside += gc_clock.total
         obs, rew, term, trunc, infos = vec.step(actions)
         env_cpu += time.process_time() - c0
         env_wall += time.perf_counter() - w0
+        gc_outside -= gc_clock.total
         vsteps += 1
         steps += n - int(prev.sum())  # autoreset steps take no action
         done = term | trunc
@@ -157,9 +181,11 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, s
         for i in np.nonzero(prev)[0]:
             agents[i] = make_agent(int(i), infos["task"][i], info_one)
         prev = done
+    gc_outside += gc_clock.total  # (the running sum is "all collector time" minus "collector time in steps")
     u = vec.unwrapped
     return {"n": n, "workload": workload, "make_s": make_s, "reset_cpu": reset_cpu, "reset_wall": reset_wall,
-            "env_cpu": env_cpu, "env_wall": env_wall, "steps": steps, "episodes": episodes, "vsteps": vsteps,
+            "env_cpu": env_cpu + gc_outside, "env_wall": env_wall + gc_outside, "gc_outside": gc_outside,
+            "steps": steps, "episodes": episodes, "vsteps": vsteps,
             "mean_reward": rewards / episodes if episodes else None, "rss_before": rss0, "rss_live": rss_live,
             "peak": peak_mb(), "user_batches": u.user_batches, "user_requests": u.user_requests}
 
@@ -180,21 +206,27 @@ def single_child(make_agent, kwargs: dict, workload: str, min_seconds: float, mi
     reset_cpu, reset_wall = time.process_time() - c0, time.perf_counter() - w0
     env_cpu, env_wall = reset_cpu, reset_wall
     agent = make_agent(0, info["task"], info)
-    while steps < min_steps or env_wall < min_seconds:
+    gc_clock = GcClock()
+    gc_outside = 0.0
+    while steps < min_steps or env_wall + gc_outside < min_seconds:
         action = agent.act(obs, info)
         c0, w0 = time.process_time(), time.perf_counter()
+        gc_outside += gc_clock.total
         obs, reward, term, trunc, info = env.step(action)
         if term or trunc:
             obs, info = env.reset()
         env_cpu += time.process_time() - c0
         env_wall += time.perf_counter() - w0
+        gc_outside -= gc_clock.total
         steps += 1
         if term or trunc:
             episodes += 1
             rewards += float(reward)
             agent = make_agent(episodes, info["task"], info)
+    gc_outside += gc_clock.total
     return {"n": 1, "workload": workload, "make_s": make_s, "reset_cpu": reset_cpu, "reset_wall": reset_wall,
-            "env_cpu": env_cpu, "env_wall": env_wall, "steps": steps, "episodes": episodes, "vsteps": steps,
+            "env_cpu": env_cpu + gc_outside, "env_wall": env_wall + gc_outside, "gc_outside": gc_outside,
+            "steps": steps, "episodes": episodes, "vsteps": steps,
             "mean_reward": rewards / episodes if episodes else None, "rss_before": rss0, "rss_live": rss_mb(),
             "peak": peak_mb(), "user_batches": 0, "user_requests": 0}
 
@@ -325,6 +357,8 @@ def main() -> None:
         up_ep = up["episode"] if (up and w == "oracle") else None
         rows.append((f"{tag}: env time per episode (wall)", fmt_time(per_ep), fmt_time(up_ep), ratio(up_ep, per_ep)))
         rows.append((f"{tag}: reset of all N (wall)", fmt_time(r["reset_wall"]), "-", "-"))
+        rows.append((f"{tag}: of env time: collector between steps", f"{r['gc_outside'] / r['env_wall']:.1%}",
+                     "-", "-"))
         big = isinstance(n, int) and n >= 1024
         per_live = fmt_bytes((r["rss_live"] - r["rss_before"]) * 2**20 / n) if big else "-"
         per_peak = fmt_bytes((r["peak"] - r["rss_before"]) * 2**20 / n) if big else "-"

@@ -38,7 +38,8 @@ Throughput with many live episodes: every episode holds its messages and views a
 CPython's cyclic garbage collector re-scans all of them on each full collection. The env's own code makes
 no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
 while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
-they found it around the user simulator (whose code may well make cycles). That cut the collector's time by
+they found it around the user simulator (whose code may well make cycles), unless the simulator declares
+``cycle_free`` (the offline ones here do). That cut the collector's time by
 about two thirds (``bench/bench_vector.py`` lookup workload, N = 1,024). A training process can go further
 once its envs are built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
 """
@@ -261,7 +262,7 @@ class Tau2VectorEnv(VectorEnv):
         self.user_requests += len(requests)
         user = self.user
         batch = getattr(user, "generate_batch", None)
-        resume = self._gc_paused
+        resume = self._gc_paused and not getattr(user, "cycle_free", False)
         if resume:
             gc.enable()  # the simulator runs with the collector as the caller had it
         try:
@@ -450,40 +451,42 @@ class Tau2VectorEnv(VectorEnv):
         array layout, or a non-number under a numeric one, turns the column into an object array.
         """
         n = self.num_envs
-        cols: dict[str, tuple[list[int], list[Any]]] = {}
         if not entries:
             return {}
         first_keys = entries[0][1].keys()
-        shared: Optional[tuple[np.ndarray, np.ndarray]] = None  # (index array, mask) when all keys share them
-        if all(info.keys() == first_keys for _, info in entries):  # the usual case: one column per key at C speed
-            idx = [i for i, _ in entries]
-            infos = [info for _, info in entries]
-            if len(infos) == n:  # every env, in order (entries are sorted and unique)
-                return self._batch_full(infos, n)
-            for key in first_keys:
-                cols[key] = (idx, [info[key] for info in infos])
-            shared = _index(idx, n)
-        else:
-            for i, info in entries:
-                for key, value in info.items():
-                    col = cols.get(key)
-                    if col is None:
-                        cols[key] = col = ([], [])
-                    col[0].append(i)
-                    col[1].append(value)
-        indices: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        if len(entries) == n and all(info.keys() == first_keys for _, info in entries):
+            return self._batch_full([info for _, info in entries], n)  # the usual step: every env, same keys
+        # Envs grouped by their key tuple (a step mixes running and ending episodes: a few distinct key sets),
+        # so each column is gathered by list comprehensions rather than a Python loop per key and env.
+        groups: dict[tuple[str, ...], list[int]] = {}  # key tuple -> positions in entries
+        for pos, (_, info) in enumerate(entries):
+            key_tuple = tuple(info)
+            group = groups.get(key_tuple)
+            if group is None:
+                groups[key_tuple] = [pos]
+            else:
+                group.append(pos)
+        key_sets = [(frozenset(kt), ps) for kt, ps in groups.items()]
+        # keys held by the same groups of envs share one index list, index array and mask
+        layouts: dict[tuple[int, ...], tuple[Sequence[int], np.ndarray, np.ndarray]] = {}
         out: dict[str, Any] = {}
-        for key, (idx, values) in cols.items():
+        for key in dict.fromkeys(k for kt in groups for k in kt):  # first appearance in env order, as Gymnasium
+            holders = tuple(g for g, (ks, _) in enumerate(key_sets) if key in ks)
+            layout = layouts.get(holders)
+            if layout is None:
+                if len(holders) == len(key_sets):
+                    positions: Sequence[int] = range(len(entries))
+                elif len(holders) == 1:
+                    positions = key_sets[holders[0]][1]
+                else:
+                    positions = sorted(p for g in holders for p in key_sets[g][1])
+                layout = layouts[holders] = (positions, *_index([entries[p][0] for p in positions], n))
+            positions, index, mask = layout
+            values = [entries[p][1][key] for p in positions]
             first = values[0]
-            if shared is not None:
-                index, mask = shared
-            else:  # keys held by the same envs share one index
-                found = indices.get(tuple(idx))
-                if found is None:
-                    found = indices[tuple(idx)] = _index(idx, n)
-                index, mask = found
             if isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
-                out[key] = self._batch_infos([(i, v) for i, v in zip(idx, values) if isinstance(v, dict)])
+                out[key] = self._batch_infos([(entries[p][0], v) for p, v in zip(positions, values)
+                                              if isinstance(v, dict)])
             else:
                 out[key] = _column(first, index, values, n)
             out[f"_{key}"] = mask.copy()  # every key gets its own mask array
@@ -493,6 +496,8 @@ class Tau2VectorEnv(VectorEnv):
         """:meth:`_batch_infos` when every env reported the same keys (the usual step): the same arrays, built
         with one numpy call per key -- at small N the generic path's per-key bookkeeping was most of a step.
         How a key is batched depends only on its name and its first value's type, so that is memoised."""
+        if n == 1:
+            return _batch_one(infos[0])
         mask = np.empty(n, dtype=np.bool_)
         mask.fill(True)  # np.ones is Python-level numpy code: slower at small n
         fromiter = np.fromiter
@@ -557,6 +562,35 @@ class Tau2VectorEnv(VectorEnv):
                 self.user.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+
+_ONE_TRUE = np.ones(1, dtype=np.bool_)
+_ONE = {kind: np.zeros(1, dtype=kind) for kind in (*_SCALARS, object)}  # 1-element templates, copied per key
+
+
+def _batch_one(info: dict) -> dict[str, Any]:
+    """:meth:`Tau2VectorEnv._batch_full` for ``num_envs=1``: each array copied from a 1-element template and
+    filled (about half the cost of ``fromiter``; with one env a step's info batching is a large share)."""
+    kinds = _KEY_KINDS
+    templates = _ONE
+    mask = _ONE_TRUE
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        kind = type(value)
+        spec = kinds.get((key, kind))
+        if spec is None:
+            spec = _key_kind(key, value)
+        mask_key, how = spec
+        if how is _OBJECT or how is _SCALAR:
+            array = templates[object if how is _OBJECT else kind].copy()
+            array[0] = value
+            out[key] = array
+        elif how is _NESTED:
+            out[key] = _batch_one(value)
+        else:
+            out[key] = _column(value, np.arange(1), [value], 1)
+        out[mask_key] = mask.copy()
+    return out
 
 
 def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from tau2_gym.agents import (GiveUpAgent, HallucinatingAgent, MalformedAgent, Or
                              StallingAgent)
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.users.base import UserSimulator, UserSimulatorError
-from tau2_gym.users.scripted import OracleUser
+from tau2_gym.users.scripted import OracleUser, ScriptedUser
 from tau2_gym.vector import SharedTuple, Tau2VectorEnv
 
 AGENTS = (OracleAgent, SkipLastActionAgent, HallucinatingAgent, StallingAgent, MalformedAgent, GiveUpAgent)
@@ -374,6 +374,8 @@ def test_full_batch_infos_equal_the_generic_layout():
 class GCWatchingUser(OracleUser):
     """Records whether the cyclic collector was on while the simulator ran."""
 
+    cycle_free = False  # as an LLM-backed simulator: no promise
+
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[bool] = []
@@ -406,3 +408,43 @@ def test_the_collector_is_paused_only_around_the_envs_own_code():
         assert not gc.isenabled() and user.seen and not any(user.seen)
     finally:
         gc.enable()
+
+
+def test_a_cycle_free_simulator_runs_with_the_collector_still_paused():
+    import gc
+
+    class CycleFree(GCWatchingUser):
+        cycle_free = True
+
+    user = CycleFree()
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, user=user)
+    vec.reset(seed=0)
+    vec.step(["How can I help?"] * 2)
+    assert gc.isenabled() and user.seen and not any(user.seen)
+    assert OracleUser.cycle_free and ScriptedUser(["hi"]).cycle_free and not ScriptedUser(lambda r: "hi").cycle_free
+
+
+def test_single_env_infos_equal_the_generic_layout():
+    """num_envs=1 batches each info with 1-element templates; the arrays equal the generic path's first row."""
+    rows = [{"b": True, "i": 3, "f": 1.5, "s": "x", "lst": [1, 2], "none": None, "np32": np.float32(2.0),
+             "arr": np.arange(3), "nested": {"a": 1, "deeper": {"c": False}}, "reward_info": {"reward": 1.0}},
+            {"b": False, "i": -4, "f": 0.0, "s": "", "lst": [], "none": 7, "np32": np.float32(3.0),
+             "arr": np.arange(3) + 1, "nested": {"a": 2, "deeper": {"c": True}}, "reward_info": None}]
+    for row in rows:
+        one = Tau2VectorEnv(1, "mock")._batch_infos([(0, row)])
+        generic = Tau2VectorEnv(2, "mock")._batch_infos([(0, row)])  # env 1 missing: generic path
+
+        def same(a, b, path):
+            if isinstance(a, dict):
+                assert isinstance(b, dict) and list(a) == list(b), path
+                for k in a:
+                    same(a[k], b[k], f"{path}.{k}")
+                return
+            assert isinstance(a, np.ndarray) and a.shape[0] == 1 and a.dtype == b.dtype, (path, a, b)
+            x, y = a[0], b[0]
+            assert np.array_equal(x, y) if isinstance(x, np.ndarray) else (x is y or x == y), (path, x, y)
+
+        same(one, generic, "infos")
+        assert one["lst"][0] is row["lst"] and one["_i"].tolist() == [True]
+        one["_i"][0] = False
+        assert one["_b"][0], "each key owns its mask"
