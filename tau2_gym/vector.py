@@ -566,26 +566,36 @@ class Tau2VectorEnv(VectorEnv):
 
 _ONE_TRUE = np.ones(1, dtype=np.bool_)
 _ONE = {kind: np.zeros(1, dtype=kind) for kind in (*_SCALARS, object)}  # 1-element templates, copied per key
+#: info key -> (value type, mask key, template or None, nested): :func:`_batch_one`'s memo of :func:`_key_kind`
+_ONE_SPECS: dict[str, tuple[type, str, Optional[np.ndarray], bool]] = {}
+
+
+def _one_spec(key: str, value: Any) -> tuple[type, str, Optional[np.ndarray], bool]:
+    mask_key, how = _key_kind(key, value)
+    kind = type(value)
+    template = _ONE[object] if how is _OBJECT else _ONE[kind] if how is _SCALAR else None
+    spec = (kind, mask_key, template, how is _NESTED)
+    if len(_ONE_SPECS) < 4096:
+        _ONE_SPECS[key] = spec
+    return spec
 
 
 def _batch_one(info: dict) -> dict[str, Any]:
     """:meth:`Tau2VectorEnv._batch_full` for ``num_envs=1``: each array copied from a 1-element template and
     filled (about half the cost of ``fromiter``; with one env a step's info batching is a large share)."""
-    kinds = _KEY_KINDS
-    templates = _ONE
+    specs = _ONE_SPECS
     mask = _ONE_TRUE
     out: dict[str, Any] = {}
     for key, value in info.items():
-        kind = type(value)
-        spec = kinds.get((key, kind))
-        if spec is None:
-            spec = _key_kind(key, value)
-        mask_key, how = spec
-        if how is _OBJECT or how is _SCALAR:
-            array = templates[object if how is _OBJECT else kind].copy()
+        spec = specs.get(key)
+        if spec is None or spec[0] is not type(value):
+            spec = _one_spec(key, value)
+        _, mask_key, template, nested = spec
+        if template is not None:
+            array = template.copy()
             array[0] = value
             out[key] = array
-        elif how is _NESTED:
+        elif nested:
             out[key] = _batch_one(value)
         else:
             out[key] = _column(value, np.arange(1), [value], 1)
