@@ -288,6 +288,21 @@ class Tau2VectorEnv(VectorEnv):
             return [exc] * len(requests)
         return replies
 
+    def _after_user(self, slot: Any, info: dict) -> tuple:
+        """Phase 3 for a stepped sub-env whose user has answered: the tail of ``Tau2Env.step``."""
+        if slot.loop.done:
+            _, reward, term, trunc, info = slot._finish()
+            return self._observe(slot), reward, term, trunc, info
+        return self._observe(slot), 0.0, False, False, self._refreshed_info(slot, info)
+
+    def _after_reset(self, slot: Any, info: dict) -> tuple:
+        """Phase 3 for a reset sub-env: the tail of ``Tau2Env.reset``, now that the user has spoken."""
+        info = self._refreshed_info(slot, info)
+        if slot.loop.done:
+            info["episode_over"] = True
+            info["termination_reason"] = slot.loop.termination_reason
+        return self._observe(slot), info
+
     def _advance(self, step_idx: Sequence[int], actions: Sequence[Any], reset_idx: Sequence[int] = (),
                  seeds: Optional[Sequence[Optional[int]]] = None,
                  options: Optional[Sequence[Optional[dict]]] = None) -> tuple[dict[int, tuple], dict[int, tuple]]:
@@ -312,20 +327,8 @@ class Tau2VectorEnv(VectorEnv):
                 waiting.append((i, res[4]))
         self._answer_users([envs[i] for i in reset_idx] + [envs[i] for i, _ in waiting])  # phase 2
         for i, info in waiting:  # phase 3
-            slot = envs[i]
-            if slot.loop.done:
-                _, reward, term, trunc, info = slot._finish()
-                results[i] = (self._observe(slot), reward, term, trunc, info)
-            else:
-                results[i] = (self._observe(slot), 0.0, False, False, self._refreshed_info(slot, info))
-        resets: dict[int, tuple] = {}
-        for i, info in zip(reset_idx, reset_infos):
-            slot = envs[i]
-            info = self._refreshed_info(slot, info)  # the tail of Tau2Env.reset, now that the user has spoken
-            if slot.loop.done:
-                info["episode_over"] = True
-                info["termination_reason"] = slot.loop.termination_reason
-            resets[i] = (self._observe(slot), info)
+            results[i] = self._after_user(envs[i], info)
+        resets = {i: self._after_reset(envs[i], info) for i, info in zip(reset_idx, reset_infos)}
         return results, resets
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -398,6 +401,8 @@ class Tau2VectorEnv(VectorEnv):
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step()")
         mode = self.autoreset_mode
+        if n == 1 and mode is AutoresetMode.NEXT_STEP:
+            return self._step_one(actions[0])
         to_reset: list[int] = []
         to_step: list[int] = []
         was_done = self._autoreset_envs
@@ -438,6 +443,36 @@ class Tau2VectorEnv(VectorEnv):
         self._autoreset_envs = [a or b for a, b in zip(terms, truncs)]
         return (list(obs), np.fromiter(self._rewards, np.float64, n), np.fromiter(terms, np.bool_, n),
                 np.fromiter(truncs, np.bool_, n), infos)
+
+    def _step_one(self, action: Any) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`_step` for ``num_envs=1`` under NEXT_STEP autoreset (the default): the same phases and results
+        without the index lists and dicts that cost as much as the sub-env's own step when there is one env."""
+        slot = self.envs[0]
+        if self._autoreset_envs[0]:  # the episode ended on the previous step: this step resets it
+            info = slot.reset()[1]
+            self._answer_users((slot,))
+            obs, info = self._after_reset(slot, info)
+            reward, term, trunc = 0.0, False, False
+        else:
+            res = slot.step(action)
+            if res[2] or res[3] or slot.loop.status != tl.USER:
+                obs = self._observe(slot)
+                _, reward, term, trunc, info = res
+            else:
+                self._answer_users((slot,))
+                obs, reward, term, trunc, info = self._after_user(slot, res[4])
+        self._obs[0] = obs
+        self._rewards[0] = reward
+        self._terminations[0] = term
+        self._truncations[0] = trunc
+        self._autoreset_envs = [term or trunc]
+        rewards = _ONE[float].copy()
+        rewards[0] = reward
+        terms = _ONE[bool].copy()
+        terms[0] = term
+        truncs = _ONE[bool].copy()
+        truncs[0] = trunc
+        return [obs], rewards, terms, truncs, _batch_one(info)
 
     # ------------------------------------------------------------------ infos
 

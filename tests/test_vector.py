@@ -15,7 +15,7 @@ from tau2_gym.agents import (GiveUpAgent, HallucinatingAgent, MalformedAgent, Or
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.users.base import UserSimulator, UserSimulatorError
 from tau2_gym.users.scripted import OracleUser, ScriptedUser
-from tau2_gym.vector import SharedTuple, Tau2VectorEnv
+from tau2_gym.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
 
 AGENTS = (OracleAgent, SkipLastActionAgent, HallucinatingAgent, StallingAgent, MalformedAgent, GiveUpAgent)
 RECORD_KEYS = {"reward_info", "simulation_run", "final_info", "final_obs", "task"}
@@ -448,3 +448,52 @@ def test_single_env_infos_equal_the_generic_layout():
         assert one["lst"][0] is row["lst"] and one["_i"].tolist() == [True]
         one["_i"][0] = False
         assert one["_b"][0], "each key owns its mask"
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda a: a.__name__)
+def test_one_env_fast_path_equals_gymnasium_sync_vector_env(agent):
+    """num_envs=1 under NEXT_STEP takes its own step path; every step's results and info values must equal
+    SyncVectorEnv's over the single env, through episode ends and autoresets."""
+
+    def run(vec) -> list:
+        obs, infos = vec.reset(seed=5)
+        steps = [(list(obs), sorted(infos), env_info(infos, 0).get("task_id"))]
+        current = agent()
+        current.reset(env_info(infos, 0)["task"], env_info(infos, 0))
+        done = False
+        for _ in range(40):
+            obs, rewards, terms, truncs, infos = vec.step([current.act()])
+            assert rewards.dtype == np.float64 and terms.dtype == truncs.dtype == np.bool_ and rewards.shape == (1,)
+            flat = {k: v for k, v in env_info(infos, 0).items() if k not in RECORD_KEYS}
+            records = {k: infos[k][0] for k in ("reward_info", "simulation_run") if k in infos}
+            steps.append((list(obs), rewards.tolist(), terms.tolist(), truncs.tolist(), sorted(infos), flat,
+                          {k: v if v is None else dict(v) for k, v in records.items()}))
+            if done:  # this step was the autoreset: a new episode, a new agent
+                current = agent()
+                current.reset(env_info(infos, 0)["task"], env_info(infos, 0))
+            done = bool(terms[0] or truncs[0])
+        return steps
+
+    ours = gym.make_vec("tau2/airline-v0", num_envs=1, max_steps=12, max_errors=3, user="oracle")
+    sync = gym.make_vec("tau2/airline-v0", num_envs=1, vectorization_mode="sync", max_steps=12, max_errors=3,
+                        user="oracle", wrappers=[KeepRecordsWhole])
+    try:
+        mine, theirs = run(ours), run(sync)
+    finally:
+        ours.close()
+        sync.close()
+    ended = [s for s in mine[1:] if s[2][0] or s[3][0]]
+    assert len(ended) >= 2, "the run must cross at least two autoresets"
+
+    def strip_times(steps: list) -> list:  # wall-clock fields differ between two runs
+        out = []
+        for s in steps:
+            if len(s) == 7 and "simulation_run" in s[6]:
+                run = s[6]["simulation_run"]
+                run = {k: v for k, v in run.items() if k not in ("start_time", "end_time", "duration", "id",
+                                                                  "timestamp", "messages")}
+                s = (*s[:6], {**s[6], "simulation_run": run})
+            out.append(s)
+        return out
+
+    assert strip_times(mine) == strip_times(theirs)
