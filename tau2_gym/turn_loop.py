@@ -109,8 +109,11 @@ class Clock:
         if last is None or t > last:
             self._last = t
             return f"{prefix}.{us:06d}"
-        self._last = last + 1
-        return _iso_local_us(last + 1)
+        t = last + 1  # the clock has not moved past the last stamp (several stamps within 1 µs are common)
+        self._last = t
+        if t - base < 1_000_000:  # still inside the current second (t > base here): format the microseconds
+            return f"{prefix}.{t - base:06d}"
+        return _iso_local_us(t)
 
 
 # ------------------------------------------------------------------------------------ views

@@ -37,7 +37,7 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
 Throughput with many live episodes: every episode holds its messages and views as Python objects, and
 CPython's cyclic garbage collector re-scans all of them on each full collection. The env's own code makes
 no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
-while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
+while that code runs (``step`` with one env does not: one live episode gives it nothing to re-scan) -- it catches up once per call instead of every 700 allocations -- and leave it as
 they found it around the user simulator (whose code may well make cycles), unless the simulator declares
 ``cycle_free`` (the offline ones here do). That cut the collector's time by
 about two thirds (``bench/bench_vector.py`` lookup workload, N = 1,024). A training process can go further
@@ -391,18 +391,20 @@ class Tau2VectorEnv(VectorEnv):
 
     def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
-        return self._gc_paused_call(self._step, actions)
-
-    def _step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         if isinstance(actions, (str, dict)) or len(actions) != n:
             raise ValueError(f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"
                              + (f" of length {len(actions)}" if hasattr(actions, "__len__") else ""))
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step()")
-        mode = self.autoreset_mode
-        if n == 1 and mode is AutoresetMode.NEXT_STEP:
+        if n == 1 and self.autoreset_mode is AutoresetMode.NEXT_STEP:
+            # one live episode: nothing for the collector to re-scan, so no pause (module docstring)
             return self._step_one(actions[0])
+        return self._gc_paused_call(self._step, actions)
+
+    def _step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        n = self.num_envs
+        mode = self.autoreset_mode
         to_reset: list[int] = []
         to_step: list[int] = []
         was_done = self._autoreset_envs

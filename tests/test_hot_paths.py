@@ -101,6 +101,9 @@ def test_clock_stamps_are_strictly_increasing_local_times(fake_clock, local_zone
     clock, ref = Clock(), _ReferenceClock()
     readings = _instants()
     readings += [readings[-1]] * 3 + [readings[-1] - 5_000] + [readings[-1] + 10**9 - 1]  # stalls, a step back
+    # stamps bumped past the clock across a second boundary, then across a DST switch (2025-10-26 01:00 UTC);
+    # later than every reading above, so the bumps start from these readings
+    readings += [1_750_000_007 * 10**9 + 999_998_000] * 4 + [(1_761_440_400 - 1) * 10**9 + 999_999_000] * 3
     history_start = datetime.fromtimestamp(readings[0] // 10**9) - timedelta(seconds=3)
     for i in range(3):  # task history stamps come through at()
         assert clock.at(history_start + timedelta(seconds=i)) == ref.at(history_start + timedelta(seconds=i))
