@@ -37,11 +37,12 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
 Throughput with many live episodes: every episode holds its messages and views as Python objects, and
 CPython's cyclic garbage collector re-scans all of them on each full collection. The env's own code makes
 no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
-while that code runs (``step`` with one env does not: one live episode gives it nothing to re-scan) -- it catches up once per call instead of every 700 allocations -- and leave it as
+while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
 they found it around the user simulator (whose code may well make cycles), unless the simulator declares
-``cycle_free`` (the offline ones here do). That cut the collector's time by
-about two thirds (``bench/bench_vector.py`` lookup workload, N = 1,024). A training process can go further
-once its envs are built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
+``cycle_free`` (the offline ones here do). That cut the collector's time by about two thirds
+(``bench/bench_vector.py`` lookup workload, N = 1,024). ``step`` with one sub-env skips the pause: one
+live episode gives the collector nothing to re-scan. A training process can go further once its envs are
+built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
 """
 
 from __future__ import annotations
