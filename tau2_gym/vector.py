@@ -40,8 +40,8 @@ no reference cycles (episodes are freed by reference counting), so ``reset``/``s
 while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
 they found it around the user simulator (whose code may well make cycles), unless the simulator declares
 ``cycle_free`` (the offline ones here do). That cut the collector's time by about two thirds
-(``bench/bench_vector.py`` lookup workload, N = 1,024). ``step`` with one sub-env skips the pause: one
-live episode gives the collector nothing to re-scan. A training process can go further once its envs are
+(``bench/bench_vector.py`` lookup workload, N = 1,024). ``step`` with one sub-env skips the pause: a single
+live episode adds next to nothing for it to re-scan. A training process can go further once its envs are
 built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
 """
 
