@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,7 +177,8 @@ def test_acollect_runs_inside_an_existing_event_loop():
 # ------------------------------------------------------------------------------------ kill -9 and Ctrl-C
 
 CHILD = r"""
-import asyncio, sys
+import asyncio, faulthandler, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a stack dump if we hang
 from tau2_gym.policies import AgentPolicy, ScriptedPolicy
 from tau2_gym.rollout import collect
 
@@ -196,14 +198,12 @@ collect(None, Slow(), domain="airline", num_trials=2, concurrency=4, output=sys.
 """
 
 
-def _wait_for_lines(path: Path, n: int, proc, timeout: float = 120.0) -> None:
-    import time
-
+def _wait_for_lines(path: Path, n: int, proc, err_path: Path, timeout: float = 120.0) -> None:
     t0 = time.time()
     while time.time() - t0 < timeout:
         if path.exists() and path.read_bytes().count(b"\n") >= n:
             return
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert proc.poll() is None, err_path.read_text()
         time.sleep(0.05)
     raise AssertionError(f"{path} never reached {n} lines")
 
@@ -214,11 +214,20 @@ def test_a_killed_rollout_resumes_without_losing_or_duplicating_episodes(tmp_pat
 
     out = tmp_path / "run.json"
     log = log_path(out)
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out)], stderr=subprocess.PIPE, cwd=str(REPO))
-    _wait_for_lines(log, 1 + 12, proc)  # header + a dozen finished episodes
-    proc.send_signal(getattr(signal, signal_name))
-    proc.wait(timeout=60)
-    assert proc.returncode != 0, proc.stderr.read() if proc.stderr else ""
+    err_path = tmp_path / "child.stderr"
+    with open(err_path, "wb") as err:  # a file, not a pipe: a chatty child can never block on a full pipe
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(out)], stderr=err, cwd=str(REPO))
+    try:
+        _wait_for_lines(log, 1 + 12, proc, err_path)  # header + a dozen finished episodes
+        proc.send_signal(getattr(signal, signal_name))
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack into the stderr file
+        time.sleep(2)
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"the child did not exit within 60 s of {signal_name}; its stderr:\n{err_path.read_text()}")
+    assert proc.returncode != 0, err_path.read_text()
     _, before = read_log(log)
     assert 12 <= len(before) < 100
     if signal_name == "SIGINT":  # Ctrl-C: what finished is saved in the results file too
