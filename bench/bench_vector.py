@@ -27,7 +27,8 @@ DB records copied on write, finished episodes' records held in the infos).
 
 Upstream (same run, when TAU2_REFERENCE_PYTHON is set): tau2's ``AgentGymEnv`` plays the same oracle
 episodes (agent actions and user replies recorded from ours; its user LLM call replaced by the recording), one
-episode at a time as upstream allows; its per-episode wall time is set beside every oracle row of ours (wall / episodes).
+episode at a time as upstream allows; its per-episode wall time is set beside every oracle row of ours
+(wall / episodes).
 With TAU2_UPSTREAM_DATA_DIR both sides use that data.
 """
 
