@@ -179,6 +179,9 @@ def test_acollect_runs_inside_an_existing_event_loop():
 CHILD = r"""
 import asyncio, faulthandler, signal, sys
 faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a stack dump if we hang
+# Ctrl-C as in a terminal, even when the test run itself was started in the background: a shell starts
+# background jobs with SIGINT ignored, a child inherits that, and Python then leaves Ctrl-C ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from tau2_gym.policies import AgentPolicy, ScriptedPolicy
 from tau2_gym.rollout import collect
 
