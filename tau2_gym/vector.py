@@ -547,7 +547,7 @@ class Tau2VectorEnv(VectorEnv):
             if spec is None:
                 spec = _key_kind(key, first)
             mask_key, how = spec
-            values = [first] if n == 1 else [info[key] for info in infos]
+            values = [info[key] for info in infos]
             if how is _OBJECT:
                 out[key] = fromiter(values, object, n)
             elif how is _SCALAR:
