@@ -7,6 +7,7 @@ point group (``name = "pkg.module:DOMAIN"``). The engine never names a domain.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import threading
@@ -18,7 +19,7 @@ from tau2_gym import data as _data
 from tau2_gym.db import BaseData, DBSchema
 from tau2_gym.environment import Environment
 from tau2_gym.tasks import Task, TaskFileError, load_splits, load_task_file, select_split
-from tau2_gym.tools import ProseSource, Toolkit, toolkit_schemas
+from tau2_gym.tools import ProseSource, Toolkit, toolkit_schemas, upstream_tool_names
 
 
 @dataclass(frozen=True)
@@ -143,11 +144,15 @@ class LoadedDomain:
         if not self.folder.is_dir():
             raise _data.DataError(
                 f"domain {spec.name!r}: folder {str(self.folder)!r} not found in the data ({source.origin})")
+        self.agent_toolkit = _version_toolkit(spec.agent_toolkit, source, spec.agent_prose)
+        self.user_toolkit = (None if spec.user_toolkit is None
+                             else _version_toolkit(spec.user_toolkit, source, spec.user_prose))
         self.base_db = self._load_db(spec.db)
         self.user_base_db: Optional[BaseData] = None
         if spec.user_db is not None:
             self.user_base_db = self._load_db(spec.user_db)
         self._policies: dict[bool, str] = {}
+        self._data_record: Optional[dict] = None
         self._lock = threading.Lock()
 
     def _load_db(self, dbf: DBFile) -> Optional[BaseData]:
@@ -169,9 +174,15 @@ class LoadedDomain:
     def name(self) -> str:
         return self.spec.name
 
+    def data_version_record(self) -> dict:
+        """A fresh copy of what results and ``info`` say about this domain's data (:meth:`DataSource.record`)."""
+        if self._data_record is None:
+            self._data_record = self.source.record()
+        return copy.deepcopy(self._data_record)
+
     @property
     def has_user_tools(self) -> bool:
-        return self.spec.user_toolkit is not None and self.user_base_db is not None
+        return self.user_toolkit is not None and self.user_base_db is not None
 
     # ------------------------------------------------------------------ policy, schemas
 
@@ -183,12 +194,12 @@ class LoadedDomain:
         return self._policies[solo]
 
     def agent_tool_schemas(self) -> tuple[dict, ...]:
-        return toolkit_schemas(self.spec.agent_toolkit, self.source.src, self.spec.agent_prose)
+        return toolkit_schemas(self.agent_toolkit, self.source.src, self.spec.agent_prose)
 
     def user_tool_schemas(self, include: Optional[list[str]] = None) -> list[dict]:
         if not self.has_user_tools:
             raise ValueError("User tools not available")
-        schemas = list(toolkit_schemas(self.spec.user_toolkit, self.source.src, self.spec.user_prose))  # type: ignore[arg-type]
+        schemas = list(toolkit_schemas(self.user_toolkit, self.source.src, self.spec.user_prose))  # type: ignore[arg-type]
         if include is None:
             return schemas
         names = [s["function"]["name"] for s in schemas]
@@ -203,13 +214,14 @@ class LoadedDomain:
         """A fresh environment at the domain's initial state (copy-on-write; no file is read)."""
         if solo and not self.spec.solo_supported:
             raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
-        tools = self.spec.agent_toolkit(self.base_db.new_state())
+        tools = self.agent_toolkit(self.base_db.new_state())
         user_tools = None
         if self.has_user_tools:
-            user_tools = self.spec.user_toolkit(self.user_base_db.new_state())  # type: ignore[misc, union-attr]
+            user_tools = self.user_toolkit(self.user_base_db.new_state())  # type: ignore[misc, union-attr]
         return Environment(domain_name=self.spec.name, policy=self.policy(solo), tools=tools, user_tools=user_tools,
                            solo_mode=solo, sync_hook=self.spec.sync, domain=self,
-                           track_calls=self.spec.deterministic_tools and self.spec.sync is None)
+                           track_calls=self.spec.deterministic_tools and self.spec.sync is None,
+                           semantics=self.source.semantics)
 
     # ------------------------------------------------------------------ tasks
 
@@ -242,15 +254,22 @@ class LoadedDomain:
                        f"(task set {task_set or self.spec.default_task_set!r})")
 
 
-_loaded: dict[tuple[str, str, Optional[str]], LoadedDomain] = {}
+def _version_toolkit(toolkit: type[Toolkit], source: _data.DataSource, prose: Optional[ProseSource]) -> type[Toolkit]:
+    """The toolkit as the data's upstream sources define it: tools they lack are left out."""
+    names = upstream_tool_names(toolkit, source.src, prose)
+    return toolkit if names is None else toolkit.subset(names)
+
+
+_loaded: dict[tuple, LoadedDomain] = {}
 _loaded_lock = threading.Lock()
 
 
-def load_domain(name: str, data_dir: Optional[str | Path] = None) -> LoadedDomain:
-    """The domain ``name`` bound to its data (cached per process)."""
+def load_domain(name: str, data_dir: Optional[str | Path] = None, data_version: Optional[str] = None) -> LoadedDomain:
+    """The domain ``name`` bound to its data (cached per process): ``data_dir`` (a folder), else ``TAU2_DATA_DIR``,
+    else the cache of ``data_version`` (default ``tau2-bench==1.0.1``; see :mod:`tau2_gym.data`)."""
     spec = get_domain_spec(name)
-    source = _data.resolve(data_dir)
-    key = (name, str(source.root), str(source.src) if source.src else None)
+    source = _data.resolve(data_dir, data_version)
+    key = (name, str(source.root), str(source.src) if source.src else None, source.version.name)
     dom = _loaded.get(key)
     if dom is None:
         with _loaded_lock:

@@ -11,14 +11,17 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
+from tau2_gym.data.versions import DEFAULT_VERSION
 from tau2_gym.messages import AnyMessage, ParticipantMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.tasks import EnvAssertion, EnvFunctionCall, InitializationData
 from tau2_gym.tools import Toolkit, to_content
 
 if TYPE_CHECKING:
+    from tau2_gym.data.versions import Semantics
     from tau2_gym.domain import LoadedDomain
 
 logger = logging.getLogger("tau2_gym")
+DEFAULT_SEMANTICS = DEFAULT_VERSION.semantics
 
 
 class ReplayMismatch(ValueError):
@@ -31,8 +34,10 @@ class Environment:
     def __init__(self, domain_name: str, policy: str, tools: Optional[Toolkit] = None,
                  user_tools: Optional[Toolkit] = None, solo_mode: bool = False,
                  sync_hook: Optional[Callable[["Environment"], None]] = None,
-                 domain: Optional["LoadedDomain"] = None, track_calls: bool = False) -> None:
+                 domain: Optional["LoadedDomain"] = None, track_calls: bool = False,
+                 semantics: Optional["Semantics"] = None) -> None:
         self.domain_name = domain_name
+        self.semantics = semantics if semantics is not None else DEFAULT_SEMANTICS
         self.policy = policy
         self.tools = tools
         self.user_tools = user_tools
@@ -216,9 +221,10 @@ class Environment:
                   message_history: list[AnyMessage], strict: bool = True) -> None:
         """Rebuild a state: merge init data, run init actions, replay the history's mutating calls.
 
-        Upstream HEAD rules: calls to tools no toolkit has are skipped (the live env made no change),
+        Upstream 1.0 rules: calls to tools no toolkit has are skipped (the live env made no change),
         non-mutating tools are skipped, mutating ones re-run and their output compared with the recorded
-        one (JSON-parsed when both parse); a mismatch raises in strict mode and is logged otherwise.
+        one (JSON-parsed when both parse); a mismatch raises in strict mode and is logged otherwise. With
+        the 26.3 data version's semantics every call is re-run and compared (``Semantics.replay_skips_reads``).
         """
         if self.solo_mode and any(isinstance(m, UserMessage) for m in message_history):
             raise AssertionError("User messages are not allowed in solo mode")
@@ -235,25 +241,25 @@ class Environment:
     def _set_state(self, initialization_data: Optional[InitializationData],
                    initialization_actions: Optional[Iterable[EnvFunctionCall]],
                    pairs: list[tuple[ToolCall, ToolMessage]], strict: bool) -> None:
+        alias = self.semantics.alias_init_data
         if initialization_data is not None:
             if initialization_data.agent_data is not None:
                 self.update_agent_db(initialization_data.agent_data)
-                # upstream HEAD quirk: the other toolkit's db is re-pointed at the merged object
-                if self.user_tools is not None and self.user_tools.db is not None:
+                # upstream 1.0 quirk: the other toolkit's db is re-pointed at the merged object
+                if alias and self.user_tools is not None and self.user_tools.db is not None:
                     self.user_tools.db = self.tools.db  # type: ignore[union-attr]
             if initialization_data.user_data is not None:
                 self.update_user_db(initialization_data.user_data)
-                if self.tools is not None and self.tools.db is not None:
+                if alias and self.tools is not None and self.tools.db is not None:
                     self.tools.db = self.user_tools.db  # type: ignore[union-attr]
 
         if initialization_actions is not None:
             for action in initialization_actions:
                 self.run_env_function_call(action)
 
+        skip_reads = self.semantics.replay_skips_reads
         for call, recorded in pairs:
-            if not self._has_tool(call.name):
-                continue
-            if not self._is_mutating_tool(call.name):
+            if skip_reads and not (self._has_tool(call.name) and self._is_mutating_tool(call.name)):
                 continue
             response = self.get_response(call)
             if self._calls is not None:  # the replay of scoring re-runs it against the same recorded message

@@ -10,8 +10,9 @@ a task is built once and cached, and DB equality is decided from the records eit
 
 Scores are never silently wrong: anything that makes upstream's evaluator raise (a strict replay
 mismatch, an env assertion that errors, a domain without solo mode) and any failure of the NL judge
-raises :class:`EvaluationError` naming the task. Without a judge, NL assertions are *skipped* -- the
-factor counts as 1.0 and ``reward_info["info"]["nl"]`` says so.
+raises :class:`EvaluationError` naming the task. Without a judge, NL assertions are never passed silently:
+the factor counts as 0.0 unless the user chose ``judge="pass"``, and ``reward_info["info"]["nl"]`` says so
+(``skipped``, ``counted_as``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ _COMM = RewardType.COMMUNICATE.value
 _NL = RewardType.NL_ASSERTION.value
 _ENV_BASES = frozenset({_DB, _EA})
 
-NL_SKIPPED_NOTE = ("NL assertions not evaluated: no judge configured (judge 'none'); "
-                   "the NL_ASSERTION factor counts as 1.0")
+NO_JUDGE_CHOICES = ("pass", "fail", "exclude")
+
+
+def nl_skipped_note(counts_as: str) -> str:
+    factor = "1.0 (judge='pass')" if counts_as == "pass" else "0.0"
+    return f"NL assertions not evaluated: no judge configured; the NL_ASSERTION factor counts as {factor}"
 
 
 class EvaluationType(str, Enum):
@@ -201,11 +206,11 @@ def clear_cache() -> None:
 
 def _tool_type(domain: LoadedDomain, name: str) -> Optional[str]:
     """Upstream's tool-type map: agent tools, overridden by user tools when the environment has them."""
-    spec = domain.spec
-    if domain.has_user_tools and spec.user_toolkit is not None and name in spec.user_toolkit._tool_funcs:
-        return spec.user_toolkit.tool_type(name).value
-    if name in spec.agent_toolkit._tool_funcs:
-        return spec.agent_toolkit.tool_type(name).value
+    user, agent = domain.user_toolkit, domain.agent_toolkit
+    if domain.has_user_tools and user is not None and name in user._tool_funcs:
+        return user.tool_type(name).value
+    if name in agent._tool_funcs:
+        return agent.tool_type(name).value
     return None
 
 
@@ -472,7 +477,10 @@ def _nl_component(domain: LoadedDomain, task: Task, messages: list[AnyMessage], 
         return _reward_info(1.0, nl_assertions=[], info={"note": "No nl_assertions to evaluate"},
                             reward_breakdown={_NL: 1.0})
     if judge is None or getattr(judge, "skip", False):
-        return _reward_info(1.0, info={"note": NL_SKIPPED_NOTE, "skipped": True})
+        counts_as = getattr(judge, "counts_as", "fail")
+        reward = 1.0 if counts_as == "pass" else 0.0
+        return _reward_info(reward, info={"note": nl_skipped_note(counts_as), "skipped": True, "counted_as": counts_as},
+                            reward_breakdown={_NL: reward})
     try:
         checks = judge.assess(messages, list(assertions), source=domain.source)
     except EvaluationError:
@@ -537,16 +545,13 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
     if etype is EvaluationType.ACTION:
         return _action_component(domain, task, plan, messages, solo)
 
-    ignore_basis = etype in (EvaluationType.ALL_IGNORE_BASIS, EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS)
+    ignore_basis = etype in _IGNORE_BASIS
     # upstream does not forward strict_replay in the ignore-basis branch: its replay is always strict
     env = _env_component(domain, task, plan, messages, solo, True if ignore_basis else strict, hashes, live_env)
     action = _action_component(domain, task, plan, messages, solo)
     comm = _communicate_component(task, messages)
     basis = plan.basis_set
-    if ignore_basis:
-        run_nl = etype is EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS
-    else:
-        run_nl = etype is EvaluationType.ALL_WITH_NL_ASSERTIONS or _NL in basis
+    run_nl = _runs_nl(etype, basis, domain.source.semantics.nl_under_all)
     nl = _nl_component(domain, task, messages, judge) if run_nl else None
 
     reward = 1.0
@@ -592,10 +597,31 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
     )
 
 
+_IGNORE_BASIS = (EvaluationType.ALL_IGNORE_BASIS, EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS)
+_WITH_NL = (EvaluationType.ALL_WITH_NL_ASSERTIONS, EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS,
+            EvaluationType.NL_ASSERTIONS)
+
+
+def _runs_nl(etype: EvaluationType, basis: frozenset, nl_under_all: bool) -> bool:
+    """Whether this evaluation type judges NL assertions (``all``: when the basis names them, upstream 1.0)."""
+    if etype in _WITH_NL:
+        return True
+    return etype is EvaluationType.ALL and nl_under_all and _NL in basis
+
+
+def needs_nl_judge(domain: LoadedDomain, task: Task, evaluation_type: EvaluationType | str = EvaluationType.ALL) -> bool:
+    """Whether scoring ``task`` asks a judge (its NL assertions are judged and there are some)."""
+    crit = task.evaluation_criteria
+    if crit is None or not crit.nl_assertions:
+        return False
+    basis = frozenset(getattr(b, "value", b) for b in crit.reward_basis)
+    return _runs_nl(EvaluationType(evaluation_type), basis, domain.source.semantics.nl_under_all)
+
+
 def is_success(reward_info: Optional[dict[str, Any]]) -> bool:
     """tau2's success test: reward within 1e-6 of 1."""
     return reward_info is not None and abs(float(reward_info["reward"]) - 1.0) <= 1e-6
 
 
 __all__ = ["evaluate_simulation", "EvaluationType", "EvaluationError", "premature_reward_info", "is_success",
-           "clear_cache", "NL_SKIPPED_NOTE"]
+           "clear_cache", "needs_nl_judge", "nl_skipped_note", "NO_JUDGE_CHOICES"]

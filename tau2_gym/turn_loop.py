@@ -716,6 +716,7 @@ class TurnLoop:
             "trial": trial,
             "seed": self.seed,
             "skipped": False,
+            "info": {"data_version": self.domain.data_version_record()},
         }
 
 

