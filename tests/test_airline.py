@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from datautil import LEGACY
 
 from tau2_gym import load_domain
 from tau2_gym.messages import ToolCall
@@ -33,6 +34,11 @@ V26_3_VECTORS = {**UPSTREAM_VECTORS, **dict(x.split(":") for x in (
 @pytest.fixture(scope="module")
 def airline():
     return load_domain("airline")
+
+
+@pytest.fixture(scope="module")
+def legacy_airline():
+    return load_domain("airline", data_version=LEGACY)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +82,8 @@ def test_upstream_data_has_same_initial_hash(upstream_airline):
 
 
 @pytest.mark.parametrize("split,size", [("base", 50), ("train", 30), ("test", 20), (None, 50)])
-def test_26_3_task_set_splits(airline, split, size):
-    tasks = airline.tasks("airline", split)
+def test_26_3_task_set_splits(legacy_airline, split, size):
+    tasks = legacy_airline.tasks("airline", split)
     assert len(tasks) == size
     assert all(t.initial_state is None for t in tasks)
 
@@ -114,8 +120,8 @@ def _gold_hashes(domain) -> dict[str, str]:
     return {t.id: gold_environment(domain, t).get_db_hash()[:12] for t in domain.tasks(split=None)}
 
 
-def test_conformance_vectors_26_3_tasks(airline):
-    got = _gold_hashes(airline)
+def test_conformance_vectors_26_3_tasks(legacy_airline):
+    got = _gold_hashes(legacy_airline)
     expected = {tid: V26_3_VECTORS.get(tid, INITIAL_HASH[:12]) for tid in got}
     assert got == expected
 

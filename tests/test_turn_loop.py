@@ -15,7 +15,7 @@ from tau2_gym.environment import Environment
 from tau2_gym.messages import AssistantMessage, ToolCall, UserMessage
 from tau2_gym.results import SimulationRun
 from tau2_gym.tasks import Task
-from tau2_gym.turn_loop import GREETING, TurnLoop
+from tau2_gym.turn_loop import GREETING, TurnLoop, user_tools_for
 from tau2_gym.users.base import UserSimulatorError
 
 MOCK_TASK = "create_task_1"
@@ -67,7 +67,7 @@ def test_first_user_request_sees_the_greeting_as_a_user_message(mock):
     loop = started(mock)
     req = loop.user_request()
     assert req.messages == [{"role": "user", "content": GREETING}]
-    assert req.turn == 0 and req.tools is None
+    assert req.turn == 0 and req.tools == user_tools_for(mock, task(mock))  # v1.0.1 mock has user tools
     assert "<scenario>" in req.system_prompt and task(mock).user_scenario.render() in req.system_prompt
     assert req.openai_messages()[0] == {"role": "system", "content": req.system_prompt}
 

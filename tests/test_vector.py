@@ -260,7 +260,7 @@ def test_a_batch_that_raises_ends_those_episodes_and_never_escapes_step():
 
 
 def test_solo_vector_env_has_no_user_and_runs_gold_tool_calls():
-    vec = gym.make_vec("tau2/mock-solo-v0", num_envs=3)
+    vec = gym.make_vec("tau2/mock-solo-v0", num_envs=3, task_ids=["create_task_1", "update_task_with_message_history"])
     obs, infos = vec.reset(seed=0)
     assert vec.unwrapped.user is None
     agents = [OracleAgent() for _ in range(3)]

