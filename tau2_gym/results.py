@@ -12,6 +12,7 @@ import json
 import os
 import uuid
 from enum import Enum
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Optional
 
@@ -178,18 +179,41 @@ def read_json_any(path: str | os.PathLike[str]) -> Any:
             return json.load(fh)
     except FileNotFoundError as exc:
         raise ResultsFileError(f"{str(path)!r}: no such file") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError) as exc:  # JSON/encoding errors, 5,000-digit ints (int max str digits)
         raise ResultsFileError(f"{str(path)!r} is not readable JSON: {exc}") from exc
+    except RecursionError as exc:  # nesting deeper than the interpreter's recursion limit
+        raise ResultsFileError(f"{str(path)!r} is not readable JSON: nested too deeply") from exc
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete temporary files of ``path`` left by writers that were killed (their pid no longer runs)."""
+    for old in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+        pid = old.name[len(path.name) + 2:-4]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running: its write is in progress
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, ValueError):
+            continue
+        old.unlink(missing_ok=True)
 
 
 def write_json_atomic(path: Path, data: Any, indent: Optional[int] = 2) -> None:
     """Write to a temporary file beside ``path`` and rename it, so a crash never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(tmp, "wt", encoding="utf-8") as fh:  # type: ignore[operator]
-        json.dump(data, fh, indent=indent, default=json_default)
-    os.replace(tmp, path)
+    try:
+        with opener(tmp, "wt", encoding="utf-8") as fh:  # type: ignore[operator]
+            json.dump(data, fh, indent=indent, default=json_default)
+        os.replace(tmp, path)
+    except BaseException:  # a failed or interrupted write leaves no temporary file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_results(path: str | os.PathLike[str]) -> Results:

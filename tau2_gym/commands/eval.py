@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 import time
 from collections import defaultdict
@@ -270,7 +271,10 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
     tally = Tally(domain=domain_name, num_trials=num_trials or 0)
     exclude = getattr(judge, "skip", False) and getattr(judge, "counts_as", None) == "exclude"
     for sim in _progress(sims, label or domain_name, progress):
-        if not isinstance(sim, dict):
+        if not isinstance(sim, dict):  # counted and reported, never skipped silently
+            print(f"error: {label or domain_name}: a simulation is a JSON {type(sim).__name__}, not an object",
+                  file=sys.stderr)
+            tally.add("", None, None)
             continue
         task_id = str(sim.get("task_id"))
         info = sim.get("info") if isinstance(sim.get("info"), dict) else {}
@@ -325,9 +329,21 @@ def plan_outputs(inputs: list[Path], output: Optional[str]) -> list[Optional[Pat
             raise InputError(f"inputs {str(seen[dst])!r} and {str(src)!r} would both be written to {str(dst)!r}; "
                              "give them different file names")
         seen[dst] = src
+        _check_writable(dst)
         if dst.exists() and src.exists() and dst.resolve() == src.resolve():
             raise InputError(f"--output would overwrite the input {str(src)!r}; choose another path")
     return targets
+
+
+def _check_writable(dst: Path) -> None:
+    """Refuse an output path that cannot be written, before any scoring starts."""
+    parent = dst.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"--output {str(dst)!r}: {str(parent)!r} is a file, not a folder; choose another path")
+    if not os.access(parent, os.W_OK | os.X_OK) or (dst.exists() and not os.access(dst, os.W_OK)):
+        raise InputError(f"--output {str(dst)!r}: {str(parent)!r} is not writable; choose another path")
 
 
 def _warn_about_data(src: Path, check: FileCheck, tally: Tally, fresh: bool) -> None:
@@ -400,7 +416,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"data: {tally.data.describe()}")
         _warn_about_data(src, check, tally, args.fresh_tasks)
         if dst is not None:
-            write_json_atomic(dst, raw)
+            try:
+                write_json_atomic(dst, raw)
+            except (OSError, ValueError, RecursionError) as exc:
+                print(f"error: {src}: cannot write {dst}: {exc}", file=sys.stderr)
+                failed.append(str(src))
+                continue
         rows.append(_format_row(str(src) + (f" -> {dst}" if dst is not None else ""), tally))
         print(rows[-1])
         if tally.domain in per_domain:
