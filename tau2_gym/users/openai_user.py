@@ -111,6 +111,10 @@ class _BadResponse(Exception):
     """The server answered, but not with a usable chat completion (retryable)."""
 
 
+class _Deadline(Exception):
+    """The whole request (not one socket read) outlived ``timeout``: httpx's timeouts are per read."""
+
+
 class _EmptyResponse(Exception):
     """A well-formed reply with neither text nor tool calls."""
 
@@ -300,7 +304,7 @@ class OpenAIUserSimulator(UserSimulator):
         oa = self._openai
         if isinstance(exc, _BadResponse):
             return str(exc), True, None
-        if isinstance(exc, oa.APITimeoutError):
+        if isinstance(exc, (_Deadline, oa.APITimeoutError)):
             return f"request timed out after {self.config.timeout}s", True, None
         if isinstance(exc, oa.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
@@ -343,11 +347,34 @@ class OpenAIUserSimulator(UserSimulator):
         tries = _Attempts(self)
         while True:
             try:
-                return self._to_message(client.chat.completions.create(**kwargs))
+                return self._to_message(self._bounded_sync(client, kwargs))
             except _EmptyResponse:
                 tries.on_empty()
             except Exception as exc:  # noqa: BLE001 - classified; unknown errors become UserSimulatorError
                 time.sleep(tries.on_error(exc))
+
+    def _bounded_sync(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        """One sync request with a whole-request deadline.
+
+        The request runs in a daemon thread so that a server dripping bytes (which resets httpx's per-read
+        timer) cannot hold the caller past ``timeout``; the abandoned thread ends at the next read timeout.
+        """
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = client.chat.completions.create(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                box["error"] = exc
+
+        worker = threading.Thread(target=run, name="tau2-llm-request", daemon=True)
+        worker.start()
+        worker.join(self.config.timeout)
+        if worker.is_alive():
+            raise _Deadline(f"request exceeded {self.config.timeout}s")
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     async def agenerate(self, request: UserTurnRequest) -> UserMessage:
         kwargs = self.request_kwargs(request)
@@ -356,7 +383,12 @@ class OpenAIUserSimulator(UserSimulator):
         async with gate:
             while True:
                 try:
-                    return self._to_message(await client.chat.completions.create(**kwargs))
+                    try:  # whole-request deadline: httpx's timeout is per read (a dripping server resets it)
+                        response = await asyncio.wait_for(client.chat.completions.create(**kwargs),
+                                                          self.config.timeout)
+                    except asyncio.TimeoutError as exc:
+                        raise _Deadline(f"request exceeded {self.config.timeout}s") from exc
+                    return self._to_message(response)
                 except _EmptyResponse:
                     tries.on_empty()
                 except Exception as exc:  # noqa: BLE001

@@ -1,0 +1,80 @@
+"""``timeout`` bounds the whole request, not one socket read (issue 22): a server that drips one byte at a
+time resets httpx's per-read timer and used to hold a ``timeout=2`` request for 30 s."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("openai")
+
+from tau2_gym.users.base import UserSimulatorError  # noqa: E402
+from tau2_gym.users.openai_user import OpenAIUserSimulator  # noqa: E402
+from tests.test_openai_user import make_request  # noqa: E402
+
+TIMEOUT = 1.0
+SLACK = 1.0
+
+
+class _Drip(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100000")
+        self.end_headers()
+        try:
+            for _ in range(60):  # one byte every 0.2 s: each read is fast, the request never ends in time
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def drip_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _sim(url):
+    return OpenAIUserSimulator(model="m", base_url=url, api_key_env=None, timeout=TIMEOUT, max_retries=0)
+
+
+def test_sync_request_to_dripping_server_ends_within_timeout(drip_url):
+    sim = _sim(drip_url)
+    start = time.monotonic()
+    with pytest.raises(UserSimulatorError, match="timed out"):
+        sim.generate(make_request())
+    assert time.monotonic() - start < TIMEOUT + SLACK
+
+
+def test_async_request_to_dripping_server_ends_within_timeout(drip_url):
+    sim = _sim(drip_url)
+
+    async def go():
+        start = time.monotonic()
+        with pytest.raises(UserSimulatorError, match="timed out"):
+            await sim.agenerate(make_request())
+        return time.monotonic() - start
+
+    assert asyncio.run(go()) < TIMEOUT + SLACK
+
+
+def test_agent_client_shares_the_bounded_request_path():
+    from tau2_gym.policies import _AgentClient
+
+    assert _AgentClient.generate is OpenAIUserSimulator.generate
+    assert _AgentClient.agenerate is OpenAIUserSimulator.agenerate
