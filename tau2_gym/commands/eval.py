@@ -300,8 +300,8 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
             info[ERROR_KEY] = f"{type(exc).__name__}: {exc}"
-        if info or "info" in sim:
-            sim["info"] = info
+        if info or isinstance(sim.get("info"), dict):
+            sim["info"] = info  # an upstream ``info: null`` without notes stays null
         tally.add(task_id, sim.get("termination_reason"), sim.get("reward_info"))
     raw["info"]["rescored"] = {"by": "tau2-gym eval", "data_version": domain.data_version_record(),
                                "strict_replay": strict, "fresh_tasks": fresh_tasks, "evaluation_type": evaluation_type,
