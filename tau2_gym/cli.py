@@ -13,6 +13,7 @@ COMMANDS = {
     "data": "Fetch or locate the official tau2 data.",
     "eval": "Re-score tau2 results files with tau2-gym's evaluator.",
     "rollout": "Collect episodes with an agent and a user simulator behind OpenAI-compatible endpoints.",
+    "export": "Export results files as an SFT dataset (TRL's conversational format).",
 }
 
 

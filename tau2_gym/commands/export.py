@@ -1,0 +1,31 @@
+"""``tau2-gym export``: results files -> an SFT dataset on disk (``tau2_gym.export``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", nargs="+", help="tau2 results files (.json or .json.gz)")
+    p.add_argument("--output", required=True, help="folder for the datasets.Dataset (save_to_disk)")
+    p.add_argument("--format", default="messages", choices=["messages"],
+                   help="messages: TRL's conversational format (tokens: not built yet)")
+    p.add_argument("--min-reward", type=float, default=None, help="keep simulations with at least this reward")
+    p.add_argument("--split", default="train", help="keep tasks of this split ('none' = all; 'test' is refused)")
+    p.add_argument("--domain", default=None, help="keep only this domain")
+    p.add_argument("--data-version", default=None, help="data version whose prompt and tools are exported")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tau2_gym.export import ExportError, export_dataset
+
+    split = None if args.split in ("none", "") else args.split
+    try:
+        ds = export_dataset(args.results, args.output, split=split, min_reward=args.min_reward,
+                            domain=args.domain, data_version=args.data_version)
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"exported {len(ds)} conversations to {args.output}")
+    return 0

@@ -1,0 +1,73 @@
+"""SFT export: results files -> TRL's conversational dataset, with the split and reward filters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tau2_gym.cli import main
+from tau2_gym.export import ExportError, export_rows
+from tau2_gym.domain import load_domain
+from tau2_gym.results import load_results
+
+
+@pytest.fixture(scope="module")
+def airline_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("exp") / "airline.json"
+    assert main(["rollout", "--domain", "airline", "--agent", "oracle", "--user", "oracle",
+                 "--output", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_split_filter_drops_every_test_task(airline_results):
+    splits = load_domain("airline").splits()
+    rows = export_rows([airline_results], split="train")
+    assert {r["task_id"] for r in rows} == set(splits["train"])
+    assert not {r["task_id"] for r in rows} & set(splits["test"])
+    assert len(export_rows([airline_results], split=None)) == len(load_results(airline_results).simulations)
+
+
+def test_test_split_is_refused(airline_results):
+    with pytest.raises(ExportError, match="test"):
+        export_rows([airline_results], split="test")
+
+
+def test_min_reward_filter(tmp_path, airline_results):
+    data = json.loads(airline_results.read_text())
+    kept = [s for s in data["simulations"] if s["task_id"] in load_domain("airline").splits()["train"]]
+    kept[0]["reward_info"]["reward"] = 0.0
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    rows = export_rows([path], min_reward=1.0)
+    assert kept[0]["task_id"] not in {r["task_id"] for r in rows}
+    assert len(rows) == len(kept) - 1
+
+
+def test_rows_have_system_prompt_tools_and_the_conversation(airline_results):
+    rows = export_rows([airline_results])
+    row = rows[0]
+    loaded = load_domain("airline")
+    assert row["messages"][0] == {"role": "system", "content": row["messages"][0]["content"]}
+    assert loaded.policy() in row["messages"][0]["content"]
+    assert [t["function"]["name"] for t in json.loads(row["tools"])] == \
+        [t["function"]["name"] for t in loaded.agent_tool_schemas()]
+    assert any(m.get("tool_calls") for r in rows for m in r["messages"])
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps({"simulations": []})])
+def test_bad_results_file_is_a_clear_error(tmp_path, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ExportError, match="bad.json"):
+        export_rows([path])
+
+
+def test_cli_writes_a_loadable_dataset(tmp_path, airline_results, capsys):
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "ds"
+    assert main(["export", str(airline_results), "--output", str(out)]) == 0
+    ds = datasets.load_from_disk(str(out))
+    assert len(ds) == len(load_domain("airline").splits()["train"])
+    assert main(["export", str(tmp_path / "missing.json"), "--output", str(out)]) == 2
+    assert "missing.json" in capsys.readouterr().err
