@@ -100,7 +100,13 @@ def _llm_settings(model: str, args: dict, base_url: Optional[str], key_env: str,
                   timeout: float) -> dict[str, Any]:
     """OpenAI client config fields from tau2-style LLM args (temperature etc. known; the rest passed through)."""
     args = dict(args)
-    out: dict[str, Any] = {"model": model, "base_url": base_url, "api_key_env": key_env, "timeout": timeout,
+    # tau2 run points litellm at a server through llm-args; litellm strips the `openai/` provider prefix.
+    api_base = args.pop("api_base", None) or args.pop("base_url", None)
+    base_url = base_url or api_base
+    api_key = args.pop("api_key", None)
+    if model.startswith("openai/"):
+        model = model[len("openai/"):]
+    out: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, "api_key_env": key_env, "timeout": timeout,
                            "temperature": args.pop("temperature", None)}
     for name in ("top_p", "max_tokens", "seed"):
         if name in args:

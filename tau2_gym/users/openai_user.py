@@ -69,6 +69,9 @@ class OpenAIUserConfig:
         default=None, metadata={"help": "Endpoint base URL, e.g. http://localhost:8000/v1 (None: OpenAI / $OPENAI_BASE_URL)."})
     api_key_env: Optional[str] = field(
         default="OPENAI_API_KEY", metadata={"help": "Name of the env var holding the API key (unset: 'EMPTY', fine for local servers)."})
+    api_key: Optional[str] = field(
+        default=None, repr=False,
+        metadata={"help": "Literal API key (tau2 run's llm-args `api_key`); wins over api_key_env; never recorded."})
     temperature: Optional[float] = field(default=0.0, metadata={"help": "Sampling temperature (upstream: 0.0); None: not sent."})
     top_p: Optional[float] = field(default=None, metadata={"help": "Nucleus sampling; None: not sent."})
     max_tokens: Optional[int] = field(default=None, metadata={"help": "Completion token limit; None: not sent."})
@@ -103,7 +106,8 @@ class OpenAIUserConfig:
         """One line per field: ``name = value  # help``."""
         lines = []
         for f in dataclasses.fields(self):
-            lines.append(f"{f.name} = {getattr(self, f.name)!r}  # {f.metadata.get('help', '')}")
+            value = "'***'" if f.name == "api_key" and self.api_key else repr(getattr(self, f.name))
+            lines.append(f"{f.name} = {value}  # {f.metadata.get('help', '')}")
         return "\n".join(lines)
 
 
@@ -174,6 +178,8 @@ class OpenAIUserSimulator(UserSimulator):
     # ------------------------------------------------------------------------------ clients
 
     def _api_key(self) -> str:
+        if self.config.api_key:
+            return self.config.api_key
         name = self.config.api_key_env
         return (os.environ.get(name) if name else None) or "EMPTY"
 
