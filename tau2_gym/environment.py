@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 from tau2_gym.data.versions import DEFAULT_VERSION
 from tau2_gym.messages import AnyMessage, ParticipantMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.tasks import EnvAssertion, EnvFunctionCall, InitializationData
-from tau2_gym.tools import Toolkit, to_content
+from tau2_gym.tools import Toolkit, plain_arguments, to_content
 
 if TYPE_CHECKING:
     from tau2_gym.data.versions import Semantics
@@ -142,6 +142,9 @@ class Environment:
         error = False
         try:
             args, name = call.arguments, call.name
+            plain = plain_arguments(args)  # pydantic models (from Python callers) -> the dicts an LLM sends
+            if plain is not args:
+                args = call.arguments = plain
             kit = self.tools
             if (call.requestor == "assistant" and not self.solo_mode and kit is not None and self._direct_dispatch
                     and type(args) is dict and type(name) is str and type(kit).use_tool is Toolkit.use_tool
@@ -182,7 +185,9 @@ class Environment:
         if not self._in_set_state:
             self._calls = None  # a change a replay would not make (or might not): replays_to is off
         kit = self._toolkit_for(call.env_type)
-        func = kit.env_function(call.func_name) if isinstance(kit, Toolkit) else getattr(kit, call.func_name)
+        if not isinstance(kit, Toolkit):  # no toolkit on that side (airline's user): nothing is reachable
+            raise AttributeError(f"'{type(kit).__name__}' object has no attribute '{call.func_name}'")
+        func = kit.env_function(call.func_name)
         result = func(**call.arguments)
         self.sync_tools()
         return result

@@ -123,7 +123,7 @@ def _call_from_obj(obj: Any, index: int, where: str) -> ToolCall:
         args = _decode_arguments(body.get("parameters"), where)
     if not isinstance(call_id, str) or not call_id:
         call_id = f"call_{index}"
-    return ToolCall(name=name.strip(), arguments=args, id=call_id)
+    return ToolCall(name=name, arguments=args, id=call_id)  # the name as sent: lookup is exact, as upstream
 
 
 def _calls_from_json_value(value: Any, start: int, where: str) -> tuple[list[ToolCall], Optional[str]]:

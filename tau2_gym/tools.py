@@ -110,10 +110,48 @@ def to_content(result: Any) -> str:
     return _encode_content(_process(result))
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def plain_arguments(arguments: Any) -> Any:
+    """``arguments`` with every pydantic model replaced by its JSON-mode dump (a new dict when any is found).
+
+    Upstream's tools take a model or a dict for model-typed parameters (``Passenger | dict``); the tools here
+    take the dict an LLM sends, so a model passed from Python (as upstream's own tests do) is turned into
+    exactly that dict first -- the same result, hash and trajectory either way.
+    """
+    if type(arguments) is dict and all(type(v) in _PLAIN for v in arguments.values()):
+        return arguments  # the usual call: flat JSON scalars
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(plain(v) for v in value) if isinstance(value, tuple) else [plain(v) for v in value]
+        return value
+
+    def has_model(value: Any) -> bool:
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, BaseModel):
+                return True
+            if isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                stack.extend(item)
+        return False
+
+    return plain(arguments) if has_model(arguments) else arguments
+
+
 class Toolkit:
     """Base of agent and user toolkits. ``db`` is the episode's :class:`~tau2_gym.db.DBState` (or None)."""
 
     tool_names: ClassVar[tuple[str, ...]] = ()
+    env_function_names: ClassVar[frozenset[str]] = frozenset()
     _tool_funcs: ClassVar[dict[str, Callable]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -128,6 +166,14 @@ class Toolkit:
                 break  # the nearest toolkit base already merged its own bases
         cls.tool_names = tuple(merged)
         cls._tool_funcs = {name: getattr(cls, name) for name in merged}
+        # env functions: the public methods the domain's toolkit classes define (tools among them), never
+        # the base class's machinery, attributes or dunders -- tasks and results files name them
+        declared = set(merged)
+        for klass in cls.__mro__:
+            if klass is Toolkit or not issubclass(klass, Toolkit):
+                continue
+            declared.update(n for n, v in vars(klass).items() if not n.startswith("_") and inspect.isfunction(v))
+        cls.env_function_names = frozenset(declared)
 
     def __init__(self, db: Any = None) -> None:
         self.db = db
@@ -145,6 +191,7 @@ class Toolkit:
         sub = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
         sub.tool_names = keep
         sub._tool_funcs = {n: cls._tool_funcs[n] for n in keep}
+        sub.env_function_names = cls.env_function_names - (set(cls.tool_names) - set(keep))
         return sub
 
     # ------------------------------------------------------------------ dispatch
@@ -158,8 +205,12 @@ class Toolkit:
         return getattr(self, name)(**kwargs)
 
     def env_function(self, name: str) -> Callable:
-        """Any method by name, for initialization actions and env assertions (upstream uses ``getattr``)."""
-        if name.startswith("_"):
+        """A declared method by name, for initialization actions and env assertions.
+
+        Upstream resolves these with a bare ``getattr``; here only :attr:`env_function_names` are reachable, so
+        a task or results file cannot reach attributes, dunders or the toolkit's own machinery.
+        """
+        if name not in self.env_function_names:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         return getattr(self, name)
 

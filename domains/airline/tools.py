@@ -18,6 +18,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Iterable, List, Optional
 
+from tau2_gym import arithmetic
 from tau2_gym.db import copy_json
 from tau2_gym.domains.airline.data_model import (
     CabinClass,
@@ -41,7 +42,6 @@ AIRPORTS = (
     ("EWR", "Newark"), ("CLT", "Charlotte"), ("MSP", "Minneapolis"), ("DTW", "Detroit"),
     ("PHL", "Philadelphia"), ("LGA", "LaGuardia"),
 )
-_CALC_CHARS = "0123456789+-*/(). "
 
 # Base flight records by origin, per shared base DB, in DB order. Valid because no tool adds or removes a
 # flight or changes anything of it but seat counts; new initialization data means a new base.
@@ -331,9 +331,7 @@ class AirlineTools(Toolkit):
         Args:
             expression: Numbers, + - * /, parentheses and spaces.
         """
-        if not all(char in _CALC_CHARS for char in expression):
-            raise ValueError("Invalid characters in expression")
-        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))
+        return arithmetic.calculate(expression)
 
     @tool(ToolType.WRITE)
     def cancel_reservation(self, reservation_id: str):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any, List
 
+from tau2_gym import arithmetic
 from tau2_gym.domains.retail.data_model import UserAddress
 from tau2_gym.tools import AsModel, Toolkit, ToolType, to_content, tool
 
@@ -127,9 +128,7 @@ class RetailTools(Toolkit):
         Args:
             expression: Digits, + - * /, parentheses, dots and spaces only.
         """
-        if not all(char in "0123456789+-*/(). " for char in expression):
-            raise ValueError("Invalid characters in expression")
-        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))
+        return arithmetic.calculate(expression)
 
     @tool(ToolType.WRITE)
     def cancel_pending_order(self, order_id: str, reason: str):

@@ -20,9 +20,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import reprlib
 from typing import Any, Callable, Optional, Union
 
 from tau2_gym.messages import AssistantMessage, ToolCall, dumps_arguments
+
+MAX_ARGUMENT_DEPTH = 100  # nesting levels of a call's arguments; deeper is an ActionError, never a RecursionError
 
 _scan_json = json.JSONDecoder().scan_once  # the scanner json.loads runs (C when available)
 
@@ -36,6 +39,35 @@ def _loads(text: str) -> Any:
     except Exception:  # noqa: BLE001 - json.loads below raises the exact error
         return json.loads(text)
     return value if end == len(text) else json.loads(text)
+
+
+_short = reprlib.Repr()
+_short.maxlevel, _short.maxstring, _short.maxother, _short.maxdict, _short.maxlist = 4, 160, 160, 8, 8
+
+
+def _show(value: Any) -> str:
+    """A bounded ``repr`` for error messages: a huge or deeply nested action cannot blow up the message."""
+    try:
+        return _short.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__
+        return f"<{type(value).__name__}>"
+
+
+def _too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """Whether containers nest deeper than ``limit`` (iteratively: a deep value cannot overflow the check)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if type(item) is dict:
+            children = item.values()
+        elif type(item) is list or type(item) is tuple:
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 class ActionError(ValueError):
@@ -63,10 +95,15 @@ class _Ids:
         self.n += 1
         if given is None or given == "":
             return f"call_{self.n - 1}" if self.fill else ""
-        return given if isinstance(given, str) else str(given)
+        return given if isinstance(given, str) else str(given) if isinstance(given, (int, float)) else _show(given)
 
 
 def _arguments(raw: Any, name: str) -> dict:
+    """A call's arguments as a dict that JSON round-trips; what cannot be one is an ActionError.
+
+    Nesting beyond :data:`MAX_ARGUMENT_DEPTH` and integers beyond Python's int-string limit are refused
+    here, so that no later step (encoding the observation, hashing the DB, writing results) can fail on them.
+    """
     if raw is None:
         return {}
     if isinstance(raw, str):
@@ -75,16 +112,23 @@ def _arguments(raw: Any, name: str) -> dict:
         try:
             raw = _loads(raw)
         except json.JSONDecodeError as exc:
-            raise ActionError(f"tool call {name!r}: arguments are not valid JSON ({exc.msg}): {raw!r}") from None
+            raise ActionError(f"tool call {_show(name)}: arguments are not valid JSON ({exc.msg}): {_show(raw)}") from None
+        except (ValueError, RecursionError) as exc:  # a huge integer literal; nesting past the parser's limit
+            raise ActionError(f"tool call {_show(name)}: arguments cannot be read "
+                              f"({_show(str(exc)) if not isinstance(exc, RecursionError) else 'nested too deeply'})"
+                              ) from None
         if not isinstance(raw, dict):
-            raise ActionError(f"tool call {name!r}: arguments must be a JSON object, got {type(raw).__name__}: {raw!r}")
-        return raw  # decoded from JSON: serialisable by construction
-    if not isinstance(raw, dict):
-        raise ActionError(f"tool call {name!r}: arguments must be a JSON object, got {type(raw).__name__}: {raw!r}")
+            raise ActionError(f"tool call {_show(name)}: arguments must be a JSON object, got {type(raw).__name__}: "
+                              f"{_show(raw)}")
+    elif not isinstance(raw, dict):
+        raise ActionError(f"tool call {_show(name)}: arguments must be a JSON object, got {type(raw).__name__}: "
+                          f"{_show(raw)}")
+    if _too_deep(raw):
+        raise ActionError(f"tool call {_show(name)}: arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
-        dumps_arguments(raw)  # = json.dumps: serialisable?
-    except (TypeError, ValueError) as exc:
-        raise ActionError(f"tool call {name!r}: arguments are not JSON-serialisable ({exc})") from None
+        dumps_arguments(raw)  # = json.dumps: serialisable (also for keys, NaN, and ints within the digit limit)?
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ActionError(f"tool call {_show(name)}: arguments are not JSON-serialisable ({_show(str(exc))})") from None
     return raw
 
 
@@ -99,11 +143,11 @@ def _call(obj: Any, ids: _Ids) -> ToolCall:
         given = obj.get("id")
         args = body.get("arguments", body.get("parameters"))
     else:
-        raise ActionError(f"a tool call must be a dict or a ToolCall, got {type(obj).__name__}: {obj!r}")
-    stripped = name.strip() if isinstance(name, str) else ""
-    if not stripped:
-        raise ActionError(f"tool call without a 'name' string: {obj!r}")
-    return ToolCall(stripped, _arguments(args, name), ids.take(given), "assistant")
+        raise ActionError(f"a tool call must be a dict or a ToolCall, got {type(obj).__name__}: {_show(obj)}")
+    if not isinstance(name, str) or not name.strip():
+        raise ActionError(f"tool call without a 'name' string: {_show(obj)}")
+    # the name is kept as sent: ' get_users ' is an unknown tool, as upstream's exact lookup has it
+    return ToolCall(name, _arguments(args, name), ids.take(given), "assistant")
 
 
 def _content(raw: Any) -> Optional[str]:
@@ -117,7 +161,7 @@ def _content(raw: Any) -> Optional[str]:
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             else:
-                raise ActionError(f"unsupported content part {part!r}; only text parts are accepted")
+                raise ActionError(f"unsupported content part {_show(part)}; only text parts are accepted")
         return "".join(parts)
     raise ActionError(f"message content must be a string, a list of text parts or null; got {type(raw).__name__}")
 
@@ -140,7 +184,7 @@ def _from_dict(d: dict, ids: _Ids, timestamp: Optional[str] = None) -> Assistant
             raise ActionError(f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
                               "(content/tool_calls) or a tool call (name/arguments)")
     elif role != "assistant":
-        raise ActionError(f"the agent can only send assistant messages; got role {role!r}")
+        raise ActionError(f"the agent can only send assistant messages; got role {_show(role)}")
     content = _content(d.get("content"))  # before the calls: its error is the one reported
     calls = _calls(d.get("tool_calls"), ids)
     cost, usage = d.get("cost"), d.get("usage")
@@ -175,7 +219,7 @@ def parse_tau2_action(text: str) -> tuple[Optional[str], Optional[list[dict]]]:
         return None, None
     try:
         obj = json.loads(stripped)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, an over-long integer, nesting past the parser's limit
         obj = None
     if isinstance(obj, dict) and isinstance(obj.get("name"), str) and isinstance(obj.get("arguments"), dict):
         return None, [{"name": obj["name"], "arguments": obj["arguments"], "id": obj.get("id") or ""}]
@@ -191,8 +235,8 @@ def parse_tau2_action(text: str) -> tuple[Optional[str], Optional[list[dict]]]:
                 for kw in call.keywords:
                     args[kw.arg] = _literal(kw.value)
             return None, [{"name": match.group(1), "arguments": args, "id": ""}]
-        except (SyntaxError, ValueError, TypeError):
-            pass
+        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+            pass  # not a call upstream's parser reads: the text goes to the customer
     return text, None
 
 
