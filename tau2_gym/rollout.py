@@ -86,6 +86,7 @@ class RolloutConfig:
     judge: Any = field(default=None, metadata={"help": "NL-assertion judge (spec string or Judge); without one: 'fail' (default, warns), 'pass', or 'exclude' (NL-judged tasks are not run)."})
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a mismatch is an episode failure)."})
     parser: Any = field(default="auto", metadata={"help": "parser for raw-text agent actions (see the env's `parser`)."})
+    allow_config_change: bool = field(default=False, metadata={"help": "resume into an output logged with other settings (agent, user, models, seed, data...) and mix both runs; default: refuse."})
     progress: bool = field(default=True, metadata={"help": "show a progress bar (tqdm if installed, else a status line)."})
 
     def __post_init__(self) -> None:
@@ -565,6 +566,12 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
                                  "Use another output path (or delete the old files) to start over.")
             changed = {k: (header.get("run", {}).get(k), v) for k, v in signature.items()
                        if header.get("run", {}).get(k) != v}
+            if changed and not cfg.allow_config_change:
+                log.close()
+                diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                raise ValueError(f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
+                                 "two runs in one results file. Use another output path, or pass "
+                                 "allow_config_change=True (--allow-config-change) to append anyway.")
             if changed:
                 logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
                                "mix both", lpath, changed)

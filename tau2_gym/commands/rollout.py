@@ -26,6 +26,8 @@ from typing import Any, Optional
 
 DEFAULT_LLM = "gpt-4.1-2025-04-14"
 LLM_AGENTS = ("llm_agent", "llm_agent_solo")
+UNSUPPORTED_AGENTS = {"llm_agent_gt": "upstream's ground-truth-guided LLM agent is not implemented here; use "
+                                      "--agent llm_agent, or --agent oracle for the gold actions"}
 LLM_USERS = ("user_simulator",)
 
 
@@ -82,6 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge", default=None,
                    help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
                         "NL-judged tasks score 0, with a warning) | pass | exclude (they are not run)")
+    g.add_argument("--allow-config-change", action="store_true",
+                   help="resume into an output written with other settings (agent, user, models...); default: refuse")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--log-level", default="ERROR", help="log level (default: ERROR)")
 
@@ -198,6 +202,9 @@ def run(args: argparse.Namespace) -> int:
     from tau2_gym.data import DataError
     from tau2_gym.rollout import RolloutConfig, collect
 
+    if args.agent in UNSUPPORTED_AGENTS:
+        print(f"error: --agent {args.agent}: {UNSUPPORTED_AGENTS[args.agent]}", file=sys.stderr)
+        return 2
     solo = args.agent == "llm_agent_solo" or args.solo
     output = Path(args.output) if args.output else default_output(args)
     if not output.suffix:
@@ -211,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             agent_can_stop=True if args.agent_can_stop else None,
             enforce_protocol=args.enforce_communication_protocol, concurrency=args.max_concurrency,
             max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=args.judge,
-            progress=not args.no_progress)
+            allow_config_change=args.allow_config_change, progress=not args.no_progress)
         policy = build_policy(args, solo)
         user = build_user(args, solo)
     except (ValueError, ImportError, DataError) as exc:
