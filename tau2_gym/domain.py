@@ -144,9 +144,14 @@ class LoadedDomain:
         if not self.folder.is_dir():
             raise _data.DataError(
                 f"domain {spec.name!r}: folder {str(self.folder)!r} not found in the data ({source.origin})")
-        self.agent_toolkit = _version_toolkit(spec.agent_toolkit, source, spec.agent_prose)
-        self.user_toolkit = (None if spec.user_toolkit is None
-                             else _version_toolkit(spec.user_toolkit, source, spec.user_prose))
+        try:
+            self.agent_toolkit = _version_toolkit(spec.agent_toolkit, source, spec.agent_prose)
+            self.user_toolkit = (None if spec.user_toolkit is None
+                                 else _version_toolkit(spec.user_toolkit, source, spec.user_prose))
+        except (SyntaxError, OSError, ValueError) as exc:  # a damaged upstream source file
+            name = getattr(exc, "filename", None)
+            raise self._fault(name if name and not str(name).startswith("<") else self.source.src,
+                              f"cannot be read as Python ({exc})") from exc
         self.base_db = self._load_db(spec.db)
         self.user_base_db: Optional[BaseData] = None
         if spec.user_db is not None:
@@ -159,16 +164,23 @@ class LoadedDomain:
         path = self.folder / dbf.file
         if not path.is_file():
             if dbf.required:
-                raise _data.DataError(f"domain {self.spec.name!r}: DB file {str(path)!r} is missing")
+                raise self._fault(path, "is missing")
             return None
         try:
             raw = (dbf.reader or _read_json)(path)
         except Exception as exc:
-            raise _data.DataError(f"domain {self.spec.name!r}: cannot read {str(path)!r}: {exc}") from exc
+            raise self._fault(path, f"cannot be read ({exc})") from exc
         try:
             return dbf.schema.build(raw)
         except Exception as exc:
-            raise _data.DataError(f"domain {self.spec.name!r}: {str(path)!r} does not validate: {exc}") from exc
+            raise self._fault(path, f"does not fit the DB schema ({' '.join(str(exc).split())[:300]})") from exc
+
+    def _fault(self, path: Any, problem: str) -> _data.DataError:
+        """One line: the file, what is wrong with it, and what to do."""
+        fix = (f"restore it from a clean tau2-bench checkout (`tau2-gym data verify --data-dir {self.source.root}` "
+               "lists every file that differs)" if self.source.custom else
+               "run `tau2-gym data fetch` to repair the cache")
+        return _data.DataError(f"domain {self.spec.name!r}: {str(path or self.folder)!r} {problem}; {fix}")
 
     @property
     def name(self) -> str:
@@ -190,7 +202,10 @@ class LoadedDomain:
         if solo and not self.spec.solo_supported:
             raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
         if solo not in self._policies:
-            self._policies[solo] = self.spec.policy(self.source, solo)
+            try:
+                self._policies[solo] = self.spec.policy(self.source, solo)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise self._fault(getattr(exc, "filename", None), f"cannot be read ({exc})") from exc
         return self._policies[solo]
 
     def agent_tool_schemas(self) -> tuple[dict, ...]:

@@ -103,3 +103,39 @@ def test_read_only_cache_file_in_place_of_the_folder(tmp_path):
     blocker.write_text("x")
     proc = _run(_env(blocker), "-m", "tau2_gym.cli", "data", "fetch")
     assert proc.returncode == 1 and "TAU2_GYM_CACHE" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def _custom(tmp_path: Path) -> Path:
+    src = _source()
+    top = tmp_path / "checkout"
+    shutil.copytree(src / "data" / "tau2" / "domains" / "mock", top / "data" / "tau2" / "domains" / "mock")
+    shutil.copytree(src / "data" / "tau2" / "user_simulator", top / "data" / "tau2" / "user_simulator")
+    shutil.copytree(src / "src" / "tau2", top / "src" / "tau2")
+    return top
+
+
+@pytest.mark.parametrize("damage", ["db_garbage", "db_schema", "db_deleted", "tools_garbage", "policy_deleted"])
+def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_path, damage):
+    top = _custom(tmp_path)
+    mock = top / "data" / "tau2" / "domains" / "mock"
+    if damage == "db_garbage":
+        (mock / "db.json").write_bytes(b"\x00\xff garbage")
+        named = "db.json"
+    elif damage == "db_schema":
+        (mock / "db.json").write_text(json.dumps({"tasks": [1, 2, 3]}))
+        named = "db.json"
+    elif damage == "db_deleted":
+        (mock / "db.json").unlink()
+        named = "db.json"
+    elif damage == "tools_garbage":
+        (top / "src" / "tau2" / "domains" / "mock" / "tools.py").write_text("def broken(((\n")
+        named = "src/tau2"
+    else:
+        (mock / "policy.md").unlink()
+        named = "policy.md"
+    code = ("from tau2_gym.domain import load_domain\nfrom tau2_gym.data import DataError\n"
+            "try:\n    load_domain('mock').make_environment()\nexcept DataError as exc:\n    print(exc)\n")
+    proc = _run(_env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data")), "-c", code)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stdout.strip()
+    assert len(line.splitlines()) == 1 and named in line and "tau2-gym data verify" in line, line
