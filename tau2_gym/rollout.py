@@ -86,7 +86,7 @@ class RolloutConfig:
     judge: Any = field(default=None, metadata={"help": "NL-assertion judge (spec string or Judge); without one: 'fail' (default, warns), 'pass', or 'exclude' (NL-judged tasks are not run)."})
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a mismatch is an episode failure)."})
     parser: Any = field(default="auto", metadata={"help": "parser for raw-text agent actions (see the env's `parser`)."})
-    allow_config_change: bool = field(default=False, metadata={"help": "resume into an output logged with other settings (agent, user, models, seed, data...) and mix both runs; default: refuse."})
+    allow_config_change: bool = field(default=True, metadata={"help": "resume into an output logged with other settings (agent, user, models, seed, data...), mixing both runs, with a warning; False refuses (the CLI's default: a Python caller may swap in an equivalent policy object)."})
     progress: bool = field(default=True, metadata={"help": "show a progress bar (tqdm if installed, else a status line)."})
 
     def __post_init__(self) -> None:
