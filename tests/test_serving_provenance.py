@@ -34,3 +34,16 @@ def test_llm_agent_gt_is_rejected_up_front(tmp_path, capsys):
     assert _rollout(tmp_path / "gt.json", "llm_agent_gt") == 2
     assert "llm_agent_gt" in capsys.readouterr().err
     assert not (tmp_path / "gt.json").exists()
+
+
+def test_library_resume_refuses_with_allow_config_change_false(tmp_path):
+    import pytest
+
+    from tau2_gym.policies import ScriptedPolicy
+    from tau2_gym.rollout import collect
+
+    out = str(tmp_path / "lib.json")
+    collect(None, ScriptedPolicy("oracle"), domain="mock", num_tasks=1, output=out, progress=False)
+    with pytest.raises(ValueError, match="other settings"):
+        collect(None, ScriptedPolicy("give_up"), domain="mock", num_tasks=1, output=out, progress=False,
+                allow_config_change=False)
