@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from typing import Any, Optional
@@ -180,13 +181,16 @@ class Tau2Env(gym.Env):
             tools += self.domain.user_tool_schemas()
         if self.agent_can_stop:
             tools.append(done_tool_schema(self.domain.source))
-        self.tools: tuple[dict, ...] = tuple(tools)
+        # the domain's schemas are process-wide: the env owns a private copy so no caller can change them
+        self.tools: tuple[dict, ...] = copy.deepcopy(tuple(tools))
 
         self.action_space = AssistantActionSpace(self.tools, parser=config.parser, tokenizer=config.tokenizer)
         self.observation_space = MessagesSpace() if config.obs_format == "messages" else TranscriptSpace()
 
         self.loop: Optional[tl.TurnLoop] = None
         self.task: Optional[Task] = None
+        self._info_task: Optional[Task] = None
+        self._info_tools: list[dict] = []
         self._cursor = 0
         self._calls = 0
         self._reported = False
@@ -250,6 +254,10 @@ class Tau2Env(gym.Env):
                 raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
         user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the user simulator's seed, from reset(seed)
         self.task = task
+        # info hands out per-episode copies: the loaded task and the env's tools are shared and grade/define
+        # every later episode, so what a caller does to info must not reach them (one copy per reset)
+        self._info_task = task.model_copy(deep=True)
+        self._info_tools = copy.deepcopy(list(self.tools))
         self.loop = tl.TurnLoop(self.domain, task, solo=self.config.solo, max_steps=self.config.max_steps,
                                 max_errors=self.config.max_errors, enforce_protocol=self.config.enforce_protocol,
                                 agent_can_stop=self.agent_can_stop, timeout=self.config.timeout, seed=user_seed)
@@ -346,9 +354,9 @@ class Tau2Env(gym.Env):
         return {
             "domain": self.config.domain,
             "task_id": loop.task.id,
-            "task": loop.task,
+            "task": self._info_task,
             "solo": self.config.solo,
-            "tools": list(self.tools),
+            "tools": self._info_tools,
             "policy": self.policy,
             "step_count": loop.step_count,
             "num_errors": loop.num_errors,

@@ -1,0 +1,68 @@
+"""No episode can change another's task, tools or reward through the objects ``info`` hands out."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+import tau2_gym  # noqa: F401  (registers the envs)
+
+
+_SCENARIO = """
+import sys, gymnasium as gym, tau2_gym
+def run(env):
+    obs, info = env.reset(seed=0, options={"task_id": "8"})
+    done, reward = info.get("episode_over", False), 0.0
+    while not done:
+        obs, reward, te, tr, info = env.step("Okay.")
+        done = te or tr
+    return reward
+if sys.argv[1] == "mutate":
+    env_a = gym.make("tau2/airline-v0", user="oracle").unwrapped
+    _, info = env_a.reset(seed=0, options={"task_id": "8"})
+    assert info["task"].evaluation_criteria.actions
+    info["task"].evaluation_criteria.actions = []
+    print(run(gym.make("tau2/airline-v0", user="oracle").unwrapped), run(env_a))
+else:
+    print(run(gym.make("tau2/airline-v0", user="oracle").unwrapped))
+"""
+
+
+def test_mutating_info_task_does_not_change_another_envs_grading():
+    """The issue's scenario, each half in a fresh process (no gold state cached by earlier tests)."""
+    import subprocess
+    import sys
+
+    def run(mode: str) -> list[float]:
+        out = subprocess.run([sys.executable, "-c", _SCENARIO, mode], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return [float(x) for x in out.stdout.split()]
+
+    (fresh,) = run("fresh")
+    assert run("mutate") == [fresh, fresh]
+
+
+def test_mutating_info_tools_does_not_change_another_envs_tools():
+    env_a = gym.make("tau2/airline-v0", user="oracle").unwrapped
+    _, info = env_a.reset(seed=0, options={"task_id": "8"})
+    original = info["tools"][0]["function"]["name"]
+    info["tools"][0]["function"]["name"] = "renamed"
+    info["tools"][0]["function"]["parameters"]["properties"].clear()
+    env_b = gym.make("tau2/airline-v0", user="oracle").unwrapped
+    _, info_b = env_b.reset(seed=0, options={"task_id": "8"})
+    assert info_b["tools"][0]["function"]["name"] == original
+    assert env_b.tools[0]["function"]["name"] == original
+    assert env_a.tools[0]["function"]["name"] == original
+    assert original in {t["function"]["name"] for t in env_b.action_space.tools}
+    _, info_a2 = env_a.reset(seed=0, options={"task_id": "8"})
+    assert info_a2["tools"][0]["function"]["name"] == original
+
+
+def test_vector_env_infos_do_not_share_task_or_tools():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, user="oracle")
+    _, infos = vec.reset(seed=0, options={"task_id": "8"})
+    tasks = infos["task"]
+    tasks[0].evaluation_criteria.actions = []
+    assert tasks[1].evaluation_criteria.actions
+    infos["tools"][0][0]["function"]["name"] = "renamed"
+    assert infos["tools"][1][0]["function"]["name"] != "renamed"
+    vec.close()
