@@ -71,3 +71,23 @@ def test_cli_writes_a_loadable_dataset(tmp_path, airline_results, capsys):
     assert len(ds) == len(load_domain("airline").splits()["train"])
     assert main(["export", str(tmp_path / "missing.json"), "--output", str(out)]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+def test_two_step_trl_sft_run_on_the_export(tmp_path, airline_results):
+    pytest.importorskip("torch")
+    trl = pytest.importorskip("trl")
+    from tau2_gym.export import export_dataset
+    from tau2_gym.hf.tiny import tiny_model_and_tokenizer
+
+    ds = export_dataset([airline_results], tmp_path / "ds", min_reward=1.0).select(range(4))
+    model, tokenizer = tiny_model_and_tokenizer(trl.chat_template_utils.qwen3_chat_template, domain="airline")
+    cfg = trl.SFTConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
+                        max_length=16384, assistant_only_loss=True, report_to=[], save_strategy="no",
+                        logging_steps=1, use_cpu=True, dataloader_num_workers=0)
+    trainer = trl.SFTTrainer(model=model, args=cfg, train_dataset=ds.remove_columns(
+        ["reward", "task_id", "domain", "data_version"]), processing_class=tokenizer)
+    out = trainer.train()
+    assert out.global_step == 2
+    row = trainer.train_dataset[0]
+    trained = sum(1 for label in row["labels"] if label != -100)
+    assert 0 < trained < len(row["input_ids"])  # assistant-only loss: some tokens train, the prompt does not
