@@ -173,7 +173,8 @@ class LoadedDomain:
         try:
             return dbf.schema.build(raw)
         except Exception as exc:
-            raise self._fault(path, f"does not validate against the DB schema ({' '.join(str(exc).split())[:300]})") from exc
+            detail = " ".join(str(exc).split())[:300]
+            raise self._fault(path, f"does not validate against the DB schema ({detail})") from exc
 
     def _fault(self, path: Any, problem: str) -> _data.DataError:
         """One line: the file, what is wrong with it, and what to do."""

@@ -139,3 +139,18 @@ def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_pa
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stdout.strip()
     assert len(line.splitlines()) == 1 and named in line and "tau2-gym data verify" in line, line
+
+
+@pytest.mark.parametrize("shape", ["empty", "file", "loop"])
+def test_tau2_data_dir_at_an_empty_folder_a_file_or_a_symlink_loop_is_one_error(tmp_path, shape):
+    target = tmp_path / "d"
+    if shape == "empty":
+        target.mkdir()
+    elif shape == "file":
+        target.write_text("x")
+    else:
+        os.symlink(tmp_path / "e", target)
+        os.symlink(target, tmp_path / "e")
+    proc = _run(_env(tmp_path / "cache", TAU2_DATA_DIR=str(target)), "-m", "tau2_gym.cli", "data", "path")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: data folder") and str(target) in proc.stderr

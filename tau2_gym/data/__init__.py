@@ -114,7 +114,11 @@ def cache_dir() -> Path:
 
 def locate(path: Path, origin: str = "argument") -> tuple[Path, Optional[Path]]:
     """(data root, upstream sources) of the usual shapes of a data folder."""
-    path = path.expanduser().resolve()
+    try:
+        path = path.expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise DataError(f"data folder {str(path)!r} (from {origin}) cannot be resolved ({exc}); point it at a "
+                        "tau2-bench checkout's data/ folder") from None
     if not path.exists():
         raise DataError(f"data folder {str(path)!r} (from {origin}) does not exist")
     candidates = [
