@@ -73,16 +73,19 @@ def test_cli_writes_a_loadable_dataset(tmp_path, airline_results, capsys):
     assert "missing.json" in capsys.readouterr().err
 
 
-def test_two_step_trl_sft_run_on_the_export(tmp_path, airline_results):
+def test_two_step_trl_sft_run_on_the_export(tmp_path):
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
     from tau2_gym.export import export_dataset
     from tau2_gym.hf.tiny import tiny_model_and_tokenizer
 
-    ds = export_dataset([airline_results], tmp_path / "ds", min_reward=1.0).select(range(4))
-    model, tokenizer = tiny_model_and_tokenizer(trl.chat_template_utils.qwen3_chat_template, domain="airline")
+    results = tmp_path / "mock.json"  # mock: a short policy keeps the sequences (and the test) short
+    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle",
+                 "--output", str(results), "--no-progress"]) == 0
+    ds = export_dataset([results], tmp_path / "ds", split=None, min_reward=1.0).select(range(4))
+    model, tokenizer = tiny_model_and_tokenizer(trl.chat_template_utils.qwen3_chat_template, domain="mock")
     cfg = trl.SFTConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
-                        max_length=16384, assistant_only_loss=True, report_to=[], save_strategy="no",
+                        max_length=8192, assistant_only_loss=True, report_to=[], save_strategy="no",
                         logging_steps=1, use_cpu=True, dataloader_num_workers=0)
     trainer = trl.SFTTrainer(model=model, args=cfg, train_dataset=ds.remove_columns(
         ["reward", "task_id", "domain", "data_version"]), processing_class=tokenizer)
