@@ -31,3 +31,17 @@ def test_llm_args_api_base_and_key_and_openai_prefix_reach_the_server(tmp_path):
     assert "sk-secret-test" not in text  # the literal key is never recorded
     runs = json.loads(text)["simulations"]
     assert runs and all(r["termination_reason"] != "infrastructure_error" for r in runs)
+
+
+
+def test_cli_task_ids_keep_split_order_and_reject_ids_outside_the_split(tmp_path, capsys):
+    from tau2_gym import load_domain
+
+    split = [t.id for t in load_domain("mock").tasks(None, "base")]
+    out = tmp_path / "ids.json"
+    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle", "--no-progress",
+                 "--output", str(out), "--task-ids", split[2], split[0]]) == 0
+    assert [r["task_id"] for r in json.loads(out.read_text())["simulations"]] == [split[0], split[2]]
+    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle", "--no-progress",
+                 "--output", str(tmp_path / "bad.json"), "--task-ids", split[0], "no-such-task"]) == 2
+    assert "no-such-task" in capsys.readouterr().err

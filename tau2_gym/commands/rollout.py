@@ -219,6 +219,16 @@ def run(args: argparse.Namespace) -> int:
             enforce_protocol=args.enforce_communication_protocol, concurrency=args.max_concurrency,
             max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=args.judge,
             allow_config_change=args.allow_config_change, progress=not args.no_progress)
+        if config.task_ids is not None:  # as tau2 run: ids filter the split, in its order; others are refused
+            from tau2_gym.rollout import select_tasks
+
+            pool = [t.id for t in select_tasks(RolloutConfig(**{**config.__dict__, "task_ids": None,
+                                                                "num_tasks": None, "output": None}))]
+            missing = [i for i in config.task_ids if i not in set(pool)]
+            if missing:
+                raise ValueError(f"--task-ids {missing} are not in split {split!r} of {args.domain!r}")
+            wanted = set(config.task_ids)
+            config.task_ids = [i for i in pool if i in wanted]
         policy = build_policy(args, solo)
         user = build_user(args, solo)
     except (ValueError, ImportError, DataError) as exc:
