@@ -39,8 +39,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    from tau2_gym.data import DataError
+
     try:
         return int(args._run(args) or 0)
+    except DataError as exc:  # one line (file, problem, fix); the traceback only with TAU2_GYM_DEBUG
+        import os
+
+        if os.environ.get("TAU2_GYM_DEBUG"):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -154,3 +154,17 @@ def test_tau2_data_dir_at_an_empty_folder_a_file_or_a_symlink_loop_is_one_error(
     proc = _run(_env(tmp_path / "cache", TAU2_DATA_DIR=str(target)), "-m", "tau2_gym.cli", "data", "path")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error: data folder") and str(target) in proc.stderr
+
+
+def test_a_data_error_from_any_command_is_one_line_and_the_traceback_needs_tau2_gym_debug(tmp_path):
+    top = _custom(tmp_path)
+    (top / "data" / "tau2" / "domains" / "mock" / "db.json").write_text("{")
+    env = _env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data"))
+    code = ("import sys\nfrom tau2_gym.cli import main\nfrom tau2_gym.domain import load_domain\n"
+            "import tau2_gym.commands.data as d\nd.run = lambda args: load_domain('mock') and 0\n"
+            "sys.exit(main(['data', 'path']))")
+    proc = _run(env, "-c", code)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: domain 'mock'") and "db.json" in proc.stderr
+    debug = _run(dict(env, TAU2_GYM_DEBUG="1"), "-c", code)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
