@@ -285,7 +285,8 @@ def load_domain(name: str, data_dir: Optional[str | Path] = None, data_version: 
     else the cache of ``data_version`` (default ``tau2-bench==1.0.1``; see :mod:`tau2_gym.data`)."""
     spec = get_domain_spec(name)
     source = _data.resolve(data_dir, data_version)
-    key = (name, str(source.root), str(source.src) if source.src else None, source.version.name)
+    # the origin is part of the key: the same folder named by the user (custom) and as the cache records differently
+    key = (name, str(source.root), str(source.src) if source.src else None, source.version.name, source.origin)
     dom = _loaded.get(key)
     if dom is None:
         with _loaded_lock:
