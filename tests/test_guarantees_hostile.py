@@ -46,6 +46,7 @@ HOSTILE = [
                                           "function": {"name": None, "arguments": _nested(3000)}}]},
      "without a 'name'"),
     ("deep call id", {"id": _nested(3000), "name": "get_users", "arguments": {}}, None),
+    ("5,000-digit call id", {"id": 10 ** 5000, "name": "get_users", "arguments": {}}, None),
     ("deep role", {"role": _nested(3000), "content": "hi"}, "only send assistant"),
     ("markup with deep JSON", '<tool_call>{"name": "get_users", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>",
      "malformed tool-call markup"),

@@ -95,7 +95,7 @@ class _Ids:
         self.n += 1
         if given is None or given == "":
             return f"call_{self.n - 1}" if self.fill else ""
-        return given if isinstance(given, str) else str(given) if isinstance(given, (int, float)) else _show(given)
+        return given if isinstance(given, str) else _show(given)  # repr == str for numbers; bounded for the rest
 
 
 def _arguments(raw: Any, name: str) -> dict:
