@@ -103,6 +103,16 @@ class BaseData:
         self._record_ser: dict[str, dict[str, str]] = {}
         self._sorted_keys: dict[str, list[str]] = {}
         self._field_ser: dict[str, str] = {}
+        self.owner: Optional[tuple[Any, str]] = None  # (holder, attribute) it is shared under; set by the holder
+
+    def __reduce__(self) -> tuple:
+        # a pickled episode re-binds to the process's shared copy (via its holder) instead of carrying the data
+        if self.owner is not None:
+            return getattr, self.owner
+        return BaseData, (self.data, self.tables, self.schema)
+
+    def __deepcopy__(self, memo: dict) -> "BaseData":
+        return self  # read-only and shared by every episode: a copied episode keeps using it
 
     def record_ser(self, table: str) -> dict[str, str]:
         """Serialised form of every base record of ``table`` (computed on first use)."""

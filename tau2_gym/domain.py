@@ -125,6 +125,10 @@ def get_domain_spec(name: str) -> DomainSpec:
 # ------------------------------------------------------------------------------- loaded domain
 
 
+class TaskDataError(_data.DataError, TaskFileError):
+    """A damaged task or split file: a data error (one line, with its fix) that task-file callers still catch."""
+
+
 def _read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
@@ -156,9 +160,19 @@ class LoadedDomain:
         self.user_base_db: Optional[BaseData] = None
         if spec.user_db is not None:
             self.user_base_db = self._load_db(spec.user_db)
+        for attr in ("base_db", "user_base_db"):
+            if getattr(self, attr) is not None:
+                getattr(self, attr).owner = (self, attr)
         self._policies: dict[bool, str] = {}
         self._data_record: Optional[dict] = None
         self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple:
+        # pickled envs and episodes re-bind to the unpickling process's cached domain (not a copy of its data)
+        return _cached_domain, (self.spec.name, self.source)
+
+    def __deepcopy__(self, memo: dict) -> "LoadedDomain":
+        return self  # shared, read-only: a deep-copied env or episode keeps using the cached domain
 
     def _load_db(self, dbf: DBFile) -> Optional[BaseData]:
         path = self.folder / dbf.file
@@ -176,12 +190,20 @@ class LoadedDomain:
             detail = " ".join(str(exc).split())[:300]
             raise self._fault(path, f"does not validate against the DB schema ({detail})") from exc
 
-    def _fault(self, path: Any, problem: str) -> _data.DataError:
+    def _fault(self, path: Any, problem: str, kind: type = _data.DataError) -> _data.DataError:
         """One line: the file, what is wrong with it, and what to do."""
         fix = (f"restore it from a clean tau2-bench checkout (`tau2-gym data verify --data-dir {self.source.root}` "
                "lists every file that differs)" if self.source.custom else
                "run `tau2-gym data fetch` to repair the cache")
-        return _data.DataError(f"domain {self.spec.name!r}: {str(path or self.folder)!r} {problem}; {fix}")
+        where = str(path or self.folder)
+        return kind(f"domain {self.spec.name!r}: {where!r} {problem}; {fix}", path=where, problem=problem, fix=fix)
+
+    def _task_data(self, read: Callable[[Path], Any], path: Path) -> Any:
+        """A task or split file read; a damaged one is a data fault (with its fix) that stays a TaskFileError."""
+        try:
+            return read(path)
+        except TaskFileError as exc:
+            raise self._fault(path, f"cannot be used ({exc})", TaskDataError) from exc
 
     @property
     def name(self) -> str:
@@ -249,7 +271,8 @@ class LoadedDomain:
         return self.folder / self.spec.task_sets[name].file
 
     def splits(self, task_set: Optional[str] = None) -> dict[str, tuple[str, ...]]:
-        return load_splits(self.task_file(task_set))
+        path = self.task_file(task_set)
+        return self._task_data(load_splits, path)
 
     def tasks(self, task_set: Optional[str] = None, split: Optional[str] = "default") -> tuple[Task, ...]:
         """Tasks of a task set and split (``split="default"`` = the task set's default; None = all)."""
@@ -257,13 +280,13 @@ class LoadedDomain:
         path = self.task_file(name)
         if split == "default":
             split = self.spec.task_sets[name].default_split
-        all_tasks = load_task_file(path)
+        all_tasks = self._task_data(load_task_file, path)
         if split is None:
             return all_tasks
-        return select_split(all_tasks, load_splits(path), split, f"{self.spec.name}/{name}")
+        return select_split(all_tasks, self._task_data(load_splits, path), split, f"{self.spec.name}/{name}")
 
     def task(self, task_id: str, task_set: Optional[str] = None) -> Task:
-        for t in load_task_file(self.task_file(task_set)):
+        for t in self._task_data(load_task_file, self.task_file(task_set)):
             if t.id == task_id:
                 return t
         raise KeyError(f"task {task_id!r} not found in domain {self.spec.name!r} "
@@ -283,8 +306,12 @@ _loaded_lock = threading.Lock()
 def load_domain(name: str, data_dir: Optional[str | Path] = None, data_version: Optional[str] = None) -> LoadedDomain:
     """The domain ``name`` bound to its data (cached per process): ``data_dir`` (a folder), else ``TAU2_DATA_DIR``,
     else the cache of ``data_version`` (default ``tau2-bench==1.0.1``; see :mod:`tau2_gym.data`)."""
+    return _cached_domain(name, _data.resolve(data_dir, data_version))
+
+
+def _cached_domain(name: str, source: _data.DataSource) -> LoadedDomain:
+    """The process's LoadedDomain of ``name`` on ``source`` (also how an unpickled domain re-binds)."""
     spec = get_domain_spec(name)
-    source = _data.resolve(data_dir, data_version)
     # the origin is part of the key: the same folder named by the user (custom) and as the cache records differently
     key = (name, str(source.root), str(source.src) if source.src else None, source.version.name, source.origin)
     dom = _loaded.get(key)
