@@ -85,7 +85,7 @@ class RolloutConfig:
     evaluate: bool = field(default=True, metadata={"help": "score each episode with the tau2 reward (else reward_info is null)."})
     judge: Any = field(default=None, metadata={"help": "NL-assertion judge (spec string or Judge); without one: 'fail' (default, warns), 'pass', or 'exclude' (NL-judged tasks are not run)."})
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a mismatch is an episode failure)."})
-    parser: Any = field(default="auto", metadata={"help": "parser for raw-text agent actions (see the env's `parser`)."})
+    parser: Any = field(default=None, metadata={"help": "tool-call parser (hermes, json, auto, tau2, ... or a callable): also parses `<tool_call>` markup in the content of a server's reply (vLLM without a tool parser); None: raw-text actions use 'auto', replies are sent as they are (upstream)."})
     allow_config_change: bool = field(default=True, metadata={"help": "resume into an output logged with other settings (agent, user, models, seed, data...), mixing both runs, with a warning; False refuses (the CLI's default: a Python caller may swap in an equivalent policy object)."})
     progress: bool = field(default=True, metadata={"help": "show a progress bar (tqdm if installed, else a status line)."})
 
@@ -98,6 +98,12 @@ class RolloutConfig:
             raise ValueError(f"max_steps={self.max_steps} and max_errors={self.max_errors} must be >= 1")
         if self.max_retries < 0:
             raise ValueError(f"max_retries={self.max_retries} must be >= 0")
+        if isinstance(self.parser, str) and self.parser not in ("tau2", "none"):
+            from tau2_gym.parsing import available_parsers
+
+            if self.parser not in available_parsers():
+                raise ValueError(f"unknown parser {self.parser!r}; choose one of "
+                                 f"{available_parsers() + ['tau2', 'none']} or pass a callable")
         if isinstance(self.task_ids, str):
             self.task_ids = [self.task_ids]
         if self.task_ids is not None:
@@ -324,6 +330,34 @@ def _offline(obj: Any) -> bool:
     return isinstance(obj, (OracleUser, ScriptedUser))
 
 
+def _parse_reply(action: Any, parser: Any, first_id: int) -> Any:
+    """With a parser, a server reply whose content holds call markup and no tool calls becomes those calls.
+
+    vLLM without ``--tool-call-parser`` returns ``<tool_call>`` blocks as text; upstream would send that text
+    to the customer. Usage, cost and the raw response stay on the message; malformed markup raises
+    :class:`ActionError` (the episode ends as ``agent_error``, as in the env). None: nothing to parse here.
+    """
+    from tau2_gym.messages import AssistantMessage
+
+    if parser is None or parser == "none":
+        return None
+    if isinstance(action, AssistantMessage):
+        content, has_calls, extra = action.content, bool(action.tool_calls), action
+    elif type(action) is dict and action.get("role", "assistant") == "assistant":
+        content, has_calls, extra = action.get("content"), bool(action.get("tool_calls")), None
+    else:
+        return None
+    if has_calls or not isinstance(content, str) or not content.strip():
+        return None
+    msg = to_assistant_message(content, parser=parser, fill_ids=True, first_id=first_id, timestamp="")
+    if extra is not None:
+        raw = dict(extra.raw_data or {})
+        if msg.raw_data:
+            raw.update(msg.raw_data)
+        msg.cost, msg.usage, msg.raw_data = extra.cost, extra.usage, raw or None
+    return msg
+
+
 class _Runner:
     def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
         from tau2_gym import load_domain
@@ -380,8 +414,10 @@ class _Runner:
                     tool_choice="required" if cfg.solo else None, extra={"domain": cfg.domain, "trial": trial})
                 action = await self._agent_turn(request)
                 try:
-                    msg = to_assistant_message(action, parser=cfg.parser, fill_ids=True, first_id=calls,
-                                                   timestamp="")  # submit_agent stamps it
+                    msg = _parse_reply(action, cfg.parser, calls)
+                    if msg is None:
+                        msg = to_assistant_message(action, parser=cfg.parser or "auto", fill_ids=True,
+                                                   first_id=calls, timestamp="")  # submit_agent stamps it
                 except ActionError as exc:
                     loop.abort_agent(exc.reason, exc.record)
                     continue
@@ -439,6 +475,7 @@ class _Runner:
         return {"task_set": cfg.task_set, "data_version": self.domain.source.version.name,
                 "data": self.domain.source.name, "seed": cfg.seed, "max_steps": cfg.max_steps, "max_errors": cfg.max_errors,
                 "solo": cfg.solo, "agent_can_stop": self.agent_can_stop, "enforce_protocol": cfg.enforce_protocol,
+                "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
                 "agent": [agent.get("implementation"), agent.get("llm")],
                 "user": [user.get("implementation"), user.get("llm")]}
 
@@ -564,8 +601,9 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
                 log.close()
                 raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
                                  "Use another output path (or delete the old files) to start over.")
-            changed = {k: (header.get("run", {}).get(k), v) for k, v in signature.items()
-                       if header.get("run", {}).get(k) != v}
+            logged = header.get("run", {})
+            changed = {k: (logged.get(k), v) for k, v in signature.items()  # keys older logs lack: not compared
+                       if k in logged and logged.get(k) != v}
             if changed and not cfg.allow_config_change:
                 log.close()
                 diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())

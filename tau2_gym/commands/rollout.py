@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help='JSON sampling args for the agent (default: {"temperature": 0.0})')
     g.add_argument("--agent-base-url", default=None, help="agent endpoint, e.g. http://localhost:8000/v1")
     g.add_argument("--agent-api-key-env", default="OPENAI_API_KEY", help="env var holding the agent endpoint's key")
+    g.add_argument("--parser", default=None,
+                   help="parse tool-call markup in the agent's replies: hermes (<tool_call> blocks, vLLM without a "
+                        "tool parser), json, auto, tau2 (default: none; replies go to the user as they are)")
     g.add_argument("--agent-can-stop", action="store_true", help="give the agent the `done` tool (upstream gym agent)")
     g.add_argument("--solo", action="store_true", help="solo mode with a scripted agent (llm_agent_solo implies it)")
 
@@ -216,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
             task_ids=args.task_ids, num_tasks=args.num_tasks, num_trials=args.num_trials, seed=args.seed,
             max_steps=args.max_steps, max_errors=args.max_errors, timeout=args.timeout, solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,
-            enforce_protocol=args.enforce_communication_protocol, concurrency=args.max_concurrency,
+            enforce_protocol=args.enforce_communication_protocol, parser=args.parser, concurrency=args.max_concurrency,
             max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=args.judge,
             allow_config_change=args.allow_config_change, progress=not args.no_progress)
         if config.task_ids is not None:  # as tau2 run: ids filter the split, in its order; others are refused
