@@ -25,6 +25,7 @@ from tau2_gym import prose as _prose
 TOOL_ATTR = "__tau2_tool__"
 TOOL_TYPE_ATTR = "__tau2_tool_type__"
 MUTATES_ATTR = "__tau2_mutates_state__"
+DISCOVERABLE_ATTR = "__tau2_discoverable__"
 
 
 class ToolType(str, Enum):
@@ -36,10 +37,13 @@ class ToolType(str, Enum):
     GENERIC = "generic"
 
 
-def tool(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = None) -> Callable[[Callable], Callable]:
+def tool(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = None,
+         discoverable: bool = False) -> Callable[[Callable], Callable]:
     """Mark a toolkit method as a tool. ``mutates_state`` defaults to ``tool_type == WRITE``.
 
     Replay (evaluation) re-executes only mutating tools, so a tool that changes the DB must say so.
+    A ``discoverable`` tool is callable like any other but left out of the schemas the LLM sees (upstream's
+    ``is_discoverable_tool``: the agent learns of it elsewhere, e.g. from documents).
     """
     mutates = (tool_type == ToolType.WRITE) if mutates_state is None else bool(mutates_state)
 
@@ -47,6 +51,8 @@ def tool(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = No
         setattr(func, TOOL_ATTR, True)
         setattr(func, TOOL_TYPE_ATTR, ToolType(tool_type))
         setattr(func, MUTATES_ATTR, mutates)
+        if discoverable:
+            setattr(func, DISCOVERABLE_ATTR, True)
         return func
 
     return mark
@@ -153,6 +159,7 @@ class Toolkit:
     tool_names: ClassVar[tuple[str, ...]] = ()
     env_function_names: ClassVar[frozenset[str]] = frozenset()
     _tool_funcs: ClassVar[dict[str, Callable]] = {}
+    discoverable_names: ClassVar[frozenset[str]] = frozenset()  # callable, but not in the schemas
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -166,6 +173,7 @@ class Toolkit:
                 break  # the nearest toolkit base already merged its own bases
         cls.tool_names = tuple(merged)
         cls._tool_funcs = {name: getattr(cls, name) for name in merged}
+        cls.discoverable_names = frozenset(n for n, f in cls._tool_funcs.items() if getattr(f, DISCOVERABLE_ATTR, False))
         # env functions: the public methods the domain's toolkit classes define (tools among them), never
         # the base class's machinery, attributes or dunders -- tasks and results files name them
         declared = set(merged)
@@ -191,6 +199,7 @@ class Toolkit:
         sub = type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
         sub.tool_names = keep
         sub._tool_funcs = {n: cls._tool_funcs[n] for n in keep}
+        sub.discoverable_names = cls.discoverable_names & frozenset(keep)
         sub.env_function_names = cls.env_function_names - (set(cls.tool_names) - set(keep))
         return sub
 
@@ -233,10 +242,12 @@ class Toolkit:
 class ProseSource:
     """Where a toolkit's upstream texts live: the tools module and the modules of its data models."""
 
-    def __init__(self, tools_module: str, model_modules: tuple[str, ...] = (), upstream_class: str = "") -> None:
+    def __init__(self, tools_module: str, model_modules: tuple[str, ...] = (), upstream_class: str = "",
+                 also: tuple[tuple[str, str], ...] = ()) -> None:
         self.tools_module = tools_module
         self.model_modules = model_modules
         self.upstream_class = upstream_class
+        self.also = also  # (module, class) pairs whose method docstrings complete the toolkit's (mixin tools)
 
 
 def _model_prose(src: Optional[Path], modules: tuple[str, ...]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
@@ -341,6 +352,11 @@ def _upstream_docs(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opti
     if mp is None:
         return None
     docs = dict(mp.method_docs.get(source.upstream_class or toolkit_cls.__name__, {}))
+    for module, klass in source.also:
+        extra = _prose.load_module_prose(src, module)
+        if extra is not None:
+            for k, v in extra.method_docs.get(klass, {}).items():
+                docs.setdefault(k, v)
     bp = _prose.load_module_prose(src, "environment/toolkit.py")  # inherited generic tools (calculate/think)
     if bp is not None:
         for k, v in bp.method_docs.get("GenericToolKit", {}).items():
@@ -372,6 +388,8 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
         twins = _Twins(docs, fields)
     schemas = []
     for name in toolkit_cls.tool_names:
+        if name in toolkit_cls.discoverable_names:
+            continue
         func = toolkit_cls._tool_funcs[name]
         if name in upstream_docs:
             doc_text: Optional[str] = upstream_docs[name]
