@@ -592,6 +592,24 @@ class Tau2VectorEnv(VectorEnv):
         """Each sub-env's last finished episode as a tau2 SimulationRun dict (None if none finished yet)."""
         return [slot.simulation_run() for slot in self.envs]
 
+    def results(self, simulation_runs: Optional[Sequence[Any]] = None) -> dict[str, Any]:
+        """A tau2 results-file dict, as :meth:`Tau2Env.results <tau2_gym.envs.tau2_env.Tau2Env.results>`.
+
+        ``simulation_runs``: the episodes to hold (e.g. the ``infos["simulation_run"]`` entries of finished
+        episodes; ``None`` entries are skipped); default: each sub-env's last finished episode.
+        """
+        runs = self.simulation_runs() if simulation_runs is None else list(simulation_runs)
+        return self.template.results([r for r in runs if r is not None])
+
+    def save_results(self, path: Any, simulation_runs: Optional[Sequence[Any]] = None) -> None:
+        """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``), the single
+        env's format."""
+        from pathlib import Path
+
+        from tau2_gym.results import write_json_atomic
+
+        write_json_atomic(Path(path), self.results(simulation_runs))
+
     def close_extras(self, **kwargs: Any) -> None:
         for slot in self.envs:
             slot.close()

@@ -62,3 +62,43 @@ def test_env_copied_mid_episode_steps_like_the_original(clone):
     assert _run(twin, script[k:]) == expected[k:]  # the copy goes on as the original would
     assert _run(env, script[k:]) == expected[k:]  # and running it did not touch the original
     assert expected[-1][7] is not None
+
+
+def _strip_timestamp(results: dict) -> dict:
+    return {k: v for k, v in results.items() if k != "timestamp"}
+
+
+def test_vector_env_save_results_writes_the_single_env_format(tmp_path):
+    import json
+
+    from tau2_gym.agents import OracleAgent
+    from tau2_gym.results import load_results
+
+    venv = gym.make_vec("tau2/mock-v0", num_envs=2)
+    ids = [t.id for t in venv.unwrapped.template.tasks[:2]]
+    obs, infos = venv.reset(seed=0, options=[{"task_id": i} for i in ids])
+    agents = [OracleAgent(), OracleAgent()]
+    for k, agent in enumerate(agents):
+        agent.reset(infos["task"][k], None)
+    runs: list = [None, None]
+    for _ in range(60):
+        actions = [agent.act(o, None) if runs[k] is None else "idle" for k, (agent, o) in enumerate(zip(agents, obs))]
+        obs, rewards, terms, truncs, infos = venv.step(actions)
+        for k in range(2):
+            if (terms[k] or truncs[k]) and runs[k] is None:
+                runs[k] = infos["simulation_run"][k]
+        if all(r is not None for r in runs):
+            break
+    assert all(r is not None for r in runs)
+    path = tmp_path / "vector.json"
+    venv.unwrapped.save_results(path, runs)
+    single = gym.make("tau2/mock-v0").unwrapped
+    single.save_results(tmp_path / "single.json", runs)
+    got, want = json.loads(path.read_text()), json.loads((tmp_path / "single.json").read_text())
+    assert _strip_timestamp(got) == _strip_timestamp(want)
+    loaded = load_results(path)
+    assert [s.task_id for s in loaded.simulations] == ids
+    assert [s.reward_info.reward for s in loaded.simulations] == [r["reward_info"]["reward"] for r in runs]
+    # default: each sub-env's last finished episode
+    venv.unwrapped.save_results(tmp_path / "default.json")
+    assert [s["task_id"] for s in json.loads((tmp_path / "default.json").read_text())["simulations"]] == ids
