@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 COMMANDS = {
     "demo": "Run the built-in demo on the default data (no API key needed).",
@@ -33,6 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm() -> Any:
+    """SIGTERM exits through Python (SystemExit), so ``finally`` blocks -- the atomic writers' clean-up of their
+    temporary files -- run as on Ctrl-C. Returns the previous handler (None off the main thread)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -41,6 +52,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     from tau2_gym.data import DataError
 
+    previous = _exit_on_sigterm()
     try:
         return int(args._run(args) or 0)
     except DataError as exc:  # one line (file, problem, fix); the traceback only with TAU2_GYM_DEBUG
@@ -53,6 +65,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

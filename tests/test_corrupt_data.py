@@ -114,7 +114,8 @@ def _custom(tmp_path: Path) -> Path:
     return top
 
 
-@pytest.mark.parametrize("damage", ["db_garbage", "db_schema", "db_deleted", "tools_garbage", "policy_deleted"])
+@pytest.mark.parametrize("damage", ["db_garbage", "db_schema", "db_deleted", "tools_garbage", "policy_deleted",
+                                    "tasks_truncated", "split_garbage"])
 def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_path, damage):
     top = _custom(tmp_path)
     mock = top / "data" / "tau2" / "domains" / "mock"
@@ -130,11 +131,19 @@ def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_pa
     elif damage == "tools_garbage":
         (top / "src" / "tau2" / "domains" / "mock" / "tools.py").write_text("def broken(((\n")
         named = "src/tau2"
+    elif damage == "tasks_truncated":
+        text = (mock / "tasks.json").read_text()
+        (mock / "tasks.json").write_text(text[: len(text) // 2])
+        named = "tasks.json"
+    elif damage == "split_garbage":
+        (mock / "split_tasks.json").write_text("not json at all")
+        named = "split_tasks.json"
     else:
         (mock / "policy.md").unlink()
         named = "policy.md"
     code = ("from tau2_gym.domain import load_domain\nfrom tau2_gym.data import DataError\n"
-            "try:\n    load_domain('mock').make_environment()\nexcept DataError as exc:\n    print(exc)\n")
+            "try:\n    d = load_domain('mock'); d.make_environment(); list(d.tasks()); d.splits()\n"
+            "except DataError as exc:\n    print(exc)\n    assert exc.path and exc.problem and exc.fix, vars(exc)\n")
     proc = _run(_env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data")), "-c", code)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stdout.strip()

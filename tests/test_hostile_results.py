@@ -93,3 +93,32 @@ def test_temporary_file_of_a_killed_write_is_removed_by_the_next_write(tmp_path)
     write_json_atomic(target, {"ok": True})
     assert json.loads(target.read_text()) == {"ok": True}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json"]
+
+
+def test_sigterm_during_a_cli_write_leaves_no_temporary_file(tmp_path):
+    """SIGTERM mid-write (the CLI turns it into SystemExit): the temporary file is removed, no output appears."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    out = tmp_path / "out.json"
+    child = textwrap.dedent(f"""
+        import json, sys, time
+        from pathlib import Path
+        import tau2_gym.results as results
+        from tau2_gym import cli
+
+        def slow_dump(obj, fh, **kw):
+            fh.write("{{"); fh.flush(); print("writing", flush=True); time.sleep(60)
+
+        results.json.dump = slow_dump
+        cli._exit_on_sigterm()
+        results.write_json_atomic(Path({str(out)!r}), {{"a": 1}})
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # the write is under way
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []

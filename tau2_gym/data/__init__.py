@@ -35,7 +35,16 @@ CUSTOM = "custom"
 
 
 class DataError(RuntimeError):
-    """The tau2 data could not be located, fetched or read."""
+    """The tau2 data could not be located, fetched or read.
+
+    The message is one line (file, problem, fix); for a damaged file ``path``, ``problem`` and ``fix`` hold
+    those parts separately, for callers that act on them.
+    """
+
+    def __init__(self, message: str, *, path: Optional[str] = None, problem: Optional[str] = None,
+                 fix: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path, self.problem, self.fix = path, problem, fix
 
 
 @dataclass(frozen=True)
