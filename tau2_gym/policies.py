@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -25,7 +26,9 @@ from tau2_gym.tasks import Task
 from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
 __all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
-           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL"]
+           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record"]
+
+logger = logging.getLogger(__name__)
 
 #: upstream tau2's default agent model
 DEFAULT_AGENT_MODEL = "gpt-4.1-2025-04-14"
@@ -130,6 +133,16 @@ class OpenAIAgentConfig(OpenAIUserConfig):
     agent's defaults). Print ``describe()`` to see every value."""
 
     model: str = field(default=DEFAULT_AGENT_MODEL, metadata={"help": "Agent model name sent to the endpoint."})
+    capture_tokens: Optional[str] = field(
+        default=None, metadata={"help": "Keep each reply's token ids/logprobs on the message's raw_data: 'openai' "
+                                        "(requests logprobs + top_logprobs), 'vllm' (also vLLM's return_token_ids and "
+                                        "return_tokens_as_token_ids); None: off."})
+    top_logprobs: int = field(default=1, metadata={"help": "top_logprobs requested with capture_tokens (0-20)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.capture_tokens not in (None, "openai", "vllm"):
+            raise ValueError(f"capture_tokens must be None, 'openai' or 'vllm'; got {self.capture_tokens!r}")
 
 
 class OpenAIAgentPolicy(AgentPolicy):
@@ -175,6 +188,31 @@ class OpenAIAgentPolicy(AgentPolicy):
         await self._client.aclose()
 
 
+def token_record(raw: dict) -> dict[str, Any]:
+    """Token ids and logprobs of one chat completion (dict form), for off-policy trainers.
+
+    ``completion_logprobs``/``completion_tokens`` come from OpenAI's ``choices[0].logprobs.content``;
+    ``completion_token_ids`` from vLLM's ``choices[0].token_ids`` or, failing that, tokens spelled
+    ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``); ``prompt_token_ids`` from vLLM's response field.
+    A value the server did not send is None -- never guessed.
+    """
+    choices = raw.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    entries = ((choice.get("logprobs") or {}).get("content") or []) if isinstance(choice.get("logprobs"), dict) else []
+    tokens = [e.get("token") for e in entries] or None
+    logprobs = [e.get("logprob") for e in entries] or None
+    top = [e.get("top_logprobs") for e in entries] if entries and any(e.get("top_logprobs") for e in entries) else None
+    ids = choice.get("token_ids")
+    if ids is None and tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+        try:
+            ids = [int(t[len("token_id:"):]) for t in tokens]
+        except ValueError:
+            ids = None
+    prompt_ids = raw.get("prompt_token_ids", choice.get("prompt_token_ids"))
+    return {"prompt_token_ids": prompt_ids, "completion_token_ids": ids, "completion_tokens": tokens,
+            "completion_logprobs": logprobs, "completion_top_logprobs": top}
+
+
 class _AgentClient(OpenAIUserSimulator):
     """The user simulator's client with the agent's message type, tool choice and error class."""
 
@@ -185,14 +223,31 @@ class _AgentClient(OpenAIUserSimulator):
         choice = getattr(request, "tool_choice", None)
         if choice is not None and kw.get("tools"):
             kw["tool_choice"] = choice
+        mode = getattr(self.config, "capture_tokens", None)
+        if mode is not None:
+            kw["logprobs"] = True
+            kw["top_logprobs"] = self.config.top_logprobs
+            if mode == "vllm":  # vLLM extensions: ids of prompt and completion, tokens spelled "token_id:N"
+                kw["extra_body"] = {**kw.get("extra_body", {}), "return_token_ids": True,
+                                    "return_tokens_as_token_ids": True}
         return kw
 
     def _to_message(self, response: Any) -> AssistantMessage:  # type: ignore[override]
         msg = super()._to_message(response)
         calls = None if msg.tool_calls is None else [
             ToolCall(tc.name, tc.arguments, id=tc.id, requestor="assistant") for tc in msg.tool_calls]
+        raw = msg.raw_data
+        if getattr(self.config, "capture_tokens", None) is not None and isinstance(raw, dict):
+            raw = {**raw, **token_record(raw)}
+            if raw["completion_logprobs"] is None and not self._warned_tokens:
+                self._warned_tokens = True
+                logger.warning("agent model %s returned no logprobs although capture_tokens=%r was asked: token "
+                               "capture is off for such replies (vLLM: serve with logprobs enabled; the server "
+                               "may not support them)", self.config.model, self.config.capture_tokens)
         return AssistantMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
-                                raw_data=msg.raw_data)
+                                raw_data=raw)
+
+    _warned_tokens = False
 
     def _error(self, reason: str, attempts: int) -> PolicyError:  # type: ignore[override]
         where = self.config.base_url or "the default OpenAI endpoint"

@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--parser", default=None,
                    help="parse tool-call markup in the agent's replies: hermes (<tool_call> blocks, vLLM without a "
                         "tool parser), json, auto, tau2 (default: none; replies go to the user as they are)")
+    g.add_argument("--capture-tokens", nargs="?", const="openai", default=None, choices=("openai", "vllm"),
+                   help="keep each agent reply's token logprobs (and ids) on the message's raw_data for off-policy "
+                        "training: requests logprobs/top_logprobs; 'vllm' also asks for vLLM's token ids")
     g.add_argument("--agent-can-stop", action="store_true", help="give the agent the `done` tool (upstream gym agent)")
     g.add_argument("--solo", action="store_true", help="solo mode with a scripted agent (llm_agent_solo implies it)")
 
@@ -134,7 +137,10 @@ def build_policy(args: argparse.Namespace, solo: bool) -> Any:
                                  args.agent_base_url, args.agent_api_key_env, args.request_retries,
                                  args.request_timeout)
         settings["max_concurrency"] = max(1, args.max_concurrency)
+        settings["capture_tokens"] = args.capture_tokens
         return OpenAIAgentPolicy(OpenAIAgentConfig(**settings))
+    if args.capture_tokens:
+        raise ValueError(f"--capture-tokens needs an LLM agent (--agent llm_agent); {args.agent!r} has no tokens")
     return ScriptedPolicy(args.agent)
 
 
@@ -194,6 +200,13 @@ def summary(report: Any, num_trials: int) -> str:
     if report.nl_unjudged:
         lines.append(f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
                      "(see reward_info.info.nl; --judge openai:MODEL grades them)")
+    turns = [m for run in report.simulations for m in run.get("messages") or []
+             if m.get("role") == "assistant" and isinstance(m.get("raw_data"), dict)
+             and "completion_logprobs" in m["raw_data"]]
+    if turns:
+        got = sum(1 for m in turns if m["raw_data"].get("completion_logprobs") is not None)
+        ids = sum(1 for m in turns if m["raw_data"].get("completion_token_ids") is not None)
+        lines.append(f"tokens captured: logprobs in {got} of {len(turns)} agent replies, token ids in {ids}")
     if report.output is not None:
         lines.append(f"results: {report.output}  (log: {report.log})")
     return "\n".join(lines)
