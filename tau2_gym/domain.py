@@ -24,10 +24,16 @@ from tau2_gym.tools import ProseSource, Toolkit, toolkit_schemas, upstream_tool_
 
 @dataclass(frozen=True)
 class TaskSetSpec:
-    """A task file of a domain and the split used when none is named."""
+    """A task file of a domain and the split used when none is named.
+
+    ``loader`` reads a task set that is not one JSON array (e.g. a folder of task files: ``file`` then names the
+    folder); ``splits`` computes the splits from the tasks when the data ships no split file.
+    """
 
     file: str
     default_split: Optional[str] = "base"
+    loader: Optional[Callable[[Path], tuple[Task, ...]]] = None
+    splits: Optional[Callable[[tuple[Task, ...]], dict[str, tuple[str, ...]]]] = None
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,15 @@ class DomainSpec:
     user_prose: Optional[ProseSource] = None
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # The user toolkit works on the agent's DB state (one world both sides change), not on a DB of its own.
+    user_db_shared: bool = False
+    # Per-task setup of a fresh environment, before its initial state is built (make_environment(task=...)).
+    prepare: Optional[Callable[[Environment, Task], None]] = None
+    # A task-specific policy (the agent's system prompt of that task); default: the domain's one policy.
+    task_policy: Optional[Callable[[_data.DataSource, Task, bool], str]] = None
+    # The spec specialised to a data source and the domain's options (load_domain(options=...)); called once per
+    # loaded domain. A domain without it takes no options.
+    bind: Optional[Callable[["DomainSpec", _data.DataSource, dict], "DomainSpec"]] = None
 
 
 # ------------------------------------------------------------------------------------- registry
@@ -141,7 +156,12 @@ class LoadedDomain:
     environment is then a microsecond-cheap view over it.
     """
 
-    def __init__(self, spec: DomainSpec, source: _data.DataSource) -> None:
+    def __init__(self, spec: DomainSpec, source: _data.DataSource, options: Optional[dict] = None) -> None:
+        self.options = dict(options or {})
+        if spec.bind is not None:
+            spec = spec.bind(spec, source, self.options)
+        elif self.options:
+            raise ValueError(f"domain {spec.name!r} takes no options; got {sorted(self.options)}")
         self.spec = spec
         self.source = source
         self.folder = source.domain_dir(spec.data_folder)
@@ -169,7 +189,7 @@ class LoadedDomain:
 
     def __reduce__(self) -> tuple:
         # pickled envs and episodes re-bind to the unpickling process's cached domain (not a copy of its data)
-        return _cached_domain, (self.spec.name, self.source)
+        return _cached_domain, (self.spec.name, self.source, self.options)
 
     def __deepcopy__(self, memo: dict) -> "LoadedDomain":
         return self  # shared, read-only: a deep-copied env or episode keeps using the cached domain
@@ -217,11 +237,14 @@ class LoadedDomain:
 
     @property
     def has_user_tools(self) -> bool:
-        return self.user_toolkit is not None and self.user_base_db is not None
+        return self.user_toolkit is not None and (self.user_base_db is not None or self.spec.user_db_shared)
 
     # ------------------------------------------------------------------ policy, schemas
 
-    def policy(self, solo: bool = False) -> str:
+    def policy(self, solo: bool = False, task: Optional[Task] = None) -> str:
+        """The agent's policy; with ``task``, that task's own when the domain has task-specific policies."""
+        if task is not None and self.spec.task_policy is not None:
+            return self.spec.task_policy(self.source, task, solo)
         if solo and not self.spec.solo_supported:
             raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
         if solo not in self._policies:
@@ -248,18 +271,23 @@ class LoadedDomain:
 
     # ------------------------------------------------------------------ environments
 
-    def make_environment(self, solo: bool = False) -> Environment:
-        """A fresh environment at the domain's initial state (copy-on-write; no file is read)."""
+    def make_environment(self, solo: bool = False, task: Optional[Task] = None) -> Environment:
+        """A fresh environment at the domain's initial state (copy-on-write; no file is read), set up for
+        ``task`` when the domain prepares environments per task (``DomainSpec.prepare``)."""
         if solo and not self.spec.solo_supported:
             raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
         tools = self.agent_toolkit(self.base_db.new_state())
         user_tools = None
         if self.has_user_tools:
-            user_tools = self.user_toolkit(self.user_base_db.new_state())  # type: ignore[misc, union-attr]
-        return Environment(domain_name=self.spec.name, policy=self.policy(solo), tools=tools, user_tools=user_tools,
-                           solo_mode=solo, sync_hook=self.spec.sync, domain=self,
-                           track_calls=self.spec.deterministic_tools and self.spec.sync is None,
-                           semantics=self.source.semantics)
+            db = tools.db if self.spec.user_db_shared else self.user_base_db.new_state()  # type: ignore[union-attr]
+            user_tools = self.user_toolkit(db)  # type: ignore[misc]
+        env = Environment(domain_name=self.spec.name, policy=self.policy(solo), tools=tools, user_tools=user_tools,
+                          solo_mode=solo, sync_hook=self.spec.sync, domain=self,
+                          track_calls=self.spec.deterministic_tools and self.spec.sync is None,
+                          semantics=self.source.semantics)
+        if task is not None and self.spec.prepare is not None:
+            self.spec.prepare(env, task)
+        return env
 
     # ------------------------------------------------------------------ tasks
 
@@ -270,23 +298,31 @@ class LoadedDomain:
                                 f"task sets are: {sorted(self.spec.task_sets)}")
         return self.folder / self.spec.task_sets[name].file
 
+    def _all_tasks(self, task_set: Optional[str]) -> tuple[Task, ...]:
+        path = self.task_file(task_set)
+        loader = self.spec.task_sets[task_set or self.spec.default_task_set].loader
+        return self._task_data(loader or load_task_file, path)
+
     def splits(self, task_set: Optional[str] = None) -> dict[str, tuple[str, ...]]:
         path = self.task_file(task_set)
+        compute = self.spec.task_sets[task_set or self.spec.default_task_set].splits
+        if compute is not None:
+            return compute(self._all_tasks(task_set))
         return self._task_data(load_splits, path)
 
     def tasks(self, task_set: Optional[str] = None, split: Optional[str] = "default") -> tuple[Task, ...]:
         """Tasks of a task set and split (``split="default"`` = the task set's default; None = all)."""
         name = task_set or self.spec.default_task_set
-        path = self.task_file(name)
+        self.task_file(name)
         if split == "default":
             split = self.spec.task_sets[name].default_split
-        all_tasks = self._task_data(load_task_file, path)
+        all_tasks = self._all_tasks(name)
         if split is None:
             return all_tasks
-        return select_split(all_tasks, self._task_data(load_splits, path), split, f"{self.spec.name}/{name}")
+        return select_split(all_tasks, self.splits(name), split, f"{self.spec.name}/{name}")
 
     def task(self, task_id: str, task_set: Optional[str] = None) -> Task:
-        for t in self._task_data(load_task_file, self.task_file(task_set)):
+        for t in self._all_tasks(task_set):
             if t.id == task_id:
                 return t
         raise KeyError(f"task {task_id!r} not found in domain {self.spec.name!r} "
@@ -303,23 +339,26 @@ _loaded: dict[tuple, LoadedDomain] = {}
 _loaded_lock = threading.Lock()
 
 
-def load_domain(name: str, data_dir: Optional[str | Path] = None, data_version: Optional[str] = None) -> LoadedDomain:
+def load_domain(name: str, data_dir: Optional[str | Path] = None, data_version: Optional[str] = None,
+                options: Optional[dict] = None) -> LoadedDomain:
     """The domain ``name`` bound to its data (cached per process): ``data_dir`` (a folder), else ``TAU2_DATA_DIR``,
-    else the cache of ``data_version`` (default ``tau2-bench==1.0.1``; see :mod:`tau2_gym.data`)."""
-    return _cached_domain(name, _data.resolve(data_dir, data_version))
+    else the cache of ``data_version`` (default ``tau2-bench==1.0.1``; see :mod:`tau2_gym.data`). ``options`` are
+    the domain's own settings (JSON values; e.g. a retrieval configuration), for domains that take them."""
+    return _cached_domain(name, _data.resolve(data_dir, data_version), options)
 
 
-def _cached_domain(name: str, source: _data.DataSource) -> LoadedDomain:
+def _cached_domain(name: str, source: _data.DataSource, options: Optional[dict] = None) -> LoadedDomain:
     """The process's LoadedDomain of ``name`` on ``source`` (also how an unpickled domain re-binds)."""
     spec = get_domain_spec(name)
     # the origin is part of the key: the same folder named by the user (custom) and as the cache records differently
-    key = (name, str(source.root), str(source.src) if source.src else None, source.version.name, source.origin)
+    key = (name, str(source.root), str(source.src) if source.src else None, source.version.name, source.origin,
+           json.dumps(options or {}, sort_keys=True, default=str))
     dom = _loaded.get(key)
     if dom is None:
         with _loaded_lock:
             dom = _loaded.get(key)
             if dom is None:
-                dom = LoadedDomain(spec, source)
+                dom = LoadedDomain(spec, source, options)
                 _loaded[key] = dom
     return dom
 
