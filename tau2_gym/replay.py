@@ -24,7 +24,7 @@ def initial_environment(domain: LoadedDomain, task: Task, solo: bool = False,
 
     ``history`` defaults to the task's own message history (what the orchestrator starts from).
     """
-    env = domain.make_environment(solo=solo)
+    env = domain.make_environment(solo=solo, task=task)
     st = task.initial_state
     env.set_state(
         st.initialization_data if st is not None else None,

@@ -224,6 +224,14 @@ _prompt_cache: dict[tuple, Any] = {}
 
 
 def agent_system_prompt(domain: "LoadedDomain", task: "Task", solo: bool) -> str:
+    if domain.spec.task_policy is not None:  # a policy per task: cached per task object (kept alive with it)
+        key = ("agent-task", id(domain), solo, id(task))
+        hit = _prompt_cache.get(key)
+        if hit is None or hit[0] is not task:
+            hit = (task, prompts.agent_system_prompt(domain.source, domain.policy(solo, task), solo=solo,
+                                                     ticket=task.ticket))
+            _prompt_cache[key] = hit
+        return hit[1]
     key = ("agent", id(domain), solo, task.ticket if solo else None)
     out = _prompt_cache.get(key)
     if out is None:
@@ -299,7 +307,8 @@ class TurnLoop:
             why = solo_task_error(task)
             if why is not None:
                 raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
-        self.env: "Environment" = environment if environment is not None else domain.make_environment(solo=self.solo)
+        self.env: "Environment" = (environment if environment is not None
+                                   else domain.make_environment(solo=self.solo, task=task))
 
         self.trajectory: list[AnyMessage] = []
         self._agent_view: list[dict] = []
@@ -590,6 +599,17 @@ class TurnLoop:
             self._append(message)
             self.message, self.from_role, self.to_role = message, AGENT, USER
         self._finish(AGENT_ERROR, error)
+        return self._advance()
+
+    def truncate(self, reason: str = MAX_STEPS) -> str:
+        """End a running episode from outside at the agent's turn (an outer step limit such as Gymnasium's
+        ``TimeLimit``), as upstream ends one at its step limit: ``max_steps`` by default, so it is recorded and
+        scored (0.0) like any other truncation."""
+        if self.status != AGENT:
+            raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
+        if reason not in TRUNCATION_REASONS:
+            raise ValueError(f"reason={reason!r}; a truncation is one of {sorted(TRUNCATION_REASONS)}")
+        self._finish(reason)
         return self._advance()
 
     # ------------------------------------------------------------------ the user's turn
