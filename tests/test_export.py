@@ -73,6 +73,93 @@ def test_cli_writes_a_loadable_dataset(tmp_path, airline_results, capsys):
     assert "missing.json" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def mock_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("exp") / "mock.json"
+    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle",
+                 "--output", str(out), "--no-progress"]) == 0
+    return out
+
+
+def spans(ids, mask):
+    """Maximal runs of ids where mask == 1."""
+    out, cur = [], []
+    for t, m in zip(ids, mask):
+        if m:
+            cur.append(t)
+        elif cur:
+            out.append(cur)
+            cur = []
+    return out + ([cur] if cur else [])
+
+
+@pytest.mark.parametrize("template", ["chatml", "qwen2_5"])
+def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(mock_results, template):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    if template != "chatml":
+        pytest.importorskip("trl")
+    import gymnasium as gym
+
+    from tau2_gym.export import tokenize_rows
+    from tau2_gym.hf.chat import ChatRenderer
+    from tau2_gym.hf.generation import HFGenerator
+    from tau2_gym.hf.policy import PolicyRunner
+    from tau2_gym.integrations.trl import opening_messages
+
+    from hfutil import ForceScript, assistant_body, oracle_scripts, tiny
+
+    model, tok = tiny(template)
+    rows = export_rows([mock_results], split=None)
+    tokens = tokenize_rows(rows, tok)
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    loaded = load_domain("mock")
+    assert len(rows) == len(tokens) >= 4
+    for row, tr in zip(rows, tokens):
+        assert len(tr["input_ids"]) == len(tr["assistant_masks"]) and tr["task_id"] == row["task_id"]
+        # the agent's view before the customer's first turn (greeting, task history) is prompt, not policy
+        opening = [m for m in opening_messages(loaded, loaded.task(row["task_id"])) if m.get("content") != ""]
+        assert row["messages"][:len(opening)] == opening
+        policy = [m for m in row["messages"][len(opening):] if m["role"] == "assistant"]
+        got = [tok.decode(s) for s in spans(tr["input_ids"], tr["assistant_masks"])]
+        assert got == [assistant_body(renderer, m) + "<|im_end|>" for m in policy]
+        assert tok.decode(tr["input_ids"]).count("<|im_start|>assistant") == \
+            len(policy) + sum(m["role"] == "assistant" for m in opening)
+
+    # the GRPO rollout of the same episodes (the model forced to write the oracle's turns) is the same sequence
+    task_ids = ["create_task_1", "update_task_1", "update_task_with_message_history"]
+
+    def make_env():
+        return gym.make("tau2/mock-v0", obs_format="messages", disable_env_checker=True)
+
+    scripts, base, _ = oracle_scripts(renderer, make_env, task_ids)
+    runner = PolicyRunner(HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)]),
+                          tok, max_new_tokens=200)
+    by_task = {r["task_id"]: r for r in tokens}
+    for traj in runner.run([make_env() for _ in task_ids], [{"task_id": t} for t in task_ids]):
+        assert traj.reward == 1.0
+        row = by_task[traj.task_id]
+        assert traj.prompt_ids + traj.completion_ids == row["input_ids"]
+        assert [0] * len(traj.prompt_ids) + traj.env_mask == row["assistant_masks"]
+
+
+def test_tokens_format_cli_and_errors(tmp_path, mock_results, capsys):
+    datasets = pytest.importorskip("datasets")
+    pytest.importorskip("transformers")
+    from hfutil import tiny
+
+    _, tok = tiny()
+    tok.save_pretrained(tmp_path / "tok")
+    out = tmp_path / "ds"
+    assert main(["export", str(mock_results), "--output", str(out), "--split", "none", "--format", "tokens",
+                 "--tokenizer", str(tmp_path / "tok")]) == 0
+    ds = datasets.load_from_disk(str(out))
+    assert {"input_ids", "assistant_masks", "reward", "task_id"} <= set(ds.column_names)
+    assert all(0 < sum(m) < len(m) for m in ds["assistant_masks"])
+    assert main(["export", str(mock_results), "--output", str(out), "--format", "tokens"]) == 2
+    assert "tokenizer" in capsys.readouterr().err
+
+
 def test_two_step_trl_sft_run_on_the_export(tmp_path):
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")

@@ -248,6 +248,63 @@ class ChatRenderer:
                                 "chat_template")
         return TurnSuffix(self.encode(after[after_ends[len(ends) - 1]:]), False)
 
+    def assistant_ids(self, messages: Sequence[dict[str, Any]], k: int,
+                      tools: Optional[Sequence[dict]] = None) -> list[int]:
+        """Tokens the template writes for the assistant message ``messages[k - 1]`` after its generation
+        prompt, through its end-of-turn token: what a policy that wrote this message would have generated.
+
+        Found like :meth:`turn_suffix`: a prefix diff against the history rendered with the generation prompt,
+        or -- for a template that renders the last turn differently -- by skipping as many end-of-turn tokens
+        and the generation prompt's own tokens.
+        """
+        if not 0 < k <= len(messages) or messages[k - 1].get("role") != "assistant":
+            raise ValueError(f"messages[{k - 1}] is not an assistant message")
+        head = self.render(messages[:k - 1], tools, add_generation_prompt=True)
+        full = self.render(messages[:k], tools, add_generation_prompt=False)
+        cut = self._last_stop(full)
+        if cut is None:
+            raise TemplateError("the chat template ends turns with none of the stop tokens "
+                                f"{sorted(self.stop_ids)}; pass the template's end-of-turn id in stop_ids")
+        if full[:len(head)] == head:
+            return full[len(head):cut + 1]
+        last = self._last_stop(head)
+        prompt = head[last + 1:] if last is not None else head
+        n = sum(1 for t in head if t in self.stop_ids)
+        seen, start = 0, 0 if n == 0 else None
+        for i, t in enumerate(full):
+            if start is None and t in self.stop_ids:
+                seen += 1
+                if seen == n:
+                    start = i + 1
+        if start is None or full[start:start + len(prompt)] != prompt:
+            raise TemplateError("cannot locate the assistant turn in the chat template's rendering -- pass a "
+                                "prefix-preserving chat_template")
+        return full[start + len(prompt):cut + 1]
+
+    def episode_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
+                    first_policy: int = 0) -> tuple[list[int], list[int]]:
+        """``(input_ids, assistant_mask)`` of a finished conversation, built as :class:`PolicyRunner` builds
+        a rollout: the prompt (everything before the policy's first turn, generation prompt included), then
+        each policy turn (:meth:`assistant_ids`, mask 1) and the env/user tokens after it (:meth:`turn_suffix`,
+        mask 0), up to the policy's last turn. Assistant messages before ``first_policy`` (a greeting, a task's
+        history) belong to the prompt. Why the same construction: SFT then trains on exactly the token
+        contexts that GRPO's rollouts produce, also for templates that are not prefix-preserving.
+        """
+        turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i >= first_policy]
+        if not turns:
+            raise ValueError("the conversation has no policy turn")
+        ids = self.prompt_ids(messages[:turns[0]], tools)
+        mask = [0] * len(ids)
+        for j, nxt in zip(turns, turns[1:] + [None]):
+            own = self.assistant_ids(messages, j + 1, tools)
+            ids += own
+            mask += [1] * len(own)
+            if nxt is not None:
+                env = self.turn_suffix(messages[:nxt], j + 1, tools).ids
+                ids += env
+                mask += [0] * len(env)
+        return ids, mask
+
     def is_prefix_preserving(self, tools: Optional[Sequence[dict]] = None) -> bool:
         """Whether earlier turns render identically whatever follows (probed on a small tool conversation)."""
         call = {"role": "assistant", "content": None,
