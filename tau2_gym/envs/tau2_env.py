@@ -155,7 +155,7 @@ class Tau2Env(gym.Env):
 
         from tau2_gym import load_domain
 
-        self.domain = load_domain(config.domain, config.data_dir, config.data_version)
+        self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
         if config.solo and not self.domain.spec.solo_supported:
             raise ValueError(self.domain.spec.solo_error or f"{config.domain} domain does not support solo mode")
         self.agent_can_stop = config.solo if config.agent_can_stop is None else bool(config.agent_can_stop)
