@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 
 import tau2_gym  # noqa: F401  (registers the envs)
+from tau2_gym.users.scripted import ScriptedUser
 
 _TASK = "7"  # airline: gold actions update and cancel reservations, so the DB changes mid-episode
 
@@ -102,3 +103,49 @@ def test_vector_env_save_results_writes_the_single_env_format(tmp_path):
     # default: each sub-env's last finished episode
     venv.unwrapped.save_results(tmp_path / "default.json")
     assert [s["task_id"] for s in json.loads((tmp_path / "default.json").read_text())["simulations"]] == ids
+
+
+@pytest.mark.parametrize("wrap", ["make", "manual"])
+def test_time_limit_truncation_carries_a_simulation_run_that_saves_and_rescores(tmp_path, wrap):
+    import json
+
+    from gymnasium.wrappers import TimeLimit
+
+    from tau2_gym.results import SimulationRun, load_results
+
+    limit = 3
+    user = ScriptedUser(["I need help with a task."], then="Please go on.")  # never stops on its own
+    if wrap == "make":
+        env = gym.make("tau2/mock-v0", max_episode_steps=limit, user=user)
+    else:
+        env = TimeLimit(gym.make("tau2/mock-v0", user=user), max_episode_steps=limit)
+    task_id = env.unwrapped.tasks[0].id
+    runs = []
+    for _ in range(2):  # a second episode: the count restarts at reset
+        env.reset(seed=0, options={"task_id": task_id})
+        for n in range(1, limit + 1):
+            obs, reward, terminated, truncated, info = env.step("Could you tell me more?")
+            assert (terminated, truncated) == ((False, True) if n == limit else (False, False))
+        assert info["termination_reason"] == "max_steps"  # upstream's ending at its own step limit
+        assert reward == 0.0 and info["reward_info"]["reward"] == 0.0
+        run = SimulationRun.model_validate(info["simulation_run"])
+        assert run.termination_reason == "max_steps"
+        assert sum(m.role == "assistant" for m in run.messages) == limit + 1  # the greeting + each step
+        runs.append(info["simulation_run"])
+    path = tmp_path / "results.json"
+    env.unwrapped.save_results(path, runs)
+    assert [s.termination_reason for s in load_results(path).simulations] == ["max_steps", "max_steps"]
+    pytest.importorskip("tau2_gym.commands.eval")
+    from tau2_gym.cli import main
+
+    out = tmp_path / "rescored.json"
+    assert main(["eval", str(path), "-o", str(out), "--no-progress"]) == 0
+    assert [s["reward_info"]["reward"] for s in json.loads(out.read_text())["simulations"]] == [0.0, 0.0]
+
+
+def test_without_a_time_limit_the_episode_runs_past_that_many_steps():
+    env = gym.make("tau2/mock-v0", user=ScriptedUser(["I need help with a task."], then="Please go on."))
+    env.reset(seed=0, options={"task_id": env.unwrapped.tasks[0].id})
+    for _ in range(4):
+        _, _, terminated, truncated, info = env.step("Could you tell me more?")
+        assert not (terminated or truncated), info.get("termination_reason")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 import warnings
 from typing import Any, Optional
 
@@ -19,6 +20,27 @@ from tau2_gym.tasks import Task
 from tau2_gym.users.base import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
+
+
+def outer_time_limit() -> Optional[int]:
+    """``max_episode_steps`` of the Gymnasium ``TimeLimit`` whose ``reset`` is calling the env's, if any.
+
+    The wrapper cuts an episode off after the env's ``step`` returned, so the env would never record or score
+    it; knowing the limit at ``reset`` lets the env end the episode itself on that step (see ``Tau2Env.step``).
+    The wrapper is not reachable from the env, only as a caller: ``TimeLimit.reset`` runs a few frames up.
+    """
+    from gymnasium.wrappers import TimeLimit
+
+    frame = sys._getframe(2)
+    for _ in range(16):  # TimeLimit -> Wrapper.reset -> OrderEnforcing -> PassiveEnvChecker -> ... -> Tau2Env.reset
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, TimeLimit):
+            limit = getattr(owner, "_max_episode_steps", None)
+            return limit if isinstance(limit, int) else None
+        frame = frame.f_back
+    return None
 
 
 def resolve_user(spec: Any) -> Any:
@@ -195,6 +217,8 @@ class Tau2Env(gym.Env):
         self._calls = 0
         self._reported = False
         self._final: Optional[tuple[Any, float, bool, bool, dict]] = None
+        self._time_limit: Optional[int] = None  # an outer TimeLimit's max_episode_steps (found at reset)
+        self._env_steps = 0  # step() calls since reset, as the TimeLimit counts them
 
     # ------------------------------------------------------------------ tasks
 
@@ -264,6 +288,8 @@ class Tau2Env(gym.Env):
         self._calls = 0
         self._reported = False
         self._final = None
+        self._time_limit = outer_time_limit()
+        self._env_steps = 0
         self.loop.start()
         self._run_user()
         info = self._info()
@@ -276,6 +302,7 @@ class Tau2Env(gym.Env):
         loop = self.loop
         if loop is None:
             raise RuntimeError("call reset() before step()")
+        self._env_steps += 1
         if self._final is not None:
             warnings.warn("step() called after the episode ended; call reset()", stacklevel=2)
             obs, _, term, trunc, info = self._final
@@ -291,6 +318,8 @@ class Tau2Env(gym.Env):
                 self._calls += len(msg.tool_calls or ())
                 loop.submit_agent(msg)
                 self._run_user()
+        if self._time_limit is not None and self._env_steps >= self._time_limit and loop.status == tl.AGENT:
+            loop.truncate(tl.MAX_STEPS)  # the TimeLimit truncates this step: end it here, recorded and scored
         if not loop.done:
             return self._observation(), 0.0, False, False, self._info()
         return self._finish()
