@@ -505,6 +505,7 @@ class _Runner:
             "environment_info": {"domain_name": cfg.domain, "policy": self.domain.policy(cfg.solo), "tool_defs": None},
             "seed": cfg.seed,
             "data_version": self.domain.data_version_record(),
+            **({"user_cache": stats} if (stats := getattr(self.user, "cache_stats", lambda: None)()) else {}),
         }
 
     def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:

@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--user-llm", default=DEFAULT_LLM, help=f"user model (default: {DEFAULT_LLM})")
     g.add_argument("--user-llm-args", default='{"temperature": 0.0}', help="JSON sampling args for the user")
     g.add_argument("--user-base-url", default=None, help="user endpoint, e.g. http://localhost:8001/v1")
+    g.add_argument("--user-cache", default=None, metavar="DIR",
+                   help="answer repeated user requests (temperature 0 or seeded) from this folder's cached replies "
+                        "instead of calling the user model; safe to share between concurrent runs")
     g.add_argument("--user-api-key-env", default="OPENAI_API_KEY", help="env var holding the user endpoint's key")
 
     g = parser.add_argument_group("run")
@@ -156,7 +159,10 @@ def build_user(args: argparse.Namespace, solo: bool) -> Any:
                                  args.user_base_url, args.user_api_key_env, args.request_retries,
                                  args.request_timeout)
         settings["max_concurrency"] = max(1, args.max_concurrency)
+        settings["cache_dir"] = args.user_cache
         return OpenAIUserSimulator(OpenAIUserConfig(**settings))
+    if args.user_cache:
+        raise ValueError(f"--user-cache needs an LLM user (--user user_simulator); {args.user!r} makes no calls")
     from tau2_gym.envs.tau2_env import resolve_user
 
     return resolve_user(args.user)
@@ -172,7 +178,7 @@ def default_output(args: argparse.Namespace) -> Path:
     return Path("tau2_runs") / f"{stamp}_{args.domain}_{args.agent}_{tag(agent_llm)}_{args.user}_{tag(user_llm)}.json"
 
 
-def summary(report: Any, num_trials: int) -> str:
+def summary(report: Any, num_trials: int, user: Any = None) -> str:
     """Average reward, pass^k (upstream's formula) and what was left out."""
     by_task: dict[str, list[float]] = {}
     infra = 0
@@ -207,6 +213,10 @@ def summary(report: Any, num_trials: int) -> str:
         got = sum(1 for m in turns if m["raw_data"].get("completion_logprobs") is not None)
         ids = sum(1 for m in turns if m["raw_data"].get("completion_token_ids") is not None)
         lines.append(f"tokens captured: logprobs in {got} of {len(turns)} agent replies, token ids in {ids}")
+    stats = getattr(user, "cache_stats", lambda: None)()
+    if stats is not None:
+        lines.append(f"user cache: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored "
+                     f"({stats['dir']})")
     if report.output is not None:
         lines.append(f"results: {report.output}  (log: {report.log})")
     return "\n".join(lines)
@@ -266,5 +276,5 @@ def run(args: argparse.Namespace) -> int:
             close = getattr(obj, "close", None)
             if close is not None:
                 close()
-    print(summary(report, args.num_trials))
+    print(summary(report, args.num_trials, user))
     return 0

@@ -89,6 +89,8 @@ class OpenAIUserConfig:
     jitter: float = field(default=0.5, metadata={"help": "Fraction of each delay drawn at random (0: none, 1: full jitter)."})
     empty_retries: int = field(default=3, metadata={"help": "Immediate re-requests after an empty reply (NVIDIA tau2: 3)."})
     max_concurrency: int = field(default=32, metadata={"help": "Requests in flight at once in generate_batch / agenerate."})
+    cache_dir: Optional[str] = field(
+        default=None, metadata={"help": "Folder of cached replies (see tau2_gym.usercache): a request seen before at temperature 0 or with a seed is answered from it, without a call."})
     input_cost_per_token: float = field(default=0.0, metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost)."})
     output_cost_per_token: float = field(default=0.0, metadata={"help": "USD per completion token for `cost`."})
 
@@ -171,6 +173,11 @@ class OpenAIUserSimulator(UserSimulator):
         self._per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore]]" = (
             weakref.WeakKeyDictionary())
         self._rng = random.Random()
+        self.cache: Any = None
+        if self.config.cache_dir:
+            from tau2_gym.usercache import ResponseCache
+
+            self.cache = ResponseCache(self.config.cache_dir)
 
     def __repr__(self) -> str:
         return f"OpenAIUserSimulator({self.config!r})"
@@ -347,13 +354,41 @@ class OpenAIUserSimulator(UserSimulator):
 
     # ------------------------------------------------------------------------------ entry points
 
+    def _from_cache(self, kwargs: dict[str, Any]) -> Optional[UserMessage]:
+        """A cached reply as a message (cost 0.0: nothing was paid; usage as the reply recorded), or None."""
+        if self.cache is None:
+            return None
+        raw = self.cache.get(kwargs)
+        if raw is None:
+            return None
+        try:
+            msg = self._to_message(self._openai.types.chat.ChatCompletion.model_validate(raw))
+        except Exception as exc:  # noqa: BLE001 - a bad entry is a miss
+            logger.warning("user cache entry unusable (%s: %s); asking the model again", type(exc).__name__, exc)
+            return None
+        msg.cost = 0.0
+        return msg
+
+    def _reply(self, kwargs: dict[str, Any], response: Any) -> UserMessage:
+        msg = self._to_message(response)
+        if self.cache is not None and isinstance(msg.raw_data, dict):
+            self.cache.put(kwargs, msg.raw_data)
+        return msg
+
+    def cache_stats(self) -> Optional[dict[str, Any]]:
+        """Hits, misses and entries stored by this simulator's reply cache (None without one)."""
+        return None if self.cache is None else self.cache.stats()
+
     def generate(self, request: UserTurnRequest) -> UserMessage:
         kwargs = self.request_kwargs(request)
+        cached = self._from_cache(kwargs)
+        if cached is not None:
+            return cached
         client = self._sync_client()
         tries = _Attempts(self)
         while True:
             try:
-                return self._to_message(self._bounded_sync(client, kwargs))
+                return self._reply(kwargs, self._bounded_sync(client, kwargs))
             except _EmptyResponse:
                 tries.on_empty()
             except Exception as exc:  # noqa: BLE001 - classified; unknown errors become UserSimulatorError
@@ -384,6 +419,9 @@ class OpenAIUserSimulator(UserSimulator):
 
     async def agenerate(self, request: UserTurnRequest) -> UserMessage:
         kwargs = self.request_kwargs(request)
+        cached = self._from_cache(kwargs)
+        if cached is not None:
+            return cached
         client, gate = self._loop_state()
         tries = _Attempts(self)
         async with gate:
@@ -394,7 +432,7 @@ class OpenAIUserSimulator(UserSimulator):
                                                           self.config.timeout)
                     except asyncio.TimeoutError as exc:
                         raise _Deadline(f"request exceeded {self.config.timeout}s") from exc
-                    return self._to_message(response)
+                    return self._reply(kwargs, response)
                 except _EmptyResponse:
                     tries.on_empty()
                 except Exception as exc:  # noqa: BLE001
