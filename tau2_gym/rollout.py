@@ -435,6 +435,9 @@ class _Runner:
             reward_info = evaluate_simulation(self.domain, task, messages, loop.termination_reason, solo=cfg.solo,
                                               judge=self.judge, strict=cfg.strict_replay, live_env=loop.env)
         run = loop.simulation_run(reward_info, trial=trial, messages=messages)
+        from tau2_gym.cost import episode_usage
+
+        run.update(episode_usage(run["messages"]))  # agent_usage / user_usage, as upstream's newer files
         if loop.error is not None:
             run["info"]["error"] = loop.error
         return run
@@ -461,6 +464,7 @@ class _Runner:
         now = datetime.now().isoformat()
         return {"id": str(uuid.uuid4()), "task_id": task.id, "timestamp": now, "start_time": now, "end_time": now,
                 "duration": 0.0, "termination_reason": INFRASTRUCTURE_ERROR, "agent_cost": None, "user_cost": None,
+                "agent_usage": None, "user_usage": None,
                 "reward_info": None, "messages": [], "trial": trial, "seed": seed, "skipped": False,
                 "info": {"error": str(last), "error_type": type(last).__name__, "error_traceback": tb,
                          "failed_after_attempts": attempts, "data_version": self.domain.data_version_record()}}

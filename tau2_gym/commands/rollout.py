@@ -213,6 +213,17 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
         got = sum(1 for m in turns if m["raw_data"].get("completion_logprobs") is not None)
         ids = sum(1 for m in turns if m["raw_data"].get("completion_token_ids") is not None)
         lines.append(f"tokens captured: logprobs in {got} of {len(turns)} agent replies, token ids in {ids}")
+    def side(name: str) -> Optional[str]:
+        usages = [r.get(f"{name}_usage") for r in report.simulations if r.get(f"{name}_usage")]
+        if not usages:
+            return None
+        cost = sum(float(r.get(f"{name}_cost") or 0.0) for r in report.simulations)
+        return (f"{name} {sum(u['prompt_tokens'] for u in usages)} prompt + "
+                f"{sum(u['completion_tokens'] for u in usages)} completion tokens, ${cost:.4f}")
+
+    sides = [t for t in (side("agent"), side("user")) if t]
+    if sides:
+        lines.append("usage: " + "; ".join(sides))
     stats = getattr(user, "cache_stats", lambda: None)()
     if stats is not None:
         lines.append(f"user cache: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored "

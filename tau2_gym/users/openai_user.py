@@ -307,8 +307,12 @@ class OpenAIUserSimulator(UserSimulator):
             return float(reported)
         if usage is None:
             return 0.0
-        return ((usage["prompt_tokens"] or 0) * self.config.input_cost_per_token
-                + (usage["completion_tokens"] or 0) * self.config.output_cost_per_token)
+        prices = (self.config.input_cost_per_token, self.config.output_cost_per_token)
+        if prices == (0.0, 0.0):  # none configured: litellm's table when installed and it knows the model
+            from tau2_gym.cost import model_price
+
+            prices = model_price(self.config.model) or prices
+        return (usage["prompt_tokens"] or 0) * prices[0] + (usage["completion_tokens"] or 0) * prices[1]
 
     # ------------------------------------------------------------------------------ failure policy
 
