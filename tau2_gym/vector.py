@@ -16,7 +16,10 @@ A vector step runs in three phases:
 
 Trajectories, rewards and RNG streams are those of N separate ``Tau2Env`` s under Gymnasium's
 ``SyncVectorEnv`` with the same seeds (the tests pin that). Autoreset follows Gymnasium's documented modes
-(``autoreset_mode=`` ``"NextStep"`` (default), ``"SameStep"``, ``"Disabled"``).
+(``autoreset_mode=`` ``"NextStep"`` (default), ``"SameStep"``, ``"Disabled"``), passed as a keyword:
+``gym.make_vec(id, n, autoreset_mode="SameStep")``. Gymnasium's ``make_vec`` refuses ``vector_kwargs`` for a
+custom vector env (its own error, before this class runs); ``vector_kwargs={"autoreset_mode": ...}`` is for
+``vectorization_mode="sync"`` / ``"async"``, where Gymnasium's vectorizer takes it.
 
 Differences from ``SyncVectorEnv`` worth knowing:
 
@@ -74,6 +77,23 @@ _SCALAR_SET = frozenset(_SCALARS)
 
 def _noop() -> None:
     return None
+
+
+def autoreset_mode_of(value: Union[str, AutoresetMode]) -> AutoresetMode:
+    """Gymnasium's :class:`~gymnasium.vector.AutoresetMode` from the enum, its value (``"SameStep"``) or its
+    name in any case (``"same_step"``); every mode is supported. Anything else is a ValueError naming them."""
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str):
+        key = value.strip().replace("-", "_").replace("_", "").lower()
+        for mode in AutoresetMode:
+            if key in (mode.value.lower(), mode.name.replace("_", "").lower()):
+                return mode
+    raise ValueError(f"autoreset_mode={value!r} is not one of Gymnasium's AutoresetMode values: "
+                     f"{', '.join(repr(m.value) for m in AutoresetMode)} (or gymnasium.vector.AutoresetMode."
+                     f"{'/'.join(m.name for m in AutoresetMode)}). With gym.make_vec's default mode pass it as a "
+                     "keyword, gym.make_vec(id, n, autoreset_mode=...): Gymnasium forwards no vector_kwargs to a "
+                     "custom vector env; vector_kwargs={'autoreset_mode': ...} is for vectorization_mode='sync'/'async'")
 
 
 class SharedTuple(Tuple):
@@ -164,8 +184,7 @@ class Tau2VectorEnv(VectorEnv):
         domain = domain or (config.domain if config is not None else None)
         if domain is None:
             raise ValueError("Tau2VectorEnv needs domain=... (gym.make_vec('tau2/<domain>-v0') passes it)")
-        self.autoreset_mode = (autoreset_mode if isinstance(autoreset_mode, AutoresetMode)
-                               else AutoresetMode(autoreset_mode))
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.domain_name = domain
         self.num_envs = int(num_envs)
         cls = _env_class(domain)

@@ -149,3 +149,31 @@ def test_without_a_time_limit_the_episode_runs_past_that_many_steps():
     for _ in range(4):
         _, _, terminated, truncated, info = env.step("Could you tell me more?")
         assert not (terminated or truncated), info.get("termination_reason")
+
+
+def test_autoreset_mode_accepts_every_gymnasium_mode_and_names_them_when_wrong():
+    from gymnasium.vector import AutoresetMode
+
+    for value in (AutoresetMode.SAME_STEP, "SameStep", "same_step", "SAME_STEP"):
+        vec = gym.make_vec("tau2/mock-v0", num_envs=2, autoreset_mode=value)
+        assert vec.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    for mode in AutoresetMode:
+        assert gym.make_vec("tau2/mock-v0", num_envs=1, autoreset_mode=mode.value).autoreset_mode is mode
+    with pytest.raises(ValueError, match="'NextStep', 'SameStep', 'Disabled'") as err:
+        gym.make_vec("tau2/mock-v0", num_envs=2, autoreset_mode="bogus")
+    assert "autoreset_mode='bogus'" in str(err.value)
+
+
+def test_autoreset_mode_in_vector_kwargs_reaches_gymnasiums_vectorizers():
+    from gymnasium.vector import AutoresetMode
+
+    user = ScriptedUser(["I need help with a task."], then="Please go on.")
+    vec = gym.make_vec("tau2/mock-v0", num_envs=2, vectorization_mode="sync", max_steps=6, user=user,
+                       vector_kwargs={"autoreset_mode": "SameStep"})
+    assert vec.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    vec.reset(seed=0)
+    for _ in range(6):
+        _, _, terms, truncs, infos = vec.step(["Go on.", "Go on."])
+        if truncs.any():
+            break
+    assert truncs.all() and "final_obs" in infos  # SameStep: the ended episode's last observation, same step
