@@ -177,3 +177,19 @@ def test_autoreset_mode_in_vector_kwargs_reaches_gymnasiums_vectorizers():
         if truncs.any():
             break
     assert truncs.all() and "final_obs" in infos  # SameStep: the ended episode's last observation, same step
+
+
+def test_help_shows_the_envs_own_reset_and_step_docs():
+    import pydoc
+
+    env = gym.make("tau2/airline-v0")
+    text = pydoc.render_doc(env.unwrapped, renderer=pydoc.plaintext)
+    for generic in (gym.Env.reset.__doc__, gym.Env.step.__doc__):
+        assert generic.strip().splitlines()[0] not in text  # Gymnasium's generic wording is not inherited
+    reset_doc, step_doc = type(env.unwrapped).reset.__doc__, type(env.unwrapped).step.__doc__
+    for key in ("task_id", "task_index", "seed", "episode_over", "tools", "policy", "step_count"):
+        assert key in reset_doc, key
+    for key in ("tool_calls", "terminated", "truncated", "simulation_run", "reward_info", "termination_reason",
+                "TimeLimit", "agent_error"):
+        assert key in step_doc, key
+    assert reset_doc.strip().splitlines()[0] in text and step_doc.strip().splitlines()[0] in text

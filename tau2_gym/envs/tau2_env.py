@@ -140,9 +140,11 @@ class Tau2Env(gym.Env):
     the agent broke the protocol / sent an unreadable action (``agent_error``). ``truncated=True``: upstream's
     step limit (``max_steps``, counted in orchestrator steps -- every user, agent and tool turn -- not in env
     steps; a stop on the last step still ends as ``max_steps``), ``max_errors`` tool errors in total
-    (``too_many_errors``), the wall-clock ``timeout``, or the user simulator failed (``user_error``). No
-    ``TimeLimit`` wrapper is applied: the limit is upstream's. ``info`` then carries ``termination_reason``,
-    ``reward_info``, ``simulation_run`` (a tau2 ``SimulationRun`` dict) and, for errors, ``error``. If the
+    (``too_many_errors``), the wall-clock ``timeout``, or the user simulator failed (``user_error``). The
+    registered ids apply no ``TimeLimit``: the limit is upstream's. ``info`` then carries ``termination_reason``,
+    ``reward_info``, ``simulation_run`` (a tau2 ``SimulationRun`` dict) and, for errors, ``error``. A
+    ``gymnasium.wrappers.TimeLimit`` around the env (``gym.make(..., max_episode_steps=N)``) is honoured by the
+    env itself: its truncating step ends the episode as ``max_steps``, with the same info. If the
     episode ends during ``reset`` (e.g. the customer stops at once), ``info["episode_over"]`` is True and the
     next ``step`` returns the terminal transition without using its action.
 
@@ -269,6 +271,29 @@ class Tau2Env(gym.Env):
     # ------------------------------------------------------------------ gym API
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> tuple[Any, dict]:
+        """Start an episode: pick a task, build its initial state, run the customer's first turn.
+
+        Args:
+            seed: seeds the env's RNG (``np_random``), which draws the task (``task_sampling="random"``) and
+                the user simulator's seed; same seed, task and actions give the same episode.
+            options: ``{"task_id": "8"}`` runs that task (any task of the task set, not only the pool);
+                ``{"task_index": i}`` runs ``env.tasks[i]`` (negative indices count from the end); without either
+                the task is drawn from the ``task_split`` pool (or taken in order, ``task_sampling="sequential"``).
+                A :class:`~tau2_gym.tasks.Task` object may also be given as ``{"task": task}``.
+
+        Returns:
+            ``(observation, info)``. The observation is the agent's view (``obs_format``: OpenAI chat messages
+            or a transcript), ending with the customer's opening message. ``info`` holds ``domain``,
+            ``task_id``, ``task`` (a private copy of the :class:`~tau2_gym.tasks.Task`), ``solo``, ``tools`` (the
+            OpenAI tool schemas the agent may call, a private copy), ``policy`` (the domain policy text),
+            ``step_count`` / ``num_errors`` (upstream's counters) and ``data_version``. If the episode already
+            ended during reset (e.g. the customer stopped at once), also ``episode_over=True`` and
+            ``termination_reason``; the next :meth:`step` then returns the terminal transition.
+
+        Raises:
+            ValueError / IndexError: an unknown ``task_id`` or an out-of-range ``task_index`` (a caller's error,
+            not the agent's), or a task that cannot run in solo mode.
+        """
         super().reset(seed=seed)
         options = options or {}
         task = self._pick_task(options)
@@ -299,6 +324,29 @@ class Tau2Env(gym.Env):
         return self._observation(), info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        """One agent turn: the action goes to the customer (text) or the environment (tool calls), then the
+        episode runs until it is the agent's turn again or it ends.
+
+        Args:
+            action: text for the customer; an OpenAI assistant message dict (``content``, ``tool_calls`` with
+                ``function.name`` / ``function.arguments`` as a JSON string or object); a single call
+                ``{"name": ..., "arguments": {...}}`` or a list of them; a :class:`~tau2_gym.messages.ToolCall`
+                or :class:`~tau2_gym.messages.AssistantMessage`; or raw model text with tool-call markup, read by
+                the env's ``parser``. Text *and* calls go to the environment (tau2's rule). Never raises for a
+                bad action: an unreadable one ends the episode as ``agent_error``; a bad tool call is an error
+                tool result the agent sees (counted toward ``max_errors``).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``. ``reward`` is 0.0 until the end, then
+            upstream's tau2 reward. ``terminated``: ``user_stop``, ``agent_stop`` or ``agent_error``;
+            ``truncated``: ``max_steps`` (upstream's limit, or an outer ``gymnasium.wrappers.TimeLimit``, which
+            the env honours itself so the episode is still recorded), ``too_many_errors``, ``timeout`` or
+            ``user_error``. ``info`` holds the keys of :meth:`reset`'s info with updated ``step_count`` /
+            ``num_errors``; at the end also ``termination_reason``, ``reward_info`` (upstream's breakdown, or
+            None if not evaluated), ``simulation_run`` (a tau2 ``SimulationRun`` dict for
+            :meth:`save_results` and ``tau2-gym eval``), ``error`` for error endings and ``evaluation_error``
+            if scoring failed. A step after the end repeats the final transition with reward 0 and a warning.
+        """
         loop = self.loop
         if loop is None:
             raise RuntimeError("call reset() before step()")
