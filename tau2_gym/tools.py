@@ -208,10 +208,11 @@ class Toolkit:
     def has_tool(self, name: str) -> bool:
         return name in self._tool_funcs
 
-    def use_tool(self, name: str, **kwargs: Any) -> Any:
-        if name not in self._tool_funcs:
-            raise ValueError(f"Tool '{name}' not found.")
-        return getattr(self, name)(**kwargs)
+    def use_tool(self, tool_name: str, **kwargs: Any) -> Any:
+        # the parameter is upstream's name: only a tool argument called ``tool_name`` collides with it
+        if tool_name not in self._tool_funcs:
+            raise ValueError(f"Tool '{tool_name}' not found.")
+        return getattr(self, tool_name)(**kwargs)
 
     def env_function(self, name: str) -> Callable:
         """A declared method by name, for initialization actions and env assertions.
