@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tau2_gym.messages import STOP, ToolCall, UserMessage
+from tau2_gym.messages import STOP, USER_STOP_TOKENS, ToolCall, UserMessage
 from tau2_gym.tasks import Action, StructuredUserInstructions, Task
 from tau2_gym.users.base import UserSimulator, UserTurnRequest
 
@@ -81,14 +81,18 @@ class ScriptedUser(UserSimulator):
 
 
 def opening_line(task: Task) -> str:
-    """What the oracle user says first: the reason for the call (with known info), or the instructions."""
+    """What the oracle user says first: the reason for the call (with known info), or the instructions --
+    without the stop tokens free-form instructions may quote (it would end the conversation at once)."""
     instr = task.user_scenario.instructions
     if isinstance(instr, StructuredUserInstructions):
         text = instr.reason_for_call.strip()
         if instr.known_info:
             text += "\n" + instr.known_info.strip()
         return text
-    return str(instr).strip()
+    text = str(instr)
+    for token in USER_STOP_TOKENS:
+        text = text.replace(token, "")
+    return text.strip()
 
 
 def user_gold_actions(task: Task) -> list[Action]:
