@@ -9,6 +9,7 @@ ENTRY_POINTS = {
     "retail": "tau2_gym.envs.retail:RetailEnv",
     "telecom": "tau2_gym.envs.telecom:TelecomEnv",
     "telecom-workflow": "tau2_gym.envs.telecom_workflow:TelecomWorkflowEnv",
+    "banking_knowledge": "tau2_gym.envs.banking_knowledge:BankingKnowledgeEnv",
 }
 GENERIC_ENTRY_POINT = "tau2_gym.envs.tau2_env:Tau2Env"
 VECTOR_ENTRY_POINT = "tau2_gym.vector:Tau2VectorEnv"
