@@ -158,16 +158,16 @@ class LoadedDomain:
 
     def __init__(self, spec: DomainSpec, source: _data.DataSource, options: Optional[dict] = None) -> None:
         self.options = dict(options or {})
-        if spec.bind is not None:
-            spec = spec.bind(spec, source, self.options)
-        elif self.options:
-            raise ValueError(f"domain {spec.name!r} takes no options; got {sorted(self.options)}")
-        self.spec = spec
         self.source = source
         self.folder = source.domain_dir(spec.data_folder)
         if not self.folder.is_dir():
             raise _data.DataError(
                 f"domain {spec.name!r}: folder {str(self.folder)!r} not found in the data ({source.origin})")
+        if spec.bind is not None:
+            spec = spec.bind(spec, source, self.options)
+        elif self.options:
+            raise ValueError(f"domain {spec.name!r} takes no options; got {sorted(self.options)}")
+        self.spec = spec
         try:
             self.agent_toolkit = _version_toolkit(spec.agent_toolkit, source, spec.agent_prose)
             self.user_toolkit = (None if spec.user_toolkit is None
