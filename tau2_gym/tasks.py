@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializationInfo, ValidationError, field_serializer,
+                      field_validator, model_validator)
 
 from tau2_gym.messages import AnyMessage, ToolCall, message_from_dict
 
@@ -122,6 +123,16 @@ class InitialState(_Model):
     initialization_data: Optional[InitializationData] = None
     initialization_actions: Optional[list[EnvFunctionCall]] = None
     message_history: Optional[list[Any]] = None
+    _history_file: Optional[list[dict]] = PrivateAttr(default=None)  # the message dicts as given (for exclude_unset)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_history_dicts(cls, data: Any, handler: Any) -> "InitialState":
+        state = handler(data)
+        raw = data.get("message_history") if isinstance(data, dict) else None
+        if isinstance(raw, list) and all(isinstance(m, dict) for m in raw):
+            state._history_file = raw
+        return state
 
     @field_validator("message_history", mode="before")
     @classmethod
@@ -133,8 +144,66 @@ class InitialState(_Model):
         return [message_from_dict(m) for m in value]
 
     @field_serializer("message_history")
-    def _dump_history(self, value: Optional[list[AnyMessage]]) -> Optional[list[dict]]:
-        return None if value is None else [m.to_dict() for m in value]
+    def _dump_history(self, value: Optional[list[AnyMessage]], info: SerializationInfo) -> Optional[list[dict]]:
+        # messages are plain objects, not models: pydantic's exclude_* flags do not reach into them, so they are
+        # applied here as upstream's Message models would apply them
+        if value is None:
+            return None
+        given = self._history_file if info.exclude_unset else None
+        if given is not None and len(given) != len(value):
+            given = None  # the list was changed after loading: no per-entry record of what was set
+        out = []
+        for i, m in enumerate(value):
+            d = m.to_dict()
+            if info.exclude_unset:
+                d = _set_fields(d, given[i] if given is not None else None)
+            if info.exclude_none:
+                d = _without(d, lambda k, v, call: v is None)
+            if info.exclude_defaults:
+                d = _without(d, _is_plain_default)
+            out.append(d)
+        return out
+
+
+#: message and tool-call fields with a plain default in upstream's models (``timestamp`` is a default_factory:
+#: invented at load when the file has none, so it counts as unset but is never a default)
+_MESSAGE_DEFAULTS: dict[str, Any] = {"content": None, "tool_calls": None, "turn_idx": None, "cost": None,
+                                     "usage": None, "raw_data": None, "requestor": "assistant", "error": False}
+_CALL_DEFAULTS: dict[str, Any] = {"id": "", "requestor": "assistant"}
+_ALWAYS_SET = frozenset({"role", "name", "arguments"})  # required fields: always given
+
+
+def _is_plain_default(key: str, value: Any, call: bool = False) -> bool:
+    defaults = _CALL_DEFAULTS if call else _MESSAGE_DEFAULTS
+    return key in defaults and value == defaults[key]
+
+
+def _is_default(key: str, value: Any, call: bool = False) -> bool:
+    return key == "timestamp" or _is_plain_default(key, value, call)
+
+
+def _set_fields(d: dict, given: Optional[dict], call: bool = False) -> dict:
+    """``d`` restricted to the fields that were set: those the file gave, plus any that now hold a value
+    other than the default (changed after loading); tool calls likewise, against the file's own calls."""
+    out = {}
+    for k, v in d.items():
+        if not (k in _ALWAYS_SET or (given is not None and k in given) or not _is_default(k, v, call)):
+            continue
+        if k == "tool_calls" and isinstance(v, list):
+            calls = given.get("tool_calls") if given is not None else None
+            calls = calls if isinstance(calls, list) and len(calls) == len(v) else [None] * len(v)
+            v = [_set_fields(c, g if isinstance(g, dict) else None, True) for c, g in zip(v, calls)]
+        out[k] = v
+    return out
+
+
+def _without(d: dict, drop: Any, call: bool = False) -> dict:
+    out = {}
+    for k, v in d.items():
+        if drop(k, v, call):
+            continue
+        out[k] = [_without(c, drop, True) if isinstance(c, dict) else c for c in v] if k == "tool_calls" and v else v
+    return out
 
 
 class TaskIssue(_Model):

@@ -193,3 +193,90 @@ def test_help_shows_the_envs_own_reset_and_step_docs():
                 "TimeLimit", "agent_error"):
         assert key in step_doc, key
     assert reset_doc.strip().splitlines()[0] in text and step_doc.strip().splitlines()[0] in text
+
+
+# ------------------------------------------------------------------------------------ Task round trips
+
+_EXCLUDE_ALL = dict(exclude_unset=True, exclude_defaults=True, exclude_none=True)
+
+
+def _history_tasks() -> list[tuple[dict, Any]]:
+    """(file dict, loaded Task) of every mock task with a message history, read from the env's own file."""
+    import json
+
+    from tau2_gym import load_domain
+
+    dom = load_domain("mock")
+    raw = {str(t["id"]): t for t in json.loads(dom.task_file().read_text())}
+    out = [(raw[t.id], t) for t in dom.tasks(None, None) if t.history]
+    assert out, "the mock task set has message-history tasks"
+    return out
+
+
+@pytest.mark.parametrize("flags", [_EXCLUDE_ALL, dict(exclude_unset=True)], ids=["all", "exclude_unset"])
+def test_task_dump_excluding_unset_gives_the_files_own_message_dicts(flags):
+    from tau2_gym.tasks import Task
+
+    for raw, task in _history_tasks():
+        dumped = task.model_dump(mode="json", **flags)
+        assert dumped["initial_state"]["message_history"] == raw["initial_state"]["message_history"]
+        assert not any("timestamp" in m for m in dumped["initial_state"]["message_history"])  # none invented
+        again = Task.model_validate(dumped)
+        assert [m.to_dict() | {"timestamp": None} for m in again.history] == \
+            [m.to_dict() | {"timestamp": None} for m in task.history]
+
+
+def test_task_dump_of_history_still_holds_every_field_without_flags_and_tracks_changes():
+    raw, task = _history_tasks()[0]
+    full = task.model_dump(mode="json")["initial_state"]["message_history"]
+    assert all("timestamp" in m and "turn_idx" in m for m in full)  # plain dump: every field, as upstream
+    copy_ = task.model_copy(deep=True)  # info["task"] is such a copy
+    first = copy_.initial_state.message_history[0]
+    first.cost = 0.5  # set after loading: no longer at its default, so it is "set"
+    dumped = copy_.model_dump(mode="json", **_EXCLUDE_ALL)["initial_state"]["message_history"]
+    assert dumped[0] == {**raw["initial_state"]["message_history"][0], "cost": 0.5}
+    assert dumped[1:] == raw["initial_state"]["message_history"][1:]
+    none = task.model_dump(mode="json", exclude_none=True)["initial_state"]["message_history"]
+    assert all(v is not None for m in none for v in m.values())
+
+
+_UPSTREAM_DUMP = """
+import json, sys
+from tau2.data_model.tasks import Task
+flags = {"all": dict(exclude_unset=True, exclude_defaults=True, exclude_none=True), "unset": dict(exclude_unset=True)}
+out = {}
+for path in sys.argv[1:]:
+    out[path] = [{k: Task.model_validate(t).model_dump(mode="json", **f) for k, f in flags.items()}
+                 for t in json.load(open(path))]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.reference
+def test_task_dump_with_exclude_flags_equals_upstreams_task():
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from refutil import reference_python
+
+    from tau2_gym.tasks import Task
+
+    py = reference_python()
+    data = os.environ.get("TAU2_UPSTREAM_DATA_DIR")
+    if not data:
+        pytest.skip("TAU2_UPSTREAM_DATA_DIR is not set")
+    paths = [str(Path(data) / "tau2" / "domains" / d / "tasks.json") for d in ("mock", "airline", "retail")]
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    proc = subprocess.run([py, "-c", _UPSTREAM_DUMP, *paths], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    upstream = json.loads(proc.stdout)
+    n = 0
+    for path in paths:
+        for raw, want in zip(json.loads(Path(path).read_text()), upstream[path]):
+            task = Task.model_validate(raw)
+            assert task.model_dump(mode="json", **_EXCLUDE_ALL) == want["all"], raw["id"]
+            assert task.model_dump(mode="json", exclude_unset=True) == want["unset"], raw["id"]
+            n += 1
+    assert n > 150
