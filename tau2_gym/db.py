@@ -17,7 +17,19 @@ import threading
 from enum import Enum
 from typing import Any, Iterator, Optional
 
-_DELETED = object()
+class _Deleted:
+    """The mark of a record deleted in an episode: one per process, so it pickles and copies as itself."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "_DELETED"
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+_DELETED = _Deleted()
 
 
 def copy_json(value: Any) -> Any:
@@ -252,6 +264,14 @@ class DBState:
         for name in base.fields:
             fields[name] = Table(data[name], name) if name in tables else copy_json(data[name])
 
+    def __reduce__(self) -> tuple:
+        # an episode's DB pickles as its own changes over the shared base (which re-binds, see BaseData)
+        parts = {k: (v._own if isinstance(v, Table) else v) for k, v in self.__dict__.items() if k != "_base_data"}
+        return _restore_state, (self._base_data, parts)
+
+    def __deepcopy__(self, memo: dict) -> "DBState":
+        return self.copy()  # copy-on-write over the same shared base, not a copy of the base
+
     def __getattr__(self, name: str) -> Any:
         # Same text as a pydantic DB object missing the attribute (upstream's aliasing quirk relies on it).
         model = self.__dict__["_base_data"].model_name if "_base_data" in self.__dict__ else "DB"
@@ -367,6 +387,18 @@ class DBState:
             else:
                 new.__dict__[name] = copy_json(v)
         return new
+
+
+def _restore_state(base: BaseData, parts: dict[str, Any]) -> DBState:
+    state = DBState.__new__(DBState)
+    state._base_data = base
+    for name, value in parts.items():
+        if name in base.tables:
+            table = Table(base.data[name], name)
+            table._own = value
+            value = table
+        state.__dict__[name] = value
+    return state
 
 
 def merge_update(target: Any, update: Any) -> Any:

@@ -222,6 +222,30 @@ class Tau2Env(gym.Env):
         self._time_limit: Optional[int] = None  # an outer TimeLimit's max_episode_steps (found at reset)
         self._env_steps = 0  # step() calls since reset, as the TimeLimit counts them
 
+    # ------------------------------------------------------------------ copies
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the task pool is the loaded domain's own (often thousands of tasks): pickle its ids, and re-bind them
+        # to the unpickling process's cached tasks (the domain itself re-binds the same way)
+        state = self.__dict__.copy()
+        state["_all_tasks"] = None  # a lookup cache, rebuilt on demand
+        shared = self._shared_tasks(self.domain, self.config)
+        if all(shared.get(t.id) is t for t in self.tasks):
+            state["tasks"] = None
+            state["_task_ids"] = tuple(t.id for t in self.tasks)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        ids = state.pop("_task_ids", None)
+        if ids is not None:
+            shared = self._shared_tasks(state["domain"], state["config"])
+            state["tasks"] = tuple(shared[i] for i in ids)
+        self.__dict__.update(state)
+
+    @staticmethod
+    def _shared_tasks(domain: Any, config: Tau2EnvConfig) -> dict[str, Task]:
+        return {t.id: t for t in domain.tasks(config.task_set, None)}
+
     # ------------------------------------------------------------------ tasks
 
     def _task_pool(self) -> tuple[Task, ...]:
