@@ -336,3 +336,16 @@ def test_task_dump_with_exclude_flags_equals_upstreams_task():
             assert task.model_dump(mode="json", exclude_unset=True) == want["unset"], raw["id"]
             n += 1
     assert n > 150
+
+
+def test_time_limit_inside_gymnasiums_sync_vector_env_records_the_truncated_episodes():
+    from tau2_gym.vector import KeepRecordsWhole
+
+    user = ScriptedUser(["I need help with a task."], then="Please go on.")
+    vec = gym.make_vec("tau2/mock-v0", num_envs=2, vectorization_mode="sync", max_episode_steps=2, user=user,
+                       wrappers=[KeepRecordsWhole])
+    vec.reset(seed=0)
+    vec.step(["Go on.", "Go on."])
+    _, _, terms, truncs, infos = vec.step(["Go on.", "Go on."])
+    assert truncs.all() and not terms.any()
+    assert [run["termination_reason"] for run in infos["simulation_run"]] == ["max_steps", "max_steps"]

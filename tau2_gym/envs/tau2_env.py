@@ -22,8 +22,8 @@ from tau2_gym.users.base import UserSimulatorError
 logger = logging.getLogger("tau2_gym")
 
 
-def outer_time_limit() -> Optional[int]:
-    """``max_episode_steps`` of the Gymnasium ``TimeLimit`` whose ``reset`` is calling the env's, if any.
+def outer_time_limit(env: Any) -> Optional[int]:
+    """``max_episode_steps`` of the Gymnasium ``TimeLimit`` around ``env`` whose ``reset`` is calling the env's.
 
     The wrapper cuts an episode off after the env's ``step`` returned, so the env would never record or score
     it; knowing the limit at ``reset`` lets the env end the episode itself on that step (see ``Tau2Env.step``).
@@ -36,11 +36,22 @@ def outer_time_limit() -> Optional[int]:
         if frame is None:
             return None
         owner = frame.f_locals.get("self")
-        if isinstance(owner, TimeLimit):
+        if isinstance(owner, TimeLimit) and _wraps(owner, env):
             limit = getattr(owner, "_max_episode_steps", None)
             return limit if isinstance(limit, int) else None
         frame = frame.f_back
     return None
+
+
+def _wraps(wrapper: Any, env: Any) -> bool:
+    inner = wrapper
+    for _ in range(64):
+        inner = getattr(inner, "env", None)
+        if inner is env:
+            return True
+        if inner is None:
+            return False
+    return False
 
 
 def resolve_user(spec: Any) -> Any:
@@ -337,7 +348,7 @@ class Tau2Env(gym.Env):
         self._calls = 0
         self._reported = False
         self._final = None
-        self._time_limit = outer_time_limit()
+        self._time_limit = outer_time_limit(self)
         self._env_steps = 0
         self.loop.start()
         self._run_user()
