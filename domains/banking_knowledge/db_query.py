@@ -119,6 +119,9 @@ def query_database_tool(database_name: str, constraints: str = "{}", db: Any = N
             parsed = json.loads(constraints) if constraints else {}
         except json.JSONDecodeError as e:
             return f"Error: Invalid JSON: {e}"
+        if not isinstance(parsed, dict):  # Python's message names the function by upstream's module
+            return (f"Error querying database: tau2.domains.banking_knowledge.db_query.query_db() argument after ** "
+                    f"must be a mapping, not {type(parsed).__name__}")
         found = query_db(database_name, db=db, return_ids=True, **parsed)
         if not found:
             return f"No records found in '{database_name}'."

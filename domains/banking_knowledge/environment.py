@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from tau2_gym.data import DataSource
+from tau2_gym.data import DataError, DataSource
 from tau2_gym.db import DBSchema
 from tau2_gym.domain import DBFile, DomainSpec, TaskSetSpec
 from tau2_gym.domains.banking_knowledge import retrieval as R
@@ -105,6 +105,9 @@ def knowledge_base(source: DataSource) -> tuple[dict[str, Document], KnowledgeIn
     with _kb_lock:
         if key not in _kb_cache:
             docs = load_documents(folder)
+            if not docs:
+                raise DataError(f"domain 'banking_knowledge': no documents in {str(folder)!r} (the knowledge base); "
+                                "run `tau2-gym data verify` / `tau2-gym data fetch` to repair the data")
             _kb_cache[key] = (docs, KnowledgeIndex(docs))
         return _kb_cache[key]
 

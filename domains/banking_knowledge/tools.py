@@ -42,6 +42,7 @@ TransferReasonLiteral = Literal[
     "other",
 ]
 _TRANSFER_REASONS = list(get_args(TransferReasonLiteral))
+UPSTREAM_TOOLS_MODULE = "tau2.domains.banking_knowledge.tools"  # named in some of upstream's error texts
 
 
 def discoverable(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = None):
@@ -355,6 +356,9 @@ class KnowledgeTools(Toolkit):
         except json.JSONDecodeError as e:
             return f"Error: Invalid JSON in arguments: {e}"
         method = getattr(self, agent_tool_name)
+        if not isinstance(args, dict):  # Python's own message names the function by its module: upstream's
+            return (f"Error: Invalid arguments: {UPSTREAM_TOOLS_MODULE}.KnowledgeTools.{agent_tool_name}() argument "
+                    f"after ** must be a mapping, not {type(args).__name__}")
         try:
             result = method(**args)
         except TypeError as e:
