@@ -51,7 +51,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 
 def tiny_settings(args: argparse.Namespace) -> argparse.Namespace:
-    args.domain, args.split, args.task_ids, args.user = "mock", "base", list(TINY_TASKS), "oracle"
+    args.domain, args.split, args.user = "mock", "base", "oracle"
+    args.task_ids = args.task_ids or list(TINY_TASKS)
     args.sft_steps, args.sft_learning_rate = 150, 5e-3
     args.grpo_steps, args.grpo_learning_rate = 6, 1e-4
     args.num_generations, args.batch_size = 4, 8
@@ -59,7 +60,9 @@ def tiny_settings(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def load_policy(args: argparse.Namespace) -> tuple[Any, Any]:
+def load_policy(args: argparse.Namespace) -> tuple[Any, Any, Optional[str]]:
+    """(model, tokenizer, chat template override). The export, the evaluation and the GRPO rollout all
+    render with the same template, so SFT and GRPO see the same token contexts."""
     if args.tiny:
         import torch
 
@@ -67,12 +70,22 @@ def load_policy(args: argparse.Namespace) -> tuple[Any, Any]:
 
         torch.set_num_threads(1)  # a tiny model gains nothing from threads
         tokenizer = tiny_tokenizer(corpus=domain_corpus(args.domain))
-        return tiny_model(tokenizer, seed=args.seed, hidden_size=64, num_layers=2), tokenizer
+        return tiny_model(tokenizer, seed=args.seed, hidden_size=64, num_layers=2), tokenizer, None
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    return AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16), tokenizer
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16)
+    chat_template = None
+    try:  # a prefix-preserving training template (as examples/trl_grpo.py) + a response parser
+        from trl.chat_template_utils import add_response_schema, get_training_chat_template
+
+        chat_template = get_training_chat_template(tokenizer)
+        if getattr(tokenizer, "response_template", None) is None:
+            add_response_schema(tokenizer)
+    except (ImportError, ValueError) as exc:
+        print(f"note: {exc}")
+    return model, tokenizer, chat_template
 
 
 def collect(args: argparse.Namespace, out: str) -> list[str]:
@@ -92,7 +105,8 @@ def collect(args: argparse.Namespace, out: str) -> list[str]:
     return paths
 
 
-def evaluate(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str]) -> list[float]:
+def evaluate(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str],
+             chat_template: Optional[str] = None) -> list[float]:
     """Rewards of greedy episodes of the policy through the env, one per task."""
     import gymnasium as gym
 
@@ -102,7 +116,8 @@ def evaluate(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequen
     was_training = model.training
     model.eval()
     runner = hf_runner(model, tokenizer, max_new_tokens=args.max_new_tokens,
-                       max_completion_tokens=args.max_completion_length, do_sample=False)
+                       max_completion_tokens=args.max_completion_length, chat_template=chat_template,
+                       do_sample=False)
     envs = [gym.make(f"tau2/{args.domain}-v0", obs_format="messages", user=args.user, disable_env_checker=True)
             for _ in tasks]
     trajectories = runner.run(envs, [{"task_id": t} for t in tasks], seeds=[args.seed] * len(tasks))
@@ -124,13 +139,15 @@ def sft(model: Any, tokenizer: Any, dataset: Any, args: argparse.Namespace, out:
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 
-def grpo(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str], out: str) -> Any:
+def grpo(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str], out: str,
+         chat_template: Optional[str] = None) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
     from tau2_gym.integrations.trl import build_dataset, make_rollout_func, tau2_reward
 
     dataset = build_dataset(args.domain, split=args.split, task_ids=tasks)
-    rollout = make_rollout_func(env_kwargs={"user": args.user}, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    rollout = make_rollout_func(env_kwargs={"user": args.user}, max_new_tokens=args.max_new_tokens,
+                                chat_template=chat_template, seed=args.seed)
     cfg = GRPOConfig(output_dir=os.path.join(out, "grpo"), max_steps=args.grpo_steps,
                      learning_rate=args.grpo_learning_rate, num_generations=args.num_generations,
                      per_device_train_batch_size=args.batch_size, max_completion_length=args.max_completion_length,
@@ -172,23 +189,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     out = args.output_dir or tempfile.mkdtemp(prefix="tau2-sft-grpo-")
     os.makedirs(out, exist_ok=True)
-    model, tokenizer = load_policy(args)
+    model, tokenizer, template = load_policy(args)
     paths = collect(args, out)
     dataset = export_dataset(paths, os.path.join(out, "sft-data"), format="tokens", tokenizer=tokenizer,
-                             split=args.split, min_reward=1.0, domain=args.domain)
+                             chat_template=template, split=args.split, min_reward=1.0, domain=args.domain)
     tasks = list(args.task_ids or dict.fromkeys(dataset["task_id"]))
     report: dict[str, Any] = {"sft_rows": len(dataset), "tasks": tasks, "output_dir": out}
-    report["before_sft"] = evaluate(model, tokenizer, args, tasks)
+    report["before_sft"] = evaluate(model, tokenizer, args, tasks, template)
     report["sft_losses"] = sft(model, tokenizer, dataset.remove_columns(["reward", "task_id", "domain",
                                                                           "data_version"]), args, out)
-    report["after_sft"] = evaluate(model, tokenizer, args, tasks)
+    report["after_sft"] = evaluate(model, tokenizer, args, tasks, template)
     if args.grpo_steps > 0:
-        trainer = grpo(model, tokenizer, args, tasks, out)
+        trainer = grpo(model, tokenizer, args, tasks, out, template)
         logs = [h for h in trainer.state.log_history if "rewards/tau2_reward/mean" in h]
         report["grpo_rewards"] = [h["rewards/tau2_reward/mean"] for h in logs]
         report["grpo_reward_std"] = [h.get("rewards/tau2_reward/std", 0.0) for h in logs]
         report["grpo_grad_norm"] = [h.get("grad_norm", 0.0) for h in logs]
-        report["after_grpo"] = evaluate(trainer.model, tokenizer, args, tasks)
+        report["after_grpo"] = evaluate(trainer.model, tokenizer, args, tasks, template)
     return report
 
 
