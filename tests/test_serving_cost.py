@@ -57,9 +57,12 @@ def test_usage_and_cost_sum_what_the_servers_reported(tmp_path, priced, capsys):
                      "--user", "user_simulator", "--user-llm", "unknown-model", "--user-base-url", user.base_url,
                      "--max-retries", "0", "--no-progress", "--output", str(out)])
         a_sent, u_sent = list(agent.usages), list(user.usages)
+        seeds_sent = ({r.get("seed") for r in agent.requests}, {r.get("seed") for r in user.requests})
     assert code == 0
     sims = json.loads(out.read_text())["simulations"]
     assert all(s["termination_reason"] != "infrastructure_error" for s in sims)
+    trial_seeds = {s["seed"] for s in sims}
+    assert len(trial_seeds) == 2 and seeds_sent == (trial_seeds, trial_seeds)  # episode seeds reach both LLMs
     for key, sent in (("agent_usage", a_sent), ("user_usage", u_sent)):
         for k in ("prompt_tokens", "completion_tokens"):
             assert sum(s[key][k] for s in sims) == sum(u[k] for u in sent)
