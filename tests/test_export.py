@@ -93,8 +93,10 @@ def spans(ids, mask):
     return out + ([cur] if cur else [])
 
 
-@pytest.mark.parametrize("template", ["chatml", "qwen2_5"])
+@pytest.mark.parametrize("template", ["chatml", "qwen2_5", "qwen3"])
 def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(mock_results, template):
+    """qwen3 is not prefix-preserving (it drops past <think> blocks): each turn keeps the empty think block
+    the template writes into a last turn, and the context stays append-only, as in the rollout."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     if template != "chatml":
@@ -122,7 +124,8 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
         assert row["messages"][:len(opening)] == opening
         policy = [m for m in row["messages"][len(opening):] if m["role"] == "assistant"]
         got = [tok.decode(s) for s in spans(tr["input_ids"], tr["assistant_masks"])]
-        assert got == [assistant_body(renderer, m) + "<|im_end|>" for m in policy]
+        think = "<think>\n\n</think>\n\n" if template == "qwen3" else ""
+        assert got == [think + assistant_body(renderer, m) + "<|im_end|>" for m in policy]
         assert tok.decode(tr["input_ids"]).count("<|im_start|>assistant") == \
             len(policy) + sum(m["role"] == "assistant" for m in opening)
 
@@ -132,7 +135,7 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
     def make_env():
         return gym.make("tau2/mock-v0", obs_format="messages", disable_env_checker=True)
 
-    scripts, base, _ = oracle_scripts(renderer, make_env, task_ids)
+    scripts, base, _ = oracle_scripts(renderer, make_env, task_ids, think="" if template == "qwen3" else None)
     runner = PolicyRunner(HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)]),
                           tok, max_new_tokens=200)
     by_task = {r["task_id"]: r for r in tokens}
