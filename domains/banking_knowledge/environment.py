@@ -149,11 +149,12 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
     docs, index = knowledge_base(source)
     if cfg.kb_search == "bm25":
         index.bm25()  # fail now, with the install hint, rather than at the first KB_search
+    binding = (spec.name, source, dict(options))
     user_cls = type("KnowledgeUserTools", (KnowledgeUserTools,), {
-        "__module__": KnowledgeUserTools.__module__, "__qualname__": "KnowledgeUserTools",
+        "__module__": KnowledgeUserTools.__module__, "__qualname__": "KnowledgeUserTools", "_binding": binding,
         "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeUserTools")})
     agent_cls = R.toolkit_for(KnowledgeTools, cfg, index, {
-        "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeTools"),
+        "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeTools"), "_binding": binding,
         "_deposit_scans": deposit_scans(source.src), "_user_toolkit": user_cls})
     prompts = source.domain_dir(DATA_FOLDER) / "prompts"
     per_task: dict[int, tuple[Task, str]] = {}

@@ -157,6 +157,17 @@ def _age_days(date_text: Any) -> int:
         return 0
 
 
+def restore_toolkit(binding: tuple, role: str, state: dict) -> Any:
+    """Unpickle a toolkit into the class the (cached) loaded domain of ``binding`` uses."""
+    from tau2_gym.domain import _cached_domain
+
+    dom = _cached_domain(*binding)
+    cls = dom.agent_toolkit if role == "agent" else dom.user_toolkit
+    obj = cls.__new__(cls)
+    obj.__dict__.update(state)
+    return obj
+
+
 class KnowledgeTools(Toolkit):
     """The agent's toolkit (the class name appears in argument errors, as upstream's does).
 
@@ -166,6 +177,14 @@ class KnowledgeTools(Toolkit):
 
     _discoverable_docs: Optional[dict[str, str]] = None
     _user_toolkit: Any = None  # the user toolkit class, whose discoverable tools the agent may give
+    _binding: Any = None  # (domain name, data source, options) the class was built for (see __reduce__)
+    _role = "agent"
+
+    def __reduce__(self) -> tuple:
+        # the class is built per data source and retrieval configuration; a pickle re-binds to the process's one
+        if self._binding is None:
+            return super().__reduce__()
+        return restore_toolkit, (self._binding, self._role, self.__dict__)
 
     def __init__(self, db: Any = None) -> None:
         super().__init__(db)

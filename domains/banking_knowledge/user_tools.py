@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional
 
 from tau2_gym.domains.banking_knowledge import utils as U
 from tau2_gym.domains.banking_knowledge.db_query import add_to_db, lookup, query_database_tool
-from tau2_gym.domains.banking_knowledge.tools import _no_records, discoverable, parse_balance
+from tau2_gym.domains.banking_knowledge.tools import KnowledgeTools, _no_records, discoverable, parse_balance
 from tau2_gym.tools import Toolkit, ToolType, tool
 
 
@@ -21,6 +21,9 @@ class KnowledgeUserTools(Toolkit):
     """The customer's toolkit (the class name appears in argument errors, as upstream's does)."""
 
     _discoverable_docs: Optional[dict[str, str]] = None
+    _binding: Any = None
+    _role = "user"
+    __reduce__ = KnowledgeTools.__reduce__
 
     def _not_given(self, tool_name: str) -> Optional[str]:
         found = lookup("user_discoverable_tools", "tool_name", tool_name, self.db)

@@ -67,3 +67,12 @@ class BankingKnowledgeEnv(Tau2Env):
     @property
     def retrieval_config(self) -> str:
         return self.domain.spec.extra["retrieval_config"]
+
+    def results_info(self) -> dict[str, Any]:
+        """Upstream's results ``info`` also records the retrieval configuration and its arguments."""
+        out = super().results_info()
+        extra = dict(self.domain.options.get("retrieval_kwargs") or {})
+        extra.update({k: v for k, v in self.domain.options.items() if k not in ("retrieval_config", "retrieval_kwargs")})
+        out["retrieval_config"] = self.retrieval_config
+        out["retrieval_config_kwargs"] = extra or None
+        return out
