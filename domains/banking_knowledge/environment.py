@@ -176,7 +176,9 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
         task_policy=task_policy if cfg.prompt == "golden" else None,
         agent_prose=ProseSource(TOOLS_MODULE, ("domains/banking_knowledge/data_model.py",),
                                 upstream_class="KnowledgeTools", also=R.prose_classes(cfg)),
-        bind=None, extra={**spec.extra, "retrieval_config": cfg.name, "retrieval": cfg})
+        bind=None, extra={**spec.extra, "retrieval_config": cfg.name, "retrieval": cfg,
+                          # what upstream's results info records about the run's retrieval
+                          "results_info": {"retrieval_config": cfg.name, "retrieval_config_kwargs": overrides or None}})
 
 
 DOMAIN = DomainSpec(

@@ -70,9 +70,4 @@ class BankingKnowledgeEnv(Tau2Env):
 
     def results_info(self) -> dict[str, Any]:
         """Upstream's results ``info`` also records the retrieval configuration and its arguments."""
-        out = super().results_info()
-        extra = dict(self.domain.options.get("retrieval_kwargs") or {})
-        extra.update({k: v for k, v in self.domain.options.items() if k not in ("retrieval_config", "retrieval_kwargs")})
-        out["retrieval_config"] = self.retrieval_config
-        out["retrieval_config_kwargs"] = extra or None
-        return out
+        return {**super().results_info(), **self.domain.spec.extra["results_info"]}
