@@ -30,9 +30,16 @@ CHEAP = ("mock", "telecom")  # where every evaluation type is also compared on a
 JUDGE = CallableJudge(stub_judge_reply, name="stub")
 
 
+# graded against upstream by its own differential test (upstream builds that domain's environments with runner
+# kwargs -- retrieval variant, read allowlist -- that this driver does not pass)
+SEPARATE = ("banking_knowledge",)
+
+
 def _domains(upstream_dir):
     out = []
     for name in domain_names():
+        if name in SEPARATE:
+            continue
         for flavour, data_dir in (("26.3", None), ("upstream", upstream_dir)):
             try:
                 dom = load_domain(name, data_dir)
