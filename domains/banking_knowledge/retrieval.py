@@ -44,6 +44,7 @@ class RetrievalConfig:
     grep_top_k: int = 10
     case_sensitive: bool = False
     reranker_min_score: int = 5
+    timing: str = "fixed"  # KB_search's timing line: "fixed" (0 ms, deterministic) or "measured" (upstream's)
 
     @property
     def needs(self) -> list[str]:
@@ -97,12 +98,13 @@ CONFIGS = _configs()
 ALIASES = {"AllTools": "alltools"}
 OFFLINE = tuple(n for n, cfg in CONFIGS.items() if not cfg.needs)
 
-_OVERRIDES = ("top_k", "grep_top_k", "case_sensitive", "reranker_min_score")
+_OVERRIDES = ("top_k", "grep_top_k", "case_sensitive", "reranker_min_score", "timing")
 
 
 def resolve(name: str, **overrides: Any) -> RetrievalConfig:
     """The named configuration with upstream's optional overrides (top_k, grep_top_k, case_sensitive,
-    reranker_min_score); an unknown name or knob, or a configuration that cannot run here, raises ValueError."""
+    reranker_min_score) and ours (timing); an unknown name or knob, or a configuration that cannot run here,
+    raises ValueError."""
     canonical = ALIASES.get(name, name)
     if canonical not in CONFIGS:
         raise ValueError(f"Unknown retrieval variant: {name!r}. Available: {sorted(CONFIGS)}")
@@ -110,6 +112,8 @@ def resolve(name: str, **overrides: Any) -> RetrievalConfig:
     if unknown:
         raise ValueError(f"unknown retrieval option(s) {unknown}; valid: {list(_OVERRIDES)}")
     cfg = CONFIGS[canonical]
+    if overrides.get("timing", "fixed") not in ("fixed", "measured"):
+        raise ValueError(f"timing={overrides['timing']!r}; choose 'fixed' (0 ms, deterministic) or 'measured'")
     if cfg.needs:
         raise ValueError(
             f"retrieval config {canonical!r} needs {' and '.join(cfg.needs)}, which tau2-gym does not provide; "
@@ -172,7 +176,8 @@ class KBSearchMixin:
         Args:
             query: Search text.
         """
-        return kb_search_text(self._index, query, self._retrieval.top_k)
+        return kb_search_text(self._index, query, self._retrieval.top_k,
+                              measured=self._retrieval.timing == "measured")
 
 
 class GrepMixin:

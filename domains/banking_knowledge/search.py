@@ -3,8 +3,9 @@
 Ranks and scores are upstream's by construction: the same tokenisation (``text.lower().split()``), the same
 BM25 implementation (``rank_bm25.BM25Okapi``, optional extra ``tau2-gym[knowledge]``), the same stable
 descending sorts over the documents in knowledge-base order, the same fall-back to a literal pattern when a
-regex does not compile. The result texts are the tools' formats; ``KB_search`` reports its own timing as
-upstream's does (``[Timing: retrieval=..ms, reranking=..ms, total=..ms]``), measured the same way.
+regex does not compile. The result texts are the tools' formats. ``KB_search`` ends with upstream's
+``[Timing: retrieval=..ms, reranking=..ms, total=..ms]`` line: 0 ms throughout by default (deterministic
+observations), or measured as upstream measures it (retrieval option ``timing="measured"``).
 """
 
 from __future__ import annotations
@@ -92,8 +93,17 @@ def format_hits(index: KnowledgeIndex, hits: list[tuple[str, float]]) -> str:
                      f"   Content: {index.content(doc_id)}\n" for i, (doc_id, score) in enumerate(hits, 1))
 
 
-def kb_search_text(index: KnowledgeIndex, query: Any, top_k: int, cut: Optional[int] = None) -> str:
-    """``KB_search``'s output: ranked documents (or none) and the timing line, phases timed as upstream's."""
+def kb_search_text(index: KnowledgeIndex, query: Any, top_k: int, cut: Optional[int] = None,
+                   measured: bool = False) -> str:
+    """``KB_search``'s output: ranked documents (or none) and upstream's timing line.
+
+    ``measured``: the phases are timed as upstream times them (the line then differs from run to run);
+    otherwise the line reads 0 ms throughout, so that the same actions give the same observations.
+    """
+    if not measured:
+        hits = merge(index.bm25_search(query, top_k), cut)
+        out = format_hits(index, hits) if hits else "No relevant documents found."
+        return out + "\n\n[Timing: retrieval=0ms, reranking=0ms, total=0ms]"
     t0 = time.perf_counter()
     pre_ms = (time.perf_counter() - t0) * 1000  # no input preprocessors: an empty phase, still timed
     t1 = time.perf_counter()
