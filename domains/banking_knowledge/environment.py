@@ -36,6 +36,7 @@ from tau2_gym.domains.banking_knowledge.tools import KnowledgeTools
 from tau2_gym.domains.banking_knowledge.user_tools import KnowledgeUserTools
 from tau2_gym.environment import Environment
 from tau2_gym.tasks import Task
+from tau2_gym import prose as _prose
 from tau2_gym.tools import ProseSource
 
 DATA_FOLDER = "banking_knowledge"
@@ -116,6 +117,8 @@ def deposit_scans(src: Optional[Path]) -> Optional[dict[str, dict[str, str]]]:
     """The ATM envelope scans upstream's ``get_atm_deposit_images_8473`` holds inline, read from its source."""
     path = None if src is None else src / TOOLS_MODULE
     if path is None or not path.is_file():
+        _prose.warn_fallback("the ATM deposit scans of get_atm_deposit_images_8473",
+                             "the data folder has no tau2 sources beside it; that tool reports no images")
         return None
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):

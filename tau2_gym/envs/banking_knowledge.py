@@ -23,8 +23,8 @@ class BankingKnowledgeEnv(Tau2Env):
     ``grep``), ``transfer_to_human_agents``, ``get_current_time``, three user lookups, ``change_user_email``,
     ``get_referrals_by_user``, ``get_credit_card_transactions_by_user``, ``get_credit_card_accounts_by_user``,
     ``log_verification``, ``give_discoverable_user_tool``, ``unlock_discoverable_agent_tool``,
-    ``call_discoverable_agent_tool``, ``list_discoverable_agent_tools``. The 48 discoverable tools are not
-    listed (as upstream, they also answer when called by name).
+    ``call_discoverable_agent_tool``, ``list_discoverable_agent_tools``. The 44 discoverable agent tools (and
+    the customer's 4) are not listed (as upstream, they also answer when called by name).
 
     ## Observation Space
     OpenAI chat messages (system prompt with the configuration's policy) or a transcript.
