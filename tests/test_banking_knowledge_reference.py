@@ -289,16 +289,16 @@ def test_retrieval_results_equal_upstream():
     tasks = list(dom().tasks())
     queries, patterns = _queries(tasks)
     jobs, ours = [], []
-    for cfg in ("bm25", "bm25_grep", "grep_only"):
-        d = dom(cfg)
+    # the three search configurations, and upstream's retrieval_kwargs (top_k, grep_top_k, case_sensitive)
+    variants = [(cfg, None) for cfg in ("bm25", "bm25_grep", "grep_only")]
+    variants.append(("bm25_grep", {"top_k": 3, "grep_top_k": 2, "case_sensitive": True}))
+    for cfg, kwargs in variants:
+        d = load_domain("banking_knowledge", options={"retrieval_config": cfg,
+                                                      **({"retrieval_kwargs": kwargs} if kwargs else {})})
         kit = d.make_environment().tools
-        jobs.append({"kind": "retrieval", "config": cfg, "queries": queries, "patterns": patterns})
+        jobs.append({"kind": "retrieval", "config": cfg, "kwargs": kwargs, "queries": queries, "patterns": patterns})
         ours.append({"kb": [kit.KB_search(q) if kit.has_tool("KB_search") else None for q in queries],
                      "grep": [kit.grep(p) if kit.has_tool("grep") else None for p in patterns]})
-    # top_k / case_sensitive overrides, as upstream's retrieval_kwargs
-    d = load_domain("banking_knowledge", options={"retrieval_config": "bm25_grep",
-                                                  "retrieval_kwargs": {"top_k": 3, "grep_top_k": 2,
-                                                                       "case_sensitive": True}})
     results = run_reference("driver_banking", jobs)
     n = mismatches = 0
     for job, mine, res in zip(jobs, ours, results):
@@ -309,10 +309,9 @@ def test_retrieval_results_equal_upstream():
         for a, b in zip(mine["grep"], theirs["grep"]):
             n += a is not None
             mismatches += a != b
-    print(f"\nretrieval: {len(queries)} queries and {len(patterns)} patterns x 3 configs, {n} results compared, "
-          f"{mismatches} mismatches")
+    print(f"\nretrieval: {len(queries)} queries and {len(patterns)} patterns x {len(variants)} configurations, "
+          f"{n} results compared, {mismatches} mismatches")
     assert mismatches == 0
-    assert d.make_environment().tools._retrieval.top_k == 3
 
 
 def test_rewards_of_gold_and_perturbed_trajectories_equal_upstream():

@@ -122,7 +122,7 @@ def job_eval(job):
 
 
 def job_retrieval(job):
-    env = make(job["config"])
+    env = get_environment(retrieval_variant=job["config"], retrieval_kwargs=job.get("kwargs") or None)
     tools = env.tools
     out = {"kb": [], "grep": []}
     for q in job.get("queries") or []:
