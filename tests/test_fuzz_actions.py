@@ -24,7 +24,7 @@ from tau2_gym.users.scripted import ScriptedUser  # noqa: E402
 
 ACTIONS_PER_EXAMPLE = 20
 EXAMPLES = int(os.environ.get("TAU2_FUZZ_EXAMPLES", "510"))
-DOMAINS = ["mock", "airline", "retail", "telecom"]
+DOMAINS = ["mock", "airline", "retail", "telecom", "banking_knowledge"]
 
 
 class Recipe:
@@ -96,7 +96,8 @@ def _names(domain: str) -> list[str]:
 
 
 def _arguments(tool_names: list[str]):
-    keys = st.sampled_from(["user_id", "reservation_id", "order_id", "expression", "passengers", "phone_number",
+    keys = st.sampled_from(["user_id", "reservation_id", "order_id", "expression", "passengers", "phone_number", "query",
+                            "agent_tool_name", "arguments", "pattern",
                             "apn_settings", "item_ids", "self", "name", "tool_name", "requestor", "__class__"])
     as_dict = st.dictionaries(st.one_of(keys, st.text(max_size=6)), st.one_of(json_values, deep_values), max_size=4)
     as_text = st.one_of(st.text(max_size=40),
