@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import sys
 import warnings
@@ -218,6 +219,7 @@ class Tau2Env(gym.Env):
             tools.append(done_tool_schema(self.domain.source))
         # the domain's schemas are process-wide: the env owns a private copy so no caller can change them
         self.tools: tuple[dict, ...] = copy.deepcopy(tuple(tools))
+        self._tools_json = json.dumps(list(self.tools))  # info's per-episode copy: json.loads is ~5x deepcopy
 
         self.action_space = AssistantActionSpace(self.tools, parser=config.parser, tokenizer=config.tokenizer)
         self.observation_space = MessagesSpace() if config.obs_format == "messages" else TranscriptSpace()
@@ -341,7 +343,7 @@ class Tau2Env(gym.Env):
         # info hands out per-episode copies: the loaded task and the env's tools are shared and grade/define
         # every later episode, so what a caller does to info must not reach them (one copy per reset)
         self._info_task = task.model_copy(deep=True)
-        self._info_tools = copy.deepcopy(list(self.tools))
+        self._info_tools = json.loads(self._tools_json)
         self.loop = tl.TurnLoop(self.domain, task, solo=self.config.solo, max_steps=self.config.max_steps,
                                 max_errors=self.config.max_errors, enforce_protocol=self.config.enforce_protocol,
                                 agent_can_stop=self.agent_can_stop, timeout=self.config.timeout, seed=user_seed)
