@@ -24,7 +24,7 @@ from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_up
 from tau2_gym import load_domain  # noqa: E402
 from tau2_gym.evaluation import evaluate_simulation  # noqa: E402
 from tau2_gym.messages import AssistantMessage, ToolCall, UserMessage, messages_to_dicts  # noqa: E402
-from tau2_gym.replay import initial_environment  # noqa: E402
+from tau2_gym.rebuild import initial_environment  # noqa: E402
 
 TASK = "task_073"
 N_LIVE = 200

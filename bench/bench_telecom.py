@@ -20,7 +20,7 @@ from _common import fmt_time, median_time, print_table, ratio, run_upstream  # n
 
 from tau2_gym import load_domain  # noqa: E402
 from tau2_gym.messages import ToolCall  # noqa: E402
-from tau2_gym.replay import initial_environment  # noqa: E402
+from tau2_gym.rebuild import initial_environment  # noqa: E402
 from tau2_gym.tasks import _parse_task_file  # noqa: E402
 
 SMALL_ID = "[mobile_data_issue]user_abroad_roaming_enabled_off[PERSONA:None]"

@@ -26,7 +26,7 @@ from tau2_gym.db import DBState, Table, dumps_sorted
 from tau2_gym.domain import LoadedDomain
 from tau2_gym.environment import Environment, pair_tool_calls
 from tau2_gym.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
-from tau2_gym.replay import gold_environment, predicted_environment
+from tau2_gym.rebuild import gold_environment, predicted_environment
 from tau2_gym.tasks import Action, RewardType, Task
 
 SCORED_TERMINATIONS = frozenset({"agent_stop", "user_stop"})

@@ -25,7 +25,7 @@ from tau2_gym.domains.banking_knowledge.environment import read_log_allowlist
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, MissingDependency, strip_timing
 from tau2_gym.evaluation import evaluate_simulation
 from tau2_gym.messages import ToolCall
-from tau2_gym.replay import gold_environment, initial_environment
+from tau2_gym.rebuild import gold_environment, initial_environment
 
 NAME = "banking_knowledge"
 

@@ -27,7 +27,7 @@ from tau2_gym.domains.banking_knowledge.search import strip_timing
 from tau2_gym.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.judges import CallableJudge
 from tau2_gym.messages import ToolCall, messages_to_dicts
-from tau2_gym.replay import gold_environment, initial_environment
+from tau2_gym.rebuild import gold_environment, initial_environment
 
 pytestmark = pytest.mark.reference
 

@@ -20,7 +20,7 @@ from tau2_gym.evaluation import EvaluationError, EvaluationType, evaluate_simula
 from tau2_gym.judges import CallableJudge, make_judge
 from tau2_gym.messages import AssistantMessage, UserMessage
 from tau2_gym.tasks import Task
-from tau2_gym.replay import gold_environment, initial_environment, predicted_environment
+from tau2_gym.rebuild import gold_environment, initial_environment, predicted_environment
 
 SCALE_PER_TASK = 5  # perturbations sampled per task outside mock (mock runs the whole catalogue)
 

@@ -20,7 +20,7 @@ from tau2_gym.agents import ALL_AGENTS, OracleAgent
 from tau2_gym.environment import Environment
 from tau2_gym.evaluation import evaluate_simulation
 from tau2_gym.messages import ToolCall
-from tau2_gym.replay import predicted_environment
+from tau2_gym.rebuild import predicted_environment
 
 replays_to_calls: list[bool] = []
 same_writes_calls: list[bool] = []

@@ -12,7 +12,7 @@ from datautil import LEGACY
 
 from tau2_gym import load_domain
 from tau2_gym.messages import ToolCall
-from tau2_gym.replay import gold_environment
+from tau2_gym.rebuild import gold_environment
 
 INITIAL_HASH = "b25c9cb211f5efcaee5dd646054a73c4a9f43f4f5acc32c10713cd9f9ac20e9c"
 

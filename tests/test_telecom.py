@@ -14,7 +14,7 @@ from tau2_gym.domains.telecom.tools import TelecomTools
 from tau2_gym.domains.telecom.user_tools import TelecomUserTools
 from tau2_gym.environment import Environment
 from tau2_gym.messages import ToolCall
-from tau2_gym.replay import gold_environment, initial_environment
+from tau2_gym.rebuild import gold_environment, initial_environment
 from tau2_gym.tasks import EnvAssertion, EnvFunctionCall
 from tau2_gym.tools import Toolkit, ToolType, tool
 
