@@ -14,6 +14,8 @@ COMMANDS = {
     "eval": "Re-score tau2 results files with tau2-gym's evaluator.",
     "rollout": "Collect episodes with an agent and a user simulator behind OpenAI-compatible endpoints.",
     "export": "Export results files as an SFT dataset (TRL's conversational format).",
+    "replay": "Replay results files through fresh envs and report where trajectories diverge.",
+    "report": "Build one self-contained HTML report of one or more results files.",
 }
 
 
