@@ -11,6 +11,8 @@ policy, the conversation, the env's tools with ``tool_choice="auto"`` -- ``"requ
 ``temperature`` 0.0 by default, the episode seed) and reuses the OpenAI user simulator's client plumbing:
 retries with backoff on connection errors, timeouts, 408/409/429/5xx and unreadable replies; immediate
 re-requests after empty replies; a concurrency gate. A reply that still fails raises :class:`PolicyError`.
+A reply whose tool call is malformed (arguments not a JSON object, no name) is the policy's output, not a server
+fault: it is returned as sent and ends the episode as ``agent_error``, in the env and in ``rollout`` alike.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.messages import AssistantMessage, ToolCall
 from tau2_gym.tasks import Task
-from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall
 
 __all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
            "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record"]
@@ -167,10 +169,12 @@ class OpenAIAgentPolicy(AgentPolicy):
         """The ``chat.completions.create`` arguments for one agent turn."""
         return self._client.request_kwargs(request)
 
-    def generate(self, request: AgentTurnRequest) -> AssistantMessage:
+    def generate(self, request: AgentTurnRequest) -> Union[AssistantMessage, dict]:
+        """The agent's next message; a reply whose tool call cannot be read comes back as the OpenAI message
+        dict the server sent (the env/rollout end the episode on it as ``agent_error``)."""
         return self._client.generate(request)  # type: ignore[arg-type]
 
-    async def agenerate(self, request: AgentTurnRequest) -> AssistantMessage:
+    async def agenerate(self, request: AgentTurnRequest) -> Union[AssistantMessage, dict]:
         return await self._client.agenerate(request)  # type: ignore[arg-type]
 
     def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
@@ -232,8 +236,11 @@ class _AgentClient(OpenAIUserSimulator):
                                     "return_tokens_as_token_ids": True}
         return kw
 
-    def _to_message(self, response: Any) -> AssistantMessage:  # type: ignore[override]
-        msg = super()._to_message(response)
+    def _to_message(self, response: Any) -> Union[AssistantMessage, dict]:  # type: ignore[override]
+        try:
+            msg = super()._to_message(response)
+        except _BadToolCall as exc:
+            return self._malformed(response, str(exc))
         calls = None if msg.tool_calls is None else [
             ToolCall(tc.name, tc.arguments, id=tc.id, requestor="assistant") for tc in msg.tool_calls]
         raw = msg.raw_data
@@ -248,6 +255,23 @@ class _AgentClient(OpenAIUserSimulator):
                                 raw_data=raw)
 
     _warned_tokens = False
+
+    def _malformed(self, response: Any, reason: str) -> dict:
+        """A reply whose tool call cannot be read, as the OpenAI message dict the server sent.
+
+        It is the policy's output, not a server fault: it is not re-requested (that would resample the
+        policy until it happens to produce valid JSON) and the env and ``rollout`` alike end the episode on it
+        as ``agent_error``, scored and counted in the average (to_assistant_message raises ActionError).
+        """
+        raw = response.to_dict() if hasattr(response, "to_dict") else response.model_dump()
+        message = dict(raw["choices"][0].get("message") or {})
+        u = raw.get("usage") or None
+        usage = None if u is None else {"completion_tokens": u.get("completion_tokens"),
+                                        "prompt_tokens": u.get("prompt_tokens")}
+        logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
+                    self.config.model, reason)
+        return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),
+                "usage": usage, "cost": self._cost(raw, usage)}
 
     def _error(self, reason: str, attempts: int) -> PolicyError:  # type: ignore[override]
         where = self.config.base_url or "the default OpenAI endpoint"

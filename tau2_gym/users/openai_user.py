@@ -117,6 +117,11 @@ class _BadResponse(Exception):
     """The server answered, but not with a usable chat completion (retryable)."""
 
 
+class _BadToolCall(_BadResponse):
+    """A reply whose tool call cannot be read (arguments not a JSON object, no name): the model's output, not
+    the server's fault -- a user reply is retried as a bad response; an agent reply is the policy's action."""
+
+
 class _Deadline(Exception):
     """The whole request (not one socket read) outlived ``timeout``: httpx's timeouts are per read."""
 
@@ -260,9 +265,9 @@ class OpenAIUserSimulator(UserSimulator):
             try:
                 raw = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise _BadResponse(f"tool call {name!r} has arguments that are not valid JSON ({exc.msg}): {raw[:200]!r}")
+                raise _BadToolCall(f"tool call {name!r} has arguments that are not valid JSON ({exc.msg}): {raw[:200]!r}")
         if not isinstance(raw, dict):
-            raise _BadResponse(f"tool call {name!r} has arguments that are not a JSON object: {str(raw)[:200]!r}")
+            raise _BadToolCall(f"tool call {name!r} has arguments that are not a JSON object: {str(raw)[:200]!r}")
         return raw
 
     def _to_message(self, response: Any) -> UserMessage:
@@ -288,7 +293,7 @@ class OpenAIUserSimulator(UserSimulator):
             fn = getattr(raw, "function", None)
             name = getattr(fn, "name", None)
             if not isinstance(name, str) or not name:
-                raise _BadResponse(f"tool call without a function name: {raw!r}"[:300])
+                raise _BadToolCall(f"tool call without a function name: {raw!r}"[:300])
             calls.append(ToolCall(name=name, arguments=self._arguments(getattr(fn, "arguments", None), name),
                                   id=getattr(raw, "id", None) or "", requestor="user"))
         if (content is None or not content.strip()) and not calls:
@@ -375,7 +380,7 @@ class OpenAIUserSimulator(UserSimulator):
 
     def _reply(self, kwargs: dict[str, Any], response: Any) -> UserMessage:
         msg = self._to_message(response)
-        if self.cache is not None and isinstance(msg.raw_data, dict):
+        if self.cache is not None and isinstance(getattr(msg, "raw_data", None), dict):
             self.cache.put(kwargs, msg.raw_data)
         return msg
 
