@@ -39,7 +39,28 @@ def register_envs() -> list[str]:
                 continue
             gym.register(id=eid, entry_point=entry, vector_entry_point=VECTOR_ENTRY_POINT,
                          kwargs={**base_kwargs, **({"solo": True} if solo else {})})
+    register_role_envs()
     return ids
 
 
-__all__ = ["register_envs", "env_id", "ENTRY_POINTS"]
+def user_env_id(domain: str, version: int = 0) -> str:
+    return f"{NAMESPACE}/{domain}-user-v{version}"
+
+
+def register_role_envs() -> list[str]:
+    """``tau2/<domain>-user-v0`` (the policy plays the customer) and ``tau2/mix-v0`` (tasks drawn from several
+    domains); no vector entry point: ``gym.make_vec`` runs them in a ``SyncVectorEnv``."""
+    import gymnasium as gym
+
+    from tau2_gym.domain import domain_names
+
+    ids = [user_env_id(name) for name in domain_names()] + [f"{NAMESPACE}/mix-v0"]
+    for name, eid in zip(domain_names(), ids):
+        if eid not in gym.envs.registry:
+            gym.register(id=eid, entry_point="tau2_gym.envs.user_env:UserEnv", kwargs={"domain": name})
+    if ids[-1] not in gym.envs.registry:
+        gym.register(id=ids[-1], entry_point="tau2_gym.envs.mix:MixEnv")
+    return ids
+
+
+__all__ = ["register_envs", "register_role_envs", "env_id", "user_env_id", "ENTRY_POINTS"]
