@@ -1,0 +1,340 @@
+"""``tau2/<domain>-user-v0``: the policy plays the customer against an agent (upstream's ``UserGymEnv``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+
+from tau2_gym import turn_loop as tl
+from tau2_gym.envs.actions import ActionError, to_assistant_message
+from tau2_gym.envs.config import Tau2EnvConfig
+from tau2_gym.envs.tau2_env import Tau2Env, transcript
+from tau2_gym.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
+from tau2_gym.policies import AgentPolicy, AgentTurnRequest, ScriptedPolicy
+from tau2_gym.spaces import AssistantActionSpace
+from tau2_gym.users.base import UserSimulatorError
+
+logger = logging.getLogger("tau2_gym")
+
+# the agent env's knobs this env honours; others (e.g. `user`, reward shaping) would be silently ignored, so
+# setting one of them away from its default is an error
+_SHARED_FIELDS = frozenset({
+    "domain", "data_version", "data_dir", "domain_options", "task_set", "task_split", "task_ids", "task_sampling",
+    "max_steps", "max_errors", "agent_can_stop", "enforce_protocol", "obs_format", "parser", "tokenizer",
+    "fill_tool_call_ids", "judge", "evaluate", "strict_replay", "timeout", "raise_on_evaluation_error"})
+
+# the policy is the user: its own protocol failures are terminal; the agent's failures are the env's
+USER_TERMINAL_REASONS = frozenset({tl.USER_STOP, tl.AGENT_STOP, tl.USER_ERROR})
+
+
+class _CallablePolicy(AgentPolicy):
+    """A plain function ``fn(request) -> action`` (e.g. a wrapped HF model) as an agent policy."""
+
+    def __init__(self, fn: Callable[[AgentTurnRequest], Any]) -> None:
+        self.fn = fn
+        self.implementation = getattr(fn, "__name__", "callable_agent")
+
+    def generate(self, request: AgentTurnRequest) -> Any:
+        return self.fn(request)
+
+
+def resolve_agent(spec: Any) -> Any:
+    """The agent the customer talks to, from a spec.
+
+    ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.agents`): offline, deterministic;
+    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.policies.OpenAIAgentPolicy`;
+    ``"package.module:Attr"``: imported (a class is instantiated without arguments); an object with
+    ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.policies.AgentPolicy`); or a callable
+    ``fn(request) -> action`` -- the way to put an HF model behind the agent's seat.
+    """
+    if spec is None:
+        spec = "oracle"
+    if isinstance(spec, str):
+        kind, sep, rest = spec.partition(":")
+        if sep and rest and kind == "openai":
+            from tau2_gym.policies import OpenAIAgentPolicy
+
+            model, at, base_url = rest.partition("@")
+            if at and not base_url.startswith(("http://", "https://")):
+                model, base_url = rest, ""
+            return OpenAIAgentPolicy(model=model, base_url=base_url or None)
+        if sep and "." in kind:
+            obj = getattr(importlib.import_module(kind), rest)
+            return obj() if isinstance(obj, type) else resolve_agent(obj)
+        from tau2_gym.agents import ALL_AGENTS
+
+        names = [cls.name for cls in ALL_AGENTS]
+        if spec not in names:
+            raise ValueError(f"unknown agent {spec!r}; use one of {names}, 'openai:<model>[@<base_url>]', "
+                             "'package.module:Attr', an AgentPolicy or a callable(request) -> action")
+        return ScriptedPolicy(spec)
+    if callable(getattr(spec, "generate", None)):
+        return spec
+    if callable(spec):
+        return _CallablePolicy(spec)
+    raise TypeError(f"agent={spec!r} is not an agent policy (it needs generate(request), or pass a callable)")
+
+
+def user_view(messages: list[Message]) -> list[dict[str, Any]]:
+    """The user's role-flipped OpenAI view of a trajectory (what :class:`~tau2_gym.users.base.UserTurnRequest`
+    holds): the user's turns as ``assistant`` (with its calls), the agent's texts as ``user``, the user's tool
+    results as ``tool``; the agent's calls and their results are not shown (upstream's user history rule)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if not tl.user_sees(m):
+            continue
+        if isinstance(m, ToolMessage):
+            out.append({"role": "tool", "tool_call_id": m.id, "content": m.content})
+        elif isinstance(m, UserMessage):
+            d: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.tool_calls:
+                d["tool_calls"] = [{"id": tc.id, "type": "function", "function": {
+                    "name": tc.name, "arguments": dumps_arguments(tc.arguments)}} for tc in m.tool_calls]
+            out.append(d)
+        else:
+            out.append({"role": "user", "content": m.content})
+    return out
+
+
+def _agent_message(reply: Any, parser: Any, first_id: int) -> AssistantMessage:
+    """The agent's reply as a fresh message; text holding call markup is parsed (vLLM without a tool parser)."""
+    if isinstance(reply, AssistantMessage) and not reply.tool_calls and parser not in (None, "none") \
+            and isinstance(reply.content, str) and reply.content.strip():
+        msg = to_assistant_message(reply.content, parser=parser, first_id=first_id, timestamp="")
+        msg.cost, msg.usage, msg.raw_data = reply.cost, reply.usage, reply.raw_data
+        return msg
+    return to_assistant_message(reply, parser=parser or "none", first_id=first_id, timestamp="")
+
+
+class UserEnv(Tau2Env):
+    """A tau2 episode where *you are the customer*: the agent (scripted, OpenAI-compatible or HF) serves you.
+
+    ## Description
+    The inverse of :class:`~tau2_gym.envs.tau2_env.Tau2Env`, as upstream's ``UserGymEnv``: the same turn loop,
+    task, database and reward, but the policy writes the customer's turns and an agent policy answers inside
+    ``step``. Use it to train or evaluate a user simulator (a better customer makes the agent's reward less
+    noisy: user-simulator errors sink a share of episodes in some domains). Every registered domain has an id
+    ``tau2/<domain>-user-v0``; solo mode has no user, so there is no solo variant.
+
+    ## Action Space
+    :class:`~tau2_gym.spaces.AssistantActionSpace` over the domain's *user* tools (telecom's device tools,
+    mock's and banking's user tools; airline and retail have none): one customer turn per ``step``, in any form
+    the agent env accepts -- text (``"I want to cancel my reservation"``), an OpenAI assistant message with
+    ``tool_calls`` (the policy writes as ``assistant`` in its own view), a ``{"name", "arguments"}`` call, or raw
+    model text with call markup (``parser``). Text containing ``###STOP###``, ``###TRANSFER###`` or
+    ``###OUT-OF-SCOPE###`` ends the conversation (tau2's stop rule; a message with tool calls never stops).
+
+    ## Observation Space
+    ``obs_format="messages"``: the user simulator's view -- exactly what :class:`~tau2_gym.users.base.
+    UserTurnRequest.openai_messages` sends an LLM user: the user system prompt (simulation guidelines and the
+    task's instructions), then the conversation role-flipped (the agent's texts as ``user``, your turns as
+    ``assistant``, your tool results as ``tool``; the agent's tool calls are invisible, as in tau2).
+    ``obs_format="text"``: a ``role: content`` transcript of the same messages with their true roles (the
+    agent is ``assistant``), upstream ``UserGymEnv``'s ``all_messages_as_observation=True`` style.
+
+    ## Rewards
+    As upstream's ``UserGymEnv``: 0 until the end, then upstream's task reward of the finished trajectory
+    (the same evaluation as the agent env: only ``user_stop`` / ``agent_stop`` endings are scored). Optional
+    ``user_error_penalty`` (default 0, i.e. upstream): an episode the customer ends by breaking the protocol
+    (``user_error``: an empty or unreadable turn, or text and calls together under ``enforce_protocol``) gets
+    ``-user_error_penalty`` instead of 0, so a learner can tell "I broke the conversation" from "the agent
+    failed". ``info["reward_info"]`` is upstream's breakdown either way.
+
+    ## Starting State
+    As the agent env (task drawn from ``task_split`` with ``np_random``, or ``options={"task_id": ...}``); the
+    agent greets (``Hi! How can I help you today?``) and the first observation ends with that greeting (or with
+    the task's message history, after the agent's turns it implies).
+
+    ## Episode End
+    tau2's termination reasons, classified from the customer's side: ``terminated`` for ``user_stop``,
+    ``agent_stop`` and ``user_error`` (the policy's own protocol failure, including an unreadable action --
+    where upstream's ``UserGymEnv`` returns an error string and waits, tau2's orchestrator would abort as
+    ``user_error``); ``truncated`` for ``max_steps``, ``too_many_errors``, ``timeout`` and ``agent_error``
+    (the agent policy failed or sent junk: not the customer's doing). ``info`` then carries
+    ``termination_reason``, ``reward_info``, ``simulation_run`` and ``error`` as the agent env's.
+
+    ## Arguments
+    ``agent``: see :func:`resolve_agent` (default ``"oracle"``, the scripted agent playing the task's gold
+    actions); ``agent_parser``: parser for agent replies whose text holds call markup (default ``"auto"``);
+    ``user_error_penalty`` (0.0); and the agent env's task, limit, evaluation and format knobs (``task_split``,
+    ``task_ids``, ``max_steps``, ``max_errors``, ``enforce_protocol``, ``agent_can_stop``, ``obs_format``,
+    ``parser``, ``judge``, ...; see :class:`~tau2_gym.envs.config.Tau2EnvConfig`). ``user`` and ``solo`` do
+    not apply.
+
+    ## Version History
+    * v0: initial release.
+    """
+
+    def __init__(self, domain: Optional[str] = None, *, agent: Any = "oracle", agent_parser: Any = "auto",
+                 user_error_penalty: float = 0.0, render_mode: Optional[str] = None, **kwargs: Any) -> None:
+        for key in ("user", "solo", "config"):
+            if key in kwargs:
+                raise TypeError(f"{key}= does not apply to the user env (the policy is the user; there is no solo "
+                                "variant); set the agent with agent=")
+        cfg = Tau2EnvConfig.from_kwargs(domain=domain or kwargs.pop("domain", None) or "mock", **kwargs)
+        defaults = Tau2EnvConfig(domain=cfg.domain)
+        ignored = [f.name for f in dataclasses.fields(cfg) if f.name not in _SHARED_FIELDS
+                   and getattr(cfg, f.name) != getattr(defaults, f.name)]
+        if ignored:
+            raise TypeError(f"the user env does not support {ignored}; it takes {sorted(_SHARED_FIELDS)}")
+        super().__init__(config=cfg, render_mode=render_mode)
+        self.user = None  # the policy is the user
+        self.agent = resolve_agent(agent)
+        self.agent_parser = agent_parser
+        self.user_error_penalty = float(user_error_penalty)
+        self.agent_tools: tuple[dict, ...] = self.tools  # the agent env's tools: what the agent may call
+        self.user_tools: tuple[dict, ...] = tuple(self.domain.user_tool_schemas()) if self.domain.has_user_tools else ()
+        self._user_tools_json = json.dumps(list(self.user_tools))
+        self.action_space = AssistantActionSpace(self.user_tools, parser=cfg.parser, tokenizer=cfg.tokenizer,
+                                                 text_probability=0.5 if self.user_tools else 1.0)
+        self._agent_calls = 0
+
+    # ------------------------------------------------------------------ gym API
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> tuple[Any, dict]:
+        """Start an episode: pick a task (as the agent env), let the agent greet, return the customer's view.
+
+        ``options`` as :meth:`Tau2Env.reset` (``task_id``, ``task_index``, ``task``). If the episode already
+        ended during reset, ``info["episode_over"]`` is True and the next ``step`` returns the final transition.
+        """
+        gym.Env.reset(self, seed=seed)
+        self._forget_episode()
+        options = options or {}
+        task = self._pick_task(options)
+        user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the episode seed (agent and records), as the agent env
+        self.task = task
+        self._info_task = task.model_copy(deep=True)
+        self._info_tools = json.loads(self._user_tools_json)
+        self._info_agent_tools = json.loads(self._tools_json)
+        cfg = self.config
+        self.loop = tl.TurnLoop(self.domain, task, solo=False, max_steps=cfg.max_steps, max_errors=cfg.max_errors,
+                                enforce_protocol=cfg.enforce_protocol, agent_can_stop=self.agent_can_stop,
+                                timeout=cfg.timeout, seed=user_seed)
+        self._calls = 0
+        self._agent_calls = 0
+        self._final = None
+        self._env_steps = 0
+        self.loop.start()
+        self._run_agent()
+        info = self._info()
+        if self.loop.done:
+            info["episode_over"] = True
+            info["termination_reason"] = self.loop.termination_reason
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        """One customer turn: the action goes to the agent (text) or the user's tools (calls), then the agent
+        acts until it is the customer's turn again or the episode ends. Never raises for a bad action."""
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("call reset() before step()")
+        self._env_steps += 1
+        if self._final is not None:
+            import warnings
+
+            warnings.warn("step() called after the episode ended; call reset()", stacklevel=2)
+            _, _, term, trunc, info = self._final
+            return self._observation(), 0.0, term, trunc, dict(info)
+        if not loop.done:
+            try:
+                msg = self._user_message(action)
+            except ActionError as exc:
+                loop.submit_user(UserSimulatorError(f"unreadable customer action: {exc.reason}"))
+            else:
+                loop.submit_user(msg)
+                self._run_agent()
+        if not loop.done:
+            return self._observation(), 0.0, False, False, self._info()
+        return self._finish()
+
+    def _user_message(self, action: Any) -> UserMessage:
+        cfg = self.config
+        msg = to_assistant_message(action, parser=cfg.parser, tokenizer=cfg.tokenizer,
+                                   fill_ids=cfg.fill_tool_call_ids, first_id=self._calls, timestamp="")
+        calls = None if not msg.tool_calls else [
+            ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in msg.tool_calls]
+        self._calls += len(calls or ())
+        return UserMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
+                           raw_data=msg.raw_data, timestamp="")
+
+    def _run_agent(self) -> None:
+        """The agent's turns (tool calls and their results included) until the customer must speak."""
+        loop = self.loop
+        assert loop is not None
+        while loop.status == tl.AGENT:
+            view = loop.agent_messages()
+            request = AgentTurnRequest(
+                episode_id=loop.episode_id, system_prompt=view[0]["content"], messages=view[1:],
+                tools=list(self.agent_tools), task=loop.task, seed=loop.seed, turn=loop.agent_turns,
+                solo=False, extra={"domain": self.config.domain})
+            try:
+                reply = self.agent.generate(request)
+                msg = _agent_message(reply, self.agent_parser, self._agent_calls)
+            except ActionError as exc:
+                loop.abort_agent(exc.reason, exc.record)
+                break
+            except Exception as exc:  # noqa: BLE001 - a failing agent ends the episode, never the training loop
+                logger.warning("agent %s raised %s: %s", type(self.agent).__name__, type(exc).__name__, exc)
+                loop.abort_agent(f"agent policy failed: {type(exc).__name__}: {exc}")
+                break
+            self._agent_calls += len(msg.tool_calls or ())
+            loop.submit_agent(msg)
+        if loop.done:
+            self._forget_episode()
+
+    def _forget_episode(self) -> None:
+        """Tell a stateful agent policy (scripted: one plan per episode) that the current episode is over."""
+        loop = self.loop
+        done = getattr(self.agent, "episode_done", None)
+        if loop is not None and done is not None:
+            done(loop.episode_id)
+
+    def _finish(self) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, _, _, info = super()._finish()
+        reason = self.loop.termination_reason  # type: ignore[union-attr]
+        terminated = reason in USER_TERMINAL_REASONS
+        if reason == tl.USER_ERROR and self.user_error_penalty:
+            reward = -self.user_error_penalty
+            info["user_error_penalty"] = self.user_error_penalty
+        self._final = (None, reward, terminated, not terminated, info)
+        return obs, reward, terminated, not terminated, dict(info)
+
+    def _observation(self) -> Any:
+        loop = self.loop
+        assert loop is not None
+        if self.config.obs_format == "text":
+            return transcript([m for m in loop.trajectory if tl.user_sees(m)])
+        if loop.status == tl.USER:  # what a user simulator is sent now (a fresh copy)
+            return tl.copy_view(loop.user_request().openai_messages())
+        tools = tl.user_tools_for(self.domain, loop.task)
+        system = tl.user_system_prompt(self.domain, loop.task, tools is not None)
+        return [{"role": "system", "content": system}] + user_view(loop.trajectory)
+
+    def _info(self) -> dict[str, Any]:
+        loop = self.loop
+        assert loop is not None
+        return {
+            "domain": self.config.domain,
+            "role": "user",
+            "task_id": loop.task.id,
+            "task": self._info_task,
+            "solo": False,
+            "tools": self._info_tools,
+            "agent_tools": self._info_agent_tools,
+            "policy": self.policy,
+            "step_count": loop.step_count,
+            "num_errors": loop.num_errors,
+            "data_version": self.data_version,
+        }
+
+    def results_info(self) -> dict[str, Any]:
+        out = super().results_info()
+        out["user_info"] = {**out["user_info"], "implementation": "gym_user", "llm": None, "llm_args": None}
+        agent_info = self.agent.info() if hasattr(self.agent, "info") else {}
+        out["agent_info"] = {"implementation": "llm_agent", "llm": None, "llm_args": None, **agent_info}
+        return out
