@@ -14,7 +14,15 @@ if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().p
 
 from tau2_gym.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
 
-__all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain"]
+__all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain", "replay"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy exports keep `import tau2_gym` light
+    if name == "replay":
+        from tau2_gym.playback import replay
+
+        return replay
+    raise AttributeError(f"module 'tau2_gym' has no attribute {name!r}")
 
 # Gymnasium ids tau2/<domain>-v0 (+ -solo-v0), so that gym.make("tau2_gym:tau2/airline-v0") works unimported.
 from tau2_gym.envs import register_envs as _register_envs  # noqa: E402
