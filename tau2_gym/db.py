@@ -79,6 +79,73 @@ def dumps_sorted(value: Any) -> str:
     return _encode_sorted(value)
 
 
+class _Unsure(Exception):
+    """Raised by :func:`_same_value` when plain comparison cannot decide JSON-text equality."""
+
+
+_LEAVES = (str, int, bool, type(None))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two plain values serialise to the same hash text, decided without serialising them.
+
+    Exact for JSON-like data (dict with str keys, list, str, int, float, bool, None, dates): a type
+    difference anywhere (1 vs 1.0, list vs tuple, date vs str), a NaN or a non-str key raises _Unsure
+    and the caller compares the serialised texts instead. Leaves are compared inline (no call per leaf).
+    """
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        raise _Unsure
+    if t is dict:
+        if len(a) != len(b) or a.keys() != b.keys():
+            if any(type(k) is not str for k in a) or any(type(k) is not str for k in b):
+                raise _Unsure
+            return False
+        for k, v in a.items():
+            if type(k) is not str:
+                raise _Unsure
+            w = b[k]
+            tv = type(v)
+            if tv in _LEAVES:
+                if tv is not type(w):
+                    raise _Unsure
+                if v != w:
+                    return False
+            elif v is not w and not _same_value(v, w):
+                return False
+        return True
+    if t is list:
+        if len(a) != len(b):
+            return False
+        for v, w in zip(a, b):
+            tv = type(v)
+            if tv in _LEAVES:
+                if tv is not type(w):
+                    raise _Unsure
+                if v != w:
+                    return False
+            elif v is not w and not _same_value(v, w):
+                return False
+        return True
+    if t in _LEAVES:
+        return a == b
+    if t is float:
+        if a != a or b != b:
+            raise _Unsure
+        return repr(a) == repr(b)
+    return str(a) == str(b)  # dates and other scalars serialise through str()
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two plain values serialise to the same hash text (``dumps_sorted(a) == dumps_sorted(b)``)."""
+    try:
+        return _same_value(a, b)
+    except _Unsure:
+        return dumps_sorted(a) == dumps_sorted(b)
+
+
 class DBSchema:
     """How a domain's DB is validated and laid out.
 
@@ -416,5 +483,5 @@ def dump_hash(data: Any) -> str:
     return hashlib.sha256(dumps_sorted(data).encode("utf-8")).hexdigest()
 
 
-__all__ = ["BaseData", "DBState", "Table", "copy_json", "plain", "dumps_sorted", "merge_update", "dump_hash",
+__all__ = ["BaseData", "DBState", "Table", "copy_json", "plain", "dumps_sorted", "merge_update", "dump_hash", "same_json",
            "DBSchema"]

@@ -22,7 +22,8 @@ from collections import OrderedDict
 from enum import Enum
 from typing import Any, Iterable, Optional
 
-from tau2_gym.db import DBState, Table, dumps_sorted
+from tau2_gym.db import DBState, Table, same_json
+from tau2_gym.db_diff import environment_diff
 from tau2_gym.domain import LoadedDomain
 from tau2_gym.environment import Environment, pair_tool_calls
 from tau2_gym.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
@@ -221,72 +222,6 @@ def _db_of(kit: Any) -> Any:
     return None if kit is None else kit.db
 
 
-class _Unsure(Exception):
-    """Raised by :func:`_same_value` when plain comparison cannot decide JSON-text equality."""
-
-
-_LEAVES = (str, int, bool, type(None))
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    """Whether two plain values serialise to the same hash text, decided without serialising them.
-
-    Exact for JSON-like data (dict with str keys, list, str, int, float, bool, None, dates): a type
-    difference anywhere (1 vs 1.0, list vs tuple, date vs str), a NaN or a non-str key raises _Unsure
-    and the caller compares the serialised texts instead. Leaves are compared inline (no call per leaf).
-    """
-    if a is b:
-        return True
-    t = type(a)
-    if t is not type(b):
-        raise _Unsure
-    if t is dict:
-        if len(a) != len(b) or a.keys() != b.keys():
-            if any(type(k) is not str for k in a) or any(type(k) is not str for k in b):
-                raise _Unsure
-            return False
-        for k, v in a.items():
-            if type(k) is not str:
-                raise _Unsure
-            w = b[k]
-            tv = type(v)
-            if tv in _LEAVES:
-                if tv is not type(w):
-                    raise _Unsure
-                if v != w:
-                    return False
-            elif v is not w and not _same_value(v, w):
-                return False
-        return True
-    if t is list:
-        if len(a) != len(b):
-            return False
-        for v, w in zip(a, b):
-            tv = type(v)
-            if tv in _LEAVES:
-                if tv is not type(w):
-                    raise _Unsure
-                if v != w:
-                    return False
-            elif v is not w and not _same_value(v, w):
-                return False
-        return True
-    if t in _LEAVES:
-        return a == b
-    if t is float:
-        if a != a or b != b:
-            raise _Unsure
-        return repr(a) == repr(b)
-    return str(a) == str(b)  # dates and other scalars serialise through str()
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    try:
-        return _same_value(a, b)
-    except _Unsure:
-        return dumps_sorted(a) == dumps_sorted(b)
-
-
 def _same_state(a: DBState, b: DBState) -> bool:
     """``DBState.same_as`` with a faster record comparison: only records either side changed are looked at,
     and they are compared structurally (exactly as their serialised texts would compare)."""
@@ -299,9 +234,9 @@ def _same_state(a: DBState, b: DBState) -> bool:
                 inx, iny = k in x, k in y
                 if inx != iny:
                     return False
-                if inx and not _same_json(x[k], y[k]):
+                if inx and not same_json(x[k], y[k]):
                     return False
-        elif x is not y and not _same_json(x, y):
+        elif x is not y and not same_json(x, y):
             return False
     return True
 
@@ -346,10 +281,13 @@ def _env_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: 
         db_match = (_same_db(_db_of(gold.tools), _db_of(predicted.tools))
                     and _same_db(_db_of(gold.user_tools), _db_of(predicted.user_tools)))
     info = None
+    if not db_match:  # say *what* differs, before the assertions run (they may sync and so change a state)
+        info = environment_diff(gold, predicted)
     if hashes:
-        info = {"hashes": {"gold_agent": gold.get_db_hash(), "gold_user": gold.get_user_db_hash(),
+        info = info or {}
+        info["hashes"] = {"gold_agent": gold.get_db_hash(), "gold_user": gold.get_user_db_hash(),
                            "predicted_agent": predicted.get_db_hash(),
-                           "predicted_user": predicted.get_user_db_hash()}}
+                           "predicted_user": predicted.get_user_db_hash()}
     db_reward = 1.0 if db_match else 0.0
     checks = []
     ea_reward = 1.0
@@ -583,6 +521,14 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
         if _COMM in basis:
             include(comm)
         reward_basis = plan.basis
+    info = {"env": env["info"], "nl": nl["info"] if nl is not None else None,
+            "communicate": comm["info"], "action": action["info"]}
+    if env["info"] and "db_diff" in env["info"]:  # one place for the diff, whatever the evaluation type
+        env_info = info["env"] = dict(env["info"])
+        for key in ("db_diff", "db_diff_truncated"):
+            if key in env_info:
+                info[key] = env_info.pop(key)
+        info["env"] = env_info or None
     return _reward_info(
         reward,
         db_check=env["db_check"],
@@ -592,8 +538,7 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
         communicate_checks=comm["communicate_checks"],
         reward_basis=reward_basis,
         reward_breakdown=breakdown,
-        info={"env": env["info"], "nl": nl["info"] if nl is not None else None,
-              "communicate": comm["info"], "action": action["info"]},
+        info=info,
     )
 
 

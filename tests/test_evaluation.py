@@ -394,7 +394,7 @@ def test_solo_is_refused_by_domains_without_solo_mode():
 ])
 def test_structural_db_comparison_equals_hash_text_comparison(a, b):
     from tau2_gym.db import dumps_sorted
-    from tau2_gym.evaluation import _same_json
+    from tau2_gym.db import same_json as _same_json
 
     assert _same_json(a, b) == (dumps_sorted(a) == dumps_sorted(b))
 
