@@ -499,8 +499,19 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
     envs = _Envs(None if data_dir is None else str(data_dir), make_judge(judge), dict(env_kwargs or {}))
     report = ReplayReport()
     work: list[tuple[Any, int, Optional[str], _FileSettings, _Tasks]] = []
+    if data_version is not None:
+        from tau2_gym.data.versions import get_version
+
+        get_version(data_version)  # an unknown name fails here, once (ValueError)
+    from tau2_gym.domain import domain_names, load_domain
+
     for label, raw in inputs:
         settings = _settings(raw, max_steps, data_dir, data_version)
+        if settings.domain not in domain_names():
+            where = repr(label) if label is not None else "the results dict"
+            raise ReplayInputError(f"{where}: unknown domain "
+                                   f"{settings.domain!r}; registered: {', '.join(domain_names())}")
+        load_domain(settings.domain, data_dir, settings.data_version)  # the data is there (else one DataError)
         tasks = _Tasks(raw.get("tasks"))
         report.files.append({"path": label, "domain": settings.domain, "simulations": len(raw["simulations"]),
                              "solo": settings.solo, "max_steps": settings.max_steps,
