@@ -1,0 +1,110 @@
+// tau2-gym report: renders one simulation's details on demand from its <script type="application/json"
+// id="s<i>"> block. Everything goes in through textContent (never innerHTML): message contents are untrusted.
+(function () {
+  "use strict";
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function add(parent, child) { parent.appendChild(child); return child; }
+  function fmt(x) { return (typeof x === "number") ? (Math.round(x * 10000) / 10000).toString() : String(x); }
+  function json(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); } }
+  function short(s, n) { s = String(s).replace(/\s+/g, " "); return s.length > n ? s.slice(0, n - 1) + "\u2026" : s; }
+
+  function table(heads, rows) {
+    var t = el("table"), tr = add(add(t, el("thead")), el("tr"));
+    heads.forEach(function (h) { add(tr, el("th", null, h)); });
+    var tb = add(t, el("tbody"));
+    rows.forEach(function (r) {
+      var row = add(tb, el("tr"));
+      r.forEach(function (c) {
+        if (c instanceof Node) { add(row, el("td")).appendChild(c); } else { add(row, el("td", null, c)); }
+      });
+    });
+    return t;
+  }
+
+  function message(m) {
+    var role = m[0], content = m[1], calls = m[2], error = m[3], who = m[4];
+    var box = el("div", "msg " + role + (error ? " err" : ""));
+    add(box, el("div", "role", role + (who && role === "tool" ? " \u00b7 for " + who : "") + (error ? " \u00b7 error" : "")));
+    if (role === "tool") {
+      var d = add(box, el("details"));
+      add(d, el("summary", error ? "bad" : null, short(content === null ? "" : content, 110)));
+      add(d, el("pre", null, content === null ? "" : content));
+      return box;
+    }
+    if (content !== null && content !== "") add(box, el("div", "text", content));
+    (calls || []).forEach(function (c) {
+      var d = add(box, el("details", "call"));
+      var s = add(d, el("summary", c[2] ? "bad" : null, "\u2192 " + c[0] + "(" + short(c[1], 90) + ")"));
+      if (c[2]) s.title = "not a tool of this domain";
+      add(d, el("pre", null, c[1]));
+    });
+    return box;
+  }
+
+  function render(i, d) {
+    var root = document.getElementById("detail");
+    root.textContent = "";
+    var head = add(root, el("h3", null, "Task " + d.task + " \u00b7 trial " + (d.trial === null ? "\u2013" : d.trial) +
+                                        " \u00b7 " + d.run));
+    var close = add(head, el("a", null, " \u00d7"));
+    close.href = "#"; close.title = "close";
+    var facts = [["reward", d.reward === null ? "not scored" : fmt(d.reward)], ["termination", d.term],
+                 ["simulation id", d.id], ["seed", d.seed], ["duration (s)", d.dur === null ? "" : fmt(d.dur)],
+                 ["messages", d.m.length]];
+    if (d.cost) facts.push(["tokens / cost", d.cost]);
+    if (d.error) facts.push(["error", d.error]);
+    add(root, table(["", ""], facts)).className = "facts";
+    if (d.breakdown) {
+      add(root, el("h3", null, "Reward components"));
+      var keys = Object.keys(d.breakdown);
+      add(root, table(["component", "reward", "in reward basis"], keys.map(function (k) {
+        return [k, fmt(d.breakdown[k]), (d.basis || []).indexOf(k) >= 0 ? "yes" : "no"];
+      })));
+    }
+    var failed = d.checks.filter(function (c) { return !c[1]; });
+    add(root, el("h3", null, "Failed checks (" + failed.length + " of " + d.checks.length + ")"));
+    if (failed.length) {
+      add(root, table(["component", "check"], failed.map(function (c) { return [c[0], c[2]]; })));
+    }
+    if (d.checks.length) {
+      var all = add(root, el("details"));
+      add(all, el("summary", null, "all checks"));
+      add(all, table(["component", "met", "check"], d.checks.map(function (c) {
+        return [c[0], el("span", c[1] ? "good" : "bad", c[1] ? "yes" : "no"), c[2]];
+      })));
+    }
+    if (d.diff) {
+      add(root, el("h3", null, "DB diff (" + d.diff.length + (d.diff_more ? " + " + d.diff_more + " left out" : "") + ")"));
+      var t = add(root, table(["db", "path", "kind", "gold", "agent"], d.diff.map(function (e) {
+        e = e || {};
+        return [e.db, e.path === "" ? "(whole DB)" : e.path, e.kind, el("pre", null, json(e.gold)),
+                el("pre", null, json(e.predicted))];
+      })));
+      t.className = "dbdiff";
+    }
+    add(root, el("h3", null, "Conversation"));
+    var conv = add(root, el("div", "conversation"));
+    d.m.forEach(function (m) { add(conv, message(m)); });
+    var prev = document.querySelector("a.c.sel");
+    if (prev) prev.classList.remove("sel");
+    var cell = document.querySelector('a.c[href="#s' + i + '"]');
+    if (cell) cell.classList.add("sel");
+  }
+
+  function route() {
+    var m = /^#s(\d+)$/.exec(location.hash);
+    var root = document.getElementById("detail");
+    if (!m) { root.textContent = ""; return; }
+    var src = document.getElementById("s" + m[1]);
+    if (!src) { root.textContent = "no such simulation"; return; }
+    render(m[1], JSON.parse(src.textContent));
+    root.scrollIntoView({block: "start"});
+  }
+  window.addEventListener("hashchange", route);
+  if (location.hash) route();
+})();
