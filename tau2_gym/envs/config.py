@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 OBS_FORMATS = ("messages", "text")
 TASK_SAMPLING = ("random", "sequential")
+REWARD_MODES = ("default", "strict", "partial")  # tau2_gym.rewards implements them
 
 
 @dataclass
@@ -40,12 +41,15 @@ class Tau2EnvConfig:
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a content mismatch is an evaluation error)."})
     timeout: Optional[float] = field(default=None, metadata={"help": "wall-clock seconds per episode (upstream HEAD `timeout`); None = no limit."})
     raise_on_evaluation_error: bool = field(default=False, metadata={"help": "re-raise evaluator failures instead of reward 0 + info['evaluation_error']."})
+    reward_mode: str = field(default="default", metadata={"help": "training reward: 'default' (upstream's), 'strict' (every component counts) or 'partial' (weighted component credit); info['tau2_reward'] keeps the raw one (tau2_gym.rewards)."})
 
     def __post_init__(self) -> None:
         if self.obs_format not in OBS_FORMATS:
             raise ValueError(f"obs_format={self.obs_format!r}; choose one of {OBS_FORMATS}")
         if self.task_sampling not in TASK_SAMPLING:
             raise ValueError(f"task_sampling={self.task_sampling!r}; choose one of {TASK_SAMPLING}")
+        if self.reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode={self.reward_mode!r}; choose one of {REWARD_MODES}")
         if int(self.max_steps) < 1:
             raise ValueError(f"max_steps={self.max_steps!r} must be >= 1")
         if int(self.max_errors) < 1:

@@ -445,6 +445,9 @@ class Tau2Env(gym.Env):
                 logger.warning("evaluation of task %r failed: %s: %s", loop.task.id, type(exc).__name__, exc)
                 info["evaluation_error"] = f"{type(exc).__name__}: {exc}"
                 reward_info = None
+        from tau2_gym.rewards import apply_reward_mode  # info["tau2_reward"] keeps upstream's reward
+
+        reward = apply_reward_mode(self.config.reward_mode, info, reward_info, reward)
         info["termination_reason"] = reason
         info["reward_info"] = None if reward_info is None else Record(reward_info)
         if loop.error is not None:
