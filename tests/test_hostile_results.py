@@ -38,7 +38,7 @@ def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys
     raw = results_26_3(mock_domain, mock_cases[:2])
     raw["simulations"].insert(1, bad)
     src = write(tmp_path / "run.json", raw)
-    assert main(["eval", str(src)]) == 0
+    assert main(["eval", str(src)]) == 1  # a simulation could not be scored
     out = capsys.readouterr()
     assert "not an object" in out.err
     assert "simulations=3 scored=2" in out.out and "1 scoring error(s)" in out.out, out.out

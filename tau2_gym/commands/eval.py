@@ -59,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evaluation-type", default="all",
                         help="upstream evaluation type: all (default), all_ignore_basis, env, action, communicate, "
                              "nl_assertions, all_with_nl_assertions, all_with_nl_assertions_ignore_basis")
+    parser.add_argument("--allow-unscored", action="store_true",
+                        help="exit 0 even when some simulations could not be scored (they are still counted and "
+                             "reported; without it eval exits 1)")
+    parser.add_argument("--diff", action="store_true",
+                        help="list each simulation whose stored reward the re-scoring changed (task, trial, "
+                             "old -> new); without it only their count is printed")
+    parser.add_argument("--explain", action="store_true",
+                        help="for each simulation whose DB check failed, print the field-level difference of "
+                             "the predicted and gold databases (path, gold value, predicted value)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="show replay warnings")
 
@@ -83,6 +92,11 @@ class Tally:
     nl_skipped: int = 0
     excluded: int = 0
     data: Any = None  # the DataSource that re-scored it
+    # against the rewards the file stored (per file only: not merged)
+    compared: int = 0  # scored simulations that had a stored reward
+    unstored: int = 0  # scored simulations without one
+    changes: list[tuple[str, Any, Optional[float], float]] = field(default_factory=list)  # task, trial, old, new
+    db_failures: list[tuple[int, str, Any, dict]] = field(default_factory=list)  # index, task, trial, reward_info
 
     def add(self, task_id: str, termination: Any, reward_info: Optional[dict]) -> None:
         self.simulations += 1
@@ -100,6 +114,21 @@ class Tally:
         if nl_unjudged(reward_info):
             self.nl_skipped += 1
         self.rewards[task_id].append(float(reward_info["reward"]))
+
+    def note(self, index: int, task_id: str, trial: Any, old: Optional[float], reward_info: Any) -> None:
+        """Compare a new score with the stored one; keep reward_infos whose DB check failed (--explain)."""
+        if not isinstance(reward_info, dict) or reward_info is EXCLUDED:
+            return
+        new = float(reward_info["reward"])
+        if old is None:
+            self.unstored += 1
+        else:
+            self.compared += 1
+            if not math.isclose(old, new, rel_tol=0.0, abs_tol=1e-9):
+                self.changes.append((task_id, trial, old, new))
+        db = reward_info.get("db_check")
+        if isinstance(db, dict) and db.get("db_match") is False:
+            self.db_failures.append((index, task_id, trial, reward_info))
 
     def merge(self, other: "Tally") -> None:
         self.num_trials += other.num_trials
@@ -184,14 +213,6 @@ class InputError(Exception):
     """A results file cannot be read or is not a tau2 results file."""
 
 
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, dict) or k not in d:
-            raise InputError(f"missing field {'.'.join(keys)}")
-        d = d[k]
-    return d
-
-
 def _grading_view(task: Any) -> Any:
     """What of a task decides its grade (criteria and initial state, without message timestamps)."""
     crit = task.evaluation_criteria.model_dump(mode="json") if task.evaluation_criteria is not None else None
@@ -211,6 +232,16 @@ class FileCheck:
     recorded: Optional[str]  # the data version the file records (None: it records none)
     stale_tasks: list[str] = field(default_factory=list)  # embedded tasks that grade differently from the data's
     fresh_missing: list[str] = field(default_factory=list)  # --fresh-tasks: ids the data does not have
+    no_tasks: bool = False  # the file embeds no tasks: graded with the data's
+    filled: list[str] = field(default_factory=list)  # run metadata the file lacked, filled with placeholders
+    mode_note: Optional[str] = None  # how solo/normal mode was decided when the file does not record it
+    openai_sims: int = 0  # simulations whose messages were in OpenAI chat form
+    problems: list[tuple[str, str]] = field(default_factory=list)  # schema errors of tasks and simulations
+
+
+def _stored_reward(reward_info: Any) -> Optional[float]:
+    value = reward_info.get("reward") if isinstance(reward_info, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optional[bool], evaluation_type: str,
@@ -218,46 +249,47 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
                  fresh_tasks: bool = False, check: Optional[FileCheck] = None) -> Tally:
     """Re-score every simulation of a parsed results file in place; return its tally.
 
+    Only what scoring needs is required (:func:`tau2_gym.results.read_for_scoring`); missing run metadata is
+    filled in (``check.filled`` says what) and OpenAI-format messages are rewritten in tau2's form.
     ``strict=None`` takes the data version's ``evaluate-trajs`` default (non-strict for tau2-bench 1.0.1).
-    ``check`` (if given) is filled with the file's recorded data version and its stale embedded tasks.
+    ``check`` (if given) is filled with what the file says about itself (see :class:`FileCheck`).
     """
     from tau2_gym.domain import load_domain
     from tau2_gym.evaluation import evaluate_simulation, needs_nl_judge
-    from tau2_gym.messages import messages_from_dicts
+    from tau2_gym.messages import messages_to_dicts
+    from tau2_gym.results import (ScoringSimulation, fill_run_metadata, format_problems, is_openai_message,
+                                  read_for_scoring, solo_mode)
     from tau2_gym.tasks import Task
 
     if not isinstance(raw, dict):
         raise InputError(f"a results file holds a JSON object, not {type(raw).__name__}")
-    domain_name = _get(raw, "info", "environment_info", "domain_name")
-    agent_impl = _get(raw, "info", "agent_info", "implementation")
-    user_impl = _get(raw, "info", "user_info", "implementation")
-    solo = agent_impl == "llm_agent_solo" and user_impl == "dummy_user"
-    raw_tasks = _get(raw, "tasks")
-    sims = raw.get("simulations")
-    if not isinstance(raw_tasks, list) or not isinstance(sims, list):
-        raise InputError("'tasks' and 'simulations' must be lists (directory-format results with a simulations/ "
-                         "folder are not supported; pass a single-file results JSON)")
+    if "simulations" not in raw and ("simulation_index" in raw or "format_version" in raw):
+        raise InputError("directory-format results (a simulations/ folder) are not supported; pass a single-file "
+                         "results JSON")
+    read = read_for_scoring(raw)  # SchemaError (a ResultsFileError) lists every problem at once
+    domain_name = read.domain_name
+    check = check if check is not None else FileCheck(recorded=None)
+    check.problems = read.problems
+    solo, check.mode_note = solo_mode(raw, read)
     try:
         domain = load_domain(domain_name, data_dir, data_version)
     except Exception as exc:
         raise InputError(f"domain {domain_name!r}: {exc}") from exc
     if strict is None:
         strict = domain.source.semantics.rescore_strict
-    check = check if check is not None else FileCheck(recorded=None)
     recorded = raw["info"].get("data_version")
     check.recorded = recorded.get("version") if isinstance(recorded, dict) else None
 
-    tasks: dict[str, Any] = {}
-    for i, rt in enumerate(raw_tasks):
-        tid = str(rt.get("id")) if isinstance(rt, dict) else f"#{i}"
-        try:
-            tasks[tid] = Task.model_validate(rt)
-        except Exception as exc:  # noqa: BLE001 - a bad task fails only its simulations
-            tasks[tid] = exc
     try:
         current = {t.id: t for t in domain.tasks(None, None)}
     except Exception:  # noqa: BLE001 - the data's task file is not needed unless --fresh-tasks
         current = {}
+    tasks: dict[str, Any] = dict(read.tasks or {})
+    if read.tasks is None:  # no embedded tasks: the data's definitions are the only ones there are
+        if not current:
+            raise InputError(f"the file embeds no tasks and the data has no task definitions for {domain_name!r}")
+        check.no_tasks = True
+        tasks = dict(current)
     for tid, task in tasks.items():
         if isinstance(task, Task) and tid in current and _grading_view(task) != _grading_view(current[tid]):
             check.stale_tasks.append(tid)
@@ -268,43 +300,53 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
         tasks = {tid: current.get(tid, task) for tid, task in tasks.items()}
 
     num_trials = raw["info"].get("num_trials") if isinstance(raw["info"].get("num_trials"), int) else 0
+    check.filled = fill_run_metadata(raw, solo)
     tally = Tally(domain=domain_name, num_trials=num_trials or 0)
     exclude = getattr(judge, "skip", False) and getattr(judge, "counts_as", None) == "exclude"
-    for sim in _progress(sims, label or domain_name, progress):
-        if not isinstance(sim, dict):  # counted and reported, never skipped silently
-            print(f"error: {label or domain_name}: a simulation is a JSON {type(sim).__name__}, not an object",
-                  file=sys.stderr)
+    sims = raw["simulations"]
+    for index, sim in enumerate(_progress(sims, label or domain_name, progress)):
+        parsed = read.simulations[index]
+        if not isinstance(sim, dict):  # counted, and listed among the schema errors: never skipped silently
             tally.add("", None, None)
             continue
         task_id = str(sim.get("task_id"))
         info = sim.get("info") if isinstance(sim.get("info"), dict) else {}
         for key in (ERROR_KEY, EXCLUDED_KEY):
             info.pop(key, None)
+        old = _stored_reward(sim.get("reward_info"))
         try:
+            if not isinstance(parsed, ScoringSimulation):
+                raise ValueError("the simulation does not validate:\n" + format_problems(parsed, limit=5))
             task = tasks.get(task_id)
             if task is None:
                 raise ValueError(f"task {task_id!r} is not among the file's tasks")
-            if isinstance(task, Exception):
-                raise ValueError(f"task {task_id!r} does not validate: {task}")
+            if not isinstance(task, Task):
+                raise ValueError(f"task {task_id!r} does not validate:\n" + format_problems(task, limit=5))
             if sim.get("ticks") is not None or sim.get("mode", "half_duplex") == "full_duplex":
                 raise ValueError("full-duplex (voice) simulations are not supported")
+            messages = parsed.messages or []
+            if any(is_openai_message(m) for m in sim.get("messages") or ()):
+                sim["messages"] = messages_to_dicts(messages)  # the output is a tau2 results file
+                check.openai_sims += 1
             if exclude and needs_nl_judge(domain, task, evaluation_type):
                 sim["reward_info"] = None
                 info[EXCLUDED_KEY] = "its reward needs an NL-assertion judge (--judge exclude)"
                 sim["info"] = info
                 tally.add(task_id, sim.get("termination_reason"), EXCLUDED)
                 continue
-            messages = messages_from_dicts(sim.get("messages") or [])
-            sim["reward_info"] = evaluate_simulation(domain, task, messages, sim.get("termination_reason"), solo=solo,
-                                                     judge=judge, strict=strict, evaluation_type=evaluation_type)
+            sim["reward_info"] = evaluate_simulation(domain, task, messages, parsed.termination_reason.value,
+                                                     solo=solo, judge=judge, strict=strict,
+                                                     evaluation_type=evaluation_type)
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
             info[ERROR_KEY] = f"{type(exc).__name__}: {exc}"
         if info or isinstance(sim.get("info"), dict):
             sim["info"] = info  # an upstream ``info: null`` without notes stays null
         tally.add(task_id, sim.get("termination_reason"), sim.get("reward_info"))
+        tally.note(index, task_id, sim.get("trial"), old, sim.get("reward_info"))
     raw["info"]["rescored"] = {"by": "tau2-gym eval", "data_version": domain.data_version_record(),
-                               "strict_replay": strict, "fresh_tasks": fresh_tasks, "evaluation_type": evaluation_type,
+                               "strict_replay": strict, "fresh_tasks": fresh_tasks or check.no_tasks,
+                               "evaluation_type": evaluation_type,
                                "judge": getattr(judge, "name", type(judge).__name__)}
     tally.data = domain.source
     return tally
@@ -362,6 +404,85 @@ def _warn_about_data(src: Path, check: FileCheck, tally: Tally, fresh: bool) -> 
               f"embedded definitions: {check.fresh_missing[:5]}", file=sys.stderr)
 
 
+def _warn_about_reading(src: Path, check: FileCheck, tally: Tally) -> None:
+    """Say what re-scoring had to assume or convert to read the file (one line each, never per simulation)."""
+    from tau2_gym.results import format_problems
+
+    if check.filled:
+        mode = f"; scored in {check.mode_note}" if check.mode_note else ""
+        print(f"warning: {src}: filled missing run metadata (scoring does not read it): {', '.join(check.filled)}"
+              f"{mode}", file=sys.stderr)
+    if check.no_tasks:
+        now = tally.data.version.name if tally.data is not None else "the data's"
+        print(f"warning: {src}: the file embeds no tasks; graded with the {now} task definitions", file=sys.stderr)
+    if check.openai_sims:
+        print(f"note: {src}: {check.openai_sims} simulation(s) had OpenAI-format messages; scored and written in "
+              "tau2's message form", file=sys.stderr)
+    if check.problems:
+        print(f"error: {src}: {len(check.problems)} schema error(s); the simulations they concern are not scored:\n"
+              f"{format_problems(check.problems)}", file=sys.stderr)
+
+
+def _reward_text(value: Optional[float]) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def _changes_report(tally: Tally, show: bool) -> list[str]:
+    n = len(tally.changes)
+    line = f"  stored rewards: {n} of {tally.compared} changed"
+    if tally.unstored:
+        line += f" ({tally.unstored} scored simulation(s) had none stored)"
+    if n and not show:
+        line += " (--diff lists them)"
+    lines = [line]
+    if show:
+        lines += [f"    task {task_id!r} trial {trial if trial is not None else '-'}: "
+                  f"{_reward_text(old)} -> {_reward_text(new)}" for task_id, trial, old, new in tally.changes]
+    return lines
+
+
+def _compact(value: Any, width: int = 100) -> str:
+    import json
+
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def explain_reward_info(reward_info: dict) -> list[str]:
+    """The field-level DB diff of one reward_info (``info.db_diff``, written by the evaluator when the DB
+    check fails), one line per differing path."""
+    info = reward_info.get("info") if isinstance(reward_info.get("info"), dict) else {}
+    entries = info.get("db_diff")
+    if not isinstance(entries, list):
+        return ["    no field-level DB diff available (reward_info.info has no db_diff)"]
+    lines = []
+    for e in entries:
+        if not isinstance(e, dict):
+            continue
+        kind = e.get("kind")
+        gold = "(absent)" if kind == "only_predicted" else _compact(e.get("gold"))
+        pred = "(absent)" if kind == "only_gold" else _compact(e.get("predicted"))
+        lines.append(f"    {e.get('db', '?')} DB  {e.get('path')}: gold {gold}, predicted {pred}")
+    if not lines:
+        lines.append("    the DB hashes differ, but no differing field was recorded")
+    left = info.get("db_diff_truncated")
+    if isinstance(left, int) and left > 0:
+        lines.append(f"    ... and {left} more differing field(s) not recorded")
+    return lines
+
+
+def _explain_report(tally: Tally) -> list[str]:
+    lines = []
+    for index, task_id, trial, reward_info in tally.db_failures:
+        trial_s = "" if trial is None else f", trial {trial}"
+        lines.append(f"  simulations[{index}] (task {task_id!r}{trial_s}): DB check failed "
+                     f"(reward {_reward_text(float(reward_info['reward']))})")
+        lines += explain_reward_info(reward_info)
+    if not lines:
+        lines.append("  no simulation failed its DB check")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from tau2_gym.evaluation import EvaluationType
     from tau2_gym.judges import judge_specs_help, make_judge
@@ -415,6 +536,7 @@ def run(args: argparse.Namespace) -> int:
             shown_data.add(tally.data.version.name)
             print(f"data: {tally.data.describe()}")
         _warn_about_data(src, check, tally, args.fresh_tasks)
+        _warn_about_reading(src, check, tally)
         if dst is not None:
             try:
                 write_json_atomic(dst, raw)
@@ -424,6 +546,9 @@ def run(args: argparse.Namespace) -> int:
                 continue
         rows.append(_format_row(str(src) + (f" -> {dst}" if dst is not None else ""), tally))
         print(rows[-1])
+        print("\n".join(_changes_report(tally, getattr(args, "diff", False))))
+        if getattr(args, "explain", False):
+            print("\n".join(_explain_report(tally)))
         if tally.domain in per_domain:
             per_domain[tally.domain].merge(tally)
         else:
@@ -441,7 +566,17 @@ def run(args: argparse.Namespace) -> int:
         how = "pass (1.0)" if getattr(judge, "counts_as", "") == "pass" else "fail (0.0)"
         print(f"note: NL assertions were not judged (--judge {judge.name}); those simulations count as {how}. "
               "Use --judge openai:MODEL or hf:MODEL to grade them (or --judge pass | exclude)", file=sys.stderr)
+    code = 0
+    unscored = sum(t.errors for t in per_domain.values())
+    if unscored:
+        if getattr(args, "allow_unscored", False):
+            print(f"note: {unscored} simulation(s) could not be scored (--allow-unscored: exit status 0)",
+                  file=sys.stderr)
+        else:
+            print(f"error: {unscored} simulation(s) could not be scored; --allow-unscored exits 0 all the same",
+                  file=sys.stderr)
+            code = 1
     if failed:
         print(f"error: {len(failed)} input(s) could not be read: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+        code = 1
+    return code
