@@ -165,7 +165,7 @@ def infrastructure_failure(termination_reason: Optional[str], info: Optional[Map
 # ------------------------------------------------------------------------------------------- wrappers
 
 
-class TurnDiscount(gym.Wrapper):
+class TurnDiscount(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Multiplies the final reward by ``gamma ** (turns - 1)``: the same outcome in fewer agent turns is worth
     more (``turns`` = ``step`` calls of the episode). ``info["turn_discount"]`` is the factor applied;
     ``info["tau2_reward"]`` stays the raw reward."""
@@ -174,6 +174,7 @@ class TurnDiscount(gym.Wrapper):
         super().__init__(env)
         if not 0.0 < gamma <= 1.0:
             raise ValueError(f"gamma={gamma!r} must be in (0, 1]")
+        gym.utils.RecordConstructorArgs.__init__(self, gamma=gamma)
         self.gamma = float(gamma)
         self.turns = 0
 
@@ -210,14 +211,14 @@ def format_errors(action: Any, tools: Any, parser: Any = "auto", tokenizer: Any 
             bad += 1
             continue
         args = call.arguments if isinstance(call.arguments, dict) else {}
-        props = params.get("properties") or {}
+        declared = "properties" in params or params.get("additionalProperties") is False  # tau2 tools take no **kwargs
         missing = set(params.get("required") or ()) - set(args)
-        unknown = set(args) - set(props) if props or params.get("additionalProperties") is False else set()
+        unknown = set(args) - set(params.get("properties") or ()) if declared else set()
         bad += bool(missing or unknown)
     return bad
 
 
-class InvalidFormatPenalty(gym.Wrapper):
+class InvalidFormatPenalty(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Subtracts ``penalty`` per malformed action or schema-invalid call (:func:`format_errors`) from the reward
     of the step it happens on. ``info["format_errors"]`` counts them over the episode; the inner env still
     handles the action as always (an unreadable one ends the episode as ``agent_error``)."""
@@ -226,6 +227,7 @@ class InvalidFormatPenalty(gym.Wrapper):
         super().__init__(env)
         if penalty < 0:
             raise ValueError(f"penalty={penalty!r} must be >= 0")
+        gym.utils.RecordConstructorArgs.__init__(self, penalty=penalty)
         self.penalty = float(penalty)
         self.count = 0
         self._tools: list = []
