@@ -607,6 +607,49 @@ class Tau2VectorEnv(VectorEnv):
         for slot, value in zip(self.envs, values):
             setattr(slot, name, value)
 
+    # ------------------------------------------------------------------ branching
+
+    def clone_slot(self, index: int, episode_id: Optional[str] = None) -> Any:
+        """A standalone :class:`~tau2_gym.envs.tau2_env.Tau2Env` continuing sub-env ``index``'s live episode
+        (:meth:`Tau2Env.clone <tau2_gym.envs.tau2_env.Tau2Env.clone>`: its own messages, DB overlays and RNG;
+        the domain, tasks and user simulator shared). Step it like any env; this vector env is unchanged.
+
+        Call it between vector steps: then every sub-env is at its agent's turn (or its episode is over)."""
+        twin = self.envs[self._slot_index(index)].clone(episode_id=episode_id)
+        for name in ("_run_user", "_observation"):  # the vector env's phase overrides: a standalone env runs both
+            twin.__dict__.pop(name, None)
+        return twin
+
+    def copy_slot(self, src: int, dst: Union[int, Sequence[int]]) -> None:
+        """Branch inside the vector env: sub-env(s) ``dst`` become clones of sub-env ``src``'s episode, with its
+        last observation, reward and done flags, so the next :meth:`step` continues each copy with its own
+        action -- their user turns answered in one batch with everyone else's (best-of-n with an LLM user).
+
+        A copy also takes ``src``'s RNG state: reset it with a seed of its own if later episodes should differ."""
+        src = self._slot_index(src)
+        targets = [dst] if isinstance(dst, (int, np.integer)) else list(dst)
+        source = self.envs[src]
+        for j in targets:
+            j = self._slot_index(j)
+            if j == src:
+                continue
+            self.envs[j] = source.clone()  # keeps the slot's phase overrides (copied attributes)
+            if hasattr(self, "_obs"):
+                obs = self._obs[src]
+                self._obs[j] = list(obs) if isinstance(obs, list) else obs
+            self._rewards[j] = self._rewards[src]
+            self._terminations[j] = self._terminations[src]
+            self._truncations[j] = self._truncations[src]
+            self._autoreset_envs[j] = self._autoreset_envs[src]
+
+    def _slot_index(self, index: Any) -> int:
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            raise TypeError(f"a sub-env index must be an int; got {type(index).__name__}")
+        i = int(index)
+        if not -self.num_envs <= i < self.num_envs:
+            raise IndexError(f"sub-env index {i} out of range for num_envs={self.num_envs}")
+        return i % self.num_envs
+
     def simulation_runs(self) -> list[Optional[dict]]:
         """Each sub-env's last finished episode as a tau2 SimulationRun dict (None if none finished yet)."""
         return [slot.simulation_run() for slot in self.envs]

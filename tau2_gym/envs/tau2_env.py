@@ -12,12 +12,14 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from tau2_gym import turn_loop as tl
+from tau2_gym.db import DBState
 from tau2_gym.envs.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.messages import ParticipantMessage, ToolMessage
 from tau2_gym.records import Record, as_dict
 from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.tasks import Task
+from tau2_gym.tools import Toolkit
 from tau2_gym.users.base import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
@@ -100,6 +102,171 @@ def transcript(messages: list, include_tool_results: bool = True) -> str:
         else:
             lines.append(f"{m.role}: {m.content}")
     return "\n".join(lines)
+
+
+_SHARED_TYPES = (type(None), str, int, float, bool, bytes)
+
+
+def _copy_message(msg: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
+    """An independent copy of one stored message (and its tool calls), recorded in ``mapping`` by the id of
+    the original so that everything else pointing at the message (the loop's last message, the tool-call
+    log) points at the copy -- scoring relies on that identity (``Environment.replays_to``)."""
+    from tau2_gym.db import copy_json
+    from tau2_gym.messages import AssistantMessage, SystemMessage, ToolCall, UserMessage
+
+    kind = type(msg)
+    if kind is ToolMessage:
+        new = ToolMessage.__new__(ToolMessage)
+        new.id, new.content, new.requestor, new.error = msg.id, msg.content, msg.requestor, msg.error
+        new.turn_idx, new.timestamp = msg.turn_idx, msg.timestamp
+    elif kind is AssistantMessage or kind is UserMessage:
+        new = kind.__new__(kind)
+        new.content, new.turn_idx, new.timestamp, new.cost = msg.content, msg.turn_idx, msg.timestamp, msg.cost
+        calls = msg.tool_calls
+        if calls is not None:
+            copies = []
+            for tc in calls:
+                twin = ToolCall.__new__(ToolCall)
+                twin.id, twin.name, twin.requestor = tc.id, tc.name, tc.requestor
+                twin.arguments = copy_json(tc.arguments)
+                mapping[id(tc)] = twin
+                copies.append(twin)
+            calls = copies
+        new.tool_calls = calls
+        new.usage = None if msg.usage is None else copy_json(msg.usage)
+        new.raw_data = None if msg.raw_data is None else copy_json(msg.raw_data)
+    elif kind is SystemMessage:
+        new = SystemMessage.__new__(SystemMessage)
+        new.content, new.turn_idx, new.timestamp = msg.content, msg.turn_idx, msg.timestamp
+    else:  # anything else a domain or a simulator put in the trajectory: the generic copy
+        new = copy.deepcopy(msg, memo)
+    mapping[id(msg)] = new
+    return new
+
+
+def _remapped(value: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
+    """``value`` with every copied message or call replaced by its copy; other objects deep-copied."""
+    if isinstance(value, _SHARED_TYPES):
+        return value
+    hit = mapping.get(id(value))
+    if hit is not None:
+        return hit
+    if type(value) is list:
+        return [_remapped(v, mapping, memo) for v in value]
+    if type(value) is tuple:
+        return tuple(_remapped(v, mapping, memo) for v in value)
+    return copy.deepcopy(value, memo)
+
+
+def _copy_environment(env: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
+    """The episode's tool environment with private toolkits (copy-on-write DB views over the same base)."""
+    new = copy.copy(env)
+    shared = ("domain", "semantics", "_sync_hook", "policy")
+    for name, value in env.__dict__.items():
+        if name in shared or isinstance(value, _SHARED_TYPES):
+            continue
+        if name == "_calls":  # (call, result) pairs: the very objects of the trajectory (replays_to)
+            new._calls = [(_remapped(c, mapping, memo), _remapped(r, mapping, memo)) for c, r in value]
+        elif isinstance(value, Toolkit):
+            setattr(new, name, _copy_toolkit(value, memo))
+        else:
+            setattr(new, name, copy.deepcopy(value, memo))
+    return new
+
+
+def _copy_toolkit(kit: Any, memo: dict[int, Any]) -> Any:
+    """A toolkit instance with its own state: each DB as a copy-on-write copy (one per DB object: the memo
+    keeps a DB that two toolkits share shared), every other attribute deep-copied unless immutable."""
+    hit = memo.get(id(kit))
+    if hit is not None:
+        return hit
+    new = _shallow(kit)
+    for name, value in kit.__dict__.items():
+        if isinstance(value, _SHARED_TYPES):
+            continue
+        if isinstance(value, DBState):
+            twin = memo.get(id(value))
+            if twin is None:
+                twin = memo[id(value)] = value.copy()  # the original episode keeps ``value`` (its id) alive
+            setattr(new, name, twin)
+        else:
+            setattr(new, name, copy.deepcopy(value, memo))
+    memo[id(kit)] = new
+    return new
+
+
+def copy_turn_loop(loop: tl.TurnLoop) -> tl.TurnLoop:
+    """An independent copy of a live episode's turn loop: its own messages, views, counters, clock and tool
+    environment (DB overlays copied, the domain's base data shared); the domain and the task are shared.
+
+    Slots it does not know are deep-copied unless immutable, so state added to the loop later is copied too.
+    """
+    memo: dict[int, Any] = {id(loop.domain): loop.domain, id(loop.task): loop.task}
+    env = loop.env
+    for name in ("domain", "semantics", "_sync_hook"):
+        value = getattr(env, name, None)
+        if value is not None:
+            memo[id(value)] = value
+    mapping: dict[int, Any] = {}
+    new = tl.TurnLoop.__new__(tl.TurnLoop)
+    for name in tl.TurnLoop.__slots__:
+        try:
+            value = getattr(loop, name)
+        except AttributeError:
+            continue
+        if name == "trajectory":
+            value = [_copy_message(m, mapping, memo) for m in value]
+        elif name in ("_agent_view", "_user_view"):
+            value = list(value)  # entries are built once and never changed in place (copies are handed out)
+        elif name == "_clock":
+            clock = tl.Clock()
+            clock._last = value._last
+            value = clock
+        elif name == "_pending":
+            value = None  # rebuilt on demand from the copied views
+        elif name in ("domain", "task", "env", "message"):
+            pass  # set below, once the messages are mapped
+        elif not isinstance(value, _SHARED_TYPES):
+            value = copy.deepcopy(value, memo)
+        setattr(new, name, value)
+    new.env = _copy_environment(env, mapping, memo)
+    new.message = _remapped(loop.message, mapping, memo)
+    return new
+
+
+def _shallow(obj: Any) -> Any:
+    """A new instance of ``obj``'s class holding the same attribute values."""
+    new = type(obj).__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
+def _copy_rng(rng: Any) -> Any:
+    """An independent numpy Generator in the same state (the same draws from here on)."""
+    if rng is None:
+        return None
+    bits = type(rng.bit_generator)(0)  # a fixed seed is cheaper to build than an entropy-seeded one; replaced
+    bits.state = rng.bit_generator.state
+    return type(rng)(bits)
+
+
+def clone_env(env: Any, episode_id: Optional[str] = None) -> Any:
+    """:meth:`Tau2Env.clone` through a Gymnasium wrapper chain: the clone comes back wrapped like ``env``.
+
+    ``gym.make`` returns wrappers (``OrderEnforcing``, ``PassiveEnvChecker``, a ``TimeLimit`` when
+    ``max_episode_steps`` is given, any of your own): each is copied with its state -- the ``TimeLimit``'s
+    elapsed-step count included -- around the cloned env. ``env`` may also be the bare env.
+    """
+    base = env.unwrapped
+    if not isinstance(base, Tau2Env):
+        raise TypeError(f"clone_env needs a tau2 env (or wrappers around one); got {type(base).__name__}")
+    twin = base.clone(episode_id=episode_id)
+    if env is base:
+        return twin
+    memo: dict[int, Any] = {id(base): twin, id(base.domain): base.domain,
+                            id(base.action_space): twin.action_space,
+                            id(base.observation_space): twin.observation_space}
+    return copy.deepcopy(env, memo)
 
 
 class Tau2Env(gym.Env):
@@ -258,6 +425,43 @@ class Tau2Env(gym.Env):
     @staticmethod
     def _shared_tasks(domain: Any, config: Tau2EnvConfig) -> dict[str, Task]:
         return {t.id: t for t in domain.tasks(config.task_set, None)}
+
+    def clone(self, episode_id: Optional[str] = None) -> "Tau2Env":
+        """An independent copy of this env and its live episode, for branching (tree search, best-of-n,
+        "what if the agent had called X here").
+
+        Copied: the turn loop (messages, the agent's and the user's views, step and error counters, the
+        clock), the tool environment (each DB as its copy-on-write changes over the shared base), the RNGs
+        (``np_random`` and the action space's: the clone draws what the original would have drawn), the
+        episode's counters (an outer ``TimeLimit``'s limit and steps so far). Shared, read-only: the loaded
+        domain (base DBs, tool schemas, policies), the task pool and the task, the config, the judge and the
+        user simulator. Simulators are stateless (:mod:`tau2_gym.users.base`): the user's side of the
+        conversation lives in the turn loop, so an LLM user keeps its one client, connection pool and reply
+        cache, and the clone's user turns see the clone's own history. Given the same actions (and a
+        deterministic user: the oracle, or an LLM at temperature 0 with the episode seed, which the clone
+        keeps) the clone and the original produce the same trajectory and reward; otherwise they diverge
+        freely. The clone gets a new episode id (``episode_id=`` to choose one): saved runs stay distinct.
+
+        Cost: tens of microseconds for a short episode, growing with its length (each message is copied once);
+        ``bench/bench_clone.py`` measures it. Through wrappers use :func:`clone_env` (``gym.make`` returns a
+        wrapper chain; ``env.unwrapped.clone()`` is the bare env).
+        """
+        new = _shallow(self)  # not copy.copy: that goes through __getstate__ (made for pickling)
+        new._np_random = _copy_rng(self._np_random)
+        space = _shallow(self.action_space)
+        space._np_random = _copy_rng(getattr(self.action_space, "_np_random", None))
+        new.action_space = space
+        if self.loop is not None:
+            new.loop = copy_turn_loop(self.loop)
+            new.loop.episode_id = episode_id or tl.new_episode_id()
+            # info's per-episode copies of the task and the tools: made on the clone's first info (lazily: most
+            # branches of a search are cheap and short-lived)
+            new._info_task = None
+            new._info_tools = None
+        if self._final is not None:
+            obs, reward, term, trunc, info = self._final
+            new._final = (obs, reward, term, trunc, dict(info))
+        return new
 
     # ------------------------------------------------------------------ tasks
 
@@ -468,6 +672,10 @@ class Tau2Env(gym.Env):
     def _info(self) -> dict[str, Any]:
         loop = self.loop
         assert loop is not None
+        if self._info_task is None:  # a clone's first info (see clone)
+            self._info_task = loop.task.model_copy(deep=True)
+        if self._info_tools is None:
+            self._info_tools = json.loads(self._tools_json)
         return {
             "domain": self.config.domain,
             "task_id": loop.task.id,

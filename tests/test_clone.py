@@ -1,0 +1,275 @@
+"""``Tau2Env.clone()``: an independent copy of a live episode that shares only the immutable base.
+
+What is pinned: a clone stepped with other actions leaves the original's trajectory, DB and reward as an
+uninterrupted run has them; a clone given the original's remaining actions ends with the same trajectory,
+DB and reward, in every domain (telecom with user tools and a sync hook, banking_knowledge with its toolkit
+state); clones of clones; RNG streams; the wrapper chain (TimeLimit's count); an LLM user over a local
+OpenAI-compatible stub; the vector env's per-slot clone and in-place branching.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import tau2_gym  # noqa: F401  (registers the envs)
+from tau2_gym.agents import OracleAgent
+from tau2_gym.envs.tau2_env import Tau2Env, clone_env
+
+
+def _plan(env: Any) -> list[Any]:
+    """The oracle's actions for the env's current task (a fixed script: it does not read observations)."""
+    base = env.unwrapped
+    agent = OracleAgent()
+    agent.reset(base.task, {"solo": base.config.solo, "domain": base.config.domain})
+    return agent._plan + ["Is there anything else I can help you with?"] * 6
+
+
+def _messages(env: Any) -> list[dict]:
+    """The stored trajectory without timestamps (wall-clock) -- everything else must match exactly."""
+    return [{k: v for k, v in m.to_dict().items() if k != "timestamp"} for m in env.unwrapped.loop.messages()]
+
+
+def _run(env: Any, actions: list[Any]) -> list[tuple]:
+    """Step until the episode ends; per step: obs, reward, flags, DB hashes, reason, the reward record."""
+    out = []
+    for action in actions:
+        obs, reward, term, trunc, info = env.step(action)
+        loop = env.unwrapped.loop
+        ri = info.get("reward_info")
+        out.append((obs, reward, term, trunc, loop.env.get_db_hash(), loop.env.get_user_db_hash(),
+                    info.get("termination_reason"), None if ri is None else dict(ri)))
+        if term or trunc:
+            return out
+    raise AssertionError("the script did not end the episode")
+
+
+def _start(eid: str, task_id: str, seed: int = 5, **kwargs: Any) -> Any:
+    env = gym.make(eid, **kwargs)
+    env.reset(seed=seed, options={"task_id": task_id})
+    return env
+
+
+# (env id, kwargs, task): tasks whose gold actions write (the DB changes mid-episode); telecom's needs the
+# customer's own tool calls (user tools + the sync hook between the two DBs)
+CASES = [
+    ("tau2/airline-v0", {}, "7"),
+    ("tau2/retail-v0", {"judge": "pass"}, "5"),
+    ("tau2/telecom-v0", {"task_split": "small"}, None),
+    ("tau2/banking_knowledge-v0", {"judge": "pass"}, None),
+    ("tau2/mock-v0", {}, "update_task_with_message_history"),  # a task that starts from a message history
+]
+
+
+def _task_for(eid: str, kwargs: dict, task_id: Any) -> str:
+    if task_id is not None:
+        return task_id
+    env = gym.make(eid, **kwargs).unwrapped
+    want_user = env.domain.has_user_tools  # then a task where the customer acts on their own side too
+    for t in env.tasks:
+        acts = list(t.evaluation_criteria.actions or []) if t.evaluation_criteria is not None else []
+        mine = [a for a in acts if a.requestor == "assistant"]
+        if len(mine) >= 2 and (not want_user or any(a.requestor == "user" for a in acts)):
+            return t.id
+    raise AssertionError(f"no suitable task in {eid}")
+
+
+@pytest.mark.parametrize("eid,kwargs,task_id", CASES, ids=[c[0].split("/")[1] for c in CASES])
+def test_clone_continues_like_the_original_and_diverges_without_touching_it(eid, kwargs, task_id):
+    task_id = _task_for(eid, kwargs, task_id)
+    ref = _start(eid, task_id, **kwargs)
+    script = _plan(ref)
+    expected = _run(ref, script)
+    expected_messages = _messages(ref)
+    assert len(expected) >= 2
+
+    env = _start(eid, task_id, **kwargs)
+    k = len(expected) // 2
+    for action in script[:k]:
+        env.step(action)
+    twin = env.unwrapped.clone()
+    assert isinstance(twin, Tau2Env) and twin is not env.unwrapped
+    assert twin.domain is env.unwrapped.domain and twin.tasks is env.unwrapped.tasks  # the base is shared
+    assert twin.loop.env.tools.db is not env.unwrapped.loop.env.tools.db
+    assert twin.loop.env.tools.db.base is env.unwrapped.loop.env.tools.db.base
+    assert twin.loop.episode_id != env.unwrapped.loop.episode_id
+
+    other = env.unwrapped.clone()
+
+    # one clone runs the rest of the script first (its writes change its own DB only) ...
+    assert _run(twin, script[k:]) == expected[k:]
+    # ... another goes its own way: a wrong tool call, then a goodbye (the customer hangs up)
+    diverged = _run(other, [{"name": script_call_name(script), "arguments": {"bogus": 1}}, "Goodbye!"] + ["Ok."] * 5)
+    assert diverged[-1][2] or diverged[-1][3]
+    assert _messages(other) != expected_messages
+    # ... and the original is still exactly where an uninterrupted run has it
+    assert _run(env, script[k:]) == expected[k:]
+    assert _messages(env) == expected_messages == _messages(twin)
+
+
+def script_call_name(script: list[Any]) -> str:
+    return next(a["tool_calls"][0]["function"]["name"] for a in script if isinstance(a, dict) and a.get("tool_calls"))
+
+
+@pytest.mark.parametrize("eid,kwargs,task_id", CASES, ids=[c[0].split("/")[1] for c in CASES])
+def test_clone_given_the_remaining_actions_ends_like_the_original(eid, kwargs, task_id):
+    task_id = _task_for(eid, kwargs, task_id)
+    env = _start(eid, task_id, **kwargs)
+    script = _plan(env)
+    k = 2 if len(_run(_start(eid, task_id, **kwargs), script)) > 2 else 1  # clone mid-episode
+    for action in script[:k]:
+        env.step(action)
+    twin = env.unwrapped.clone()
+    grandchild = twin.clone()  # a clone of a clone is a clone too
+    original = _run(env, script[k:])
+    assert original[-1][1] == 1.0 and original[-1][6] in ("user_stop", "agent_stop")  # oracle: the task is solved
+    assert _run(twin, script[k:]) == original
+    assert _messages(twin) == _messages(env)
+    assert _run(grandchild, script[k:]) == original
+    assert _messages(grandchild) == _messages(env)
+    # scoring's shortcut (no replay when the live env provably equals the replay) holds for clones alike
+    base = env.unwrapped
+    assert twin.loop.env.replays_to(twin.loop.messages()) == base.loop.env.replays_to(base.loop.messages())
+    assert twin.simulation_run()["id"] != base.simulation_run()["id"]
+
+
+def test_clone_keeps_rng_streams_and_they_stay_independent():
+    env = _start("tau2/airline-v0", "7")
+    base = env.unwrapped
+    base.action_space.seed(11)
+    base.action_space.sample()
+    twin = base.clone()
+    assert twin.np_random.integers(1 << 30, size=4).tolist() == base.np_random.integers(1 << 30, size=4).tolist()
+    a, b = twin.action_space.sample(), base.action_space.sample()
+    assert a == b
+    twin.np_random.integers(10, size=100)  # drawing from the clone does not advance the original
+    twin.action_space.sample()
+    probe = base.clone()
+    assert probe.np_random.integers(1 << 30) == base.np_random.integers(1 << 30)
+    assert twin.action_space is not base.action_space and twin.action_space.tools is base.action_space.tools
+    # the task draw at the next reset follows the copied generator
+    base.reset()
+    twin2 = env.unwrapped.clone()
+    assert twin2.reset()[1]["task_id"] == base.reset()[1]["task_id"]
+
+
+def test_clone_env_keeps_the_wrapper_chain_and_the_time_limit_count():
+    env = gym.make("tau2/airline-v0", max_episode_steps=5)
+    env.reset(seed=1, options={"task_id": "7"})
+    script = _plan(env)
+    for action in script[:2]:
+        env.step(action)
+    twin = clone_env(env)
+    chain = lambda e: [type(w).__name__ for w in _wrappers(e)]  # noqa: E731
+    assert chain(twin) == chain(env) and "TimeLimit" in chain(twin)
+    assert twin.unwrapped is not env.unwrapped
+    assert twin._elapsed_steps == env._elapsed_steps == 2
+    ends_a = _run(env, ["Let me check."] * 10)
+    ends_b = _run(twin, ["Let me check."] * 10)
+    assert len(ends_a) == len(ends_b)
+    assert ends_a == ends_b
+    assert clone_env(env.unwrapped).__class__ is type(env.unwrapped)  # the bare env clones to a bare env
+    with pytest.raises(TypeError):
+        clone_env(gym.make("CartPole-v1"))
+
+
+def _wrappers(env: Any) -> list[Any]:
+    out = []
+    while isinstance(env, gym.Wrapper):
+        out.append(env)
+        env = env.env
+    return out + [env]
+
+
+def test_clone_of_a_finished_episode_repeats_its_end():
+    env = _start("tau2/mock-v0", "update_task_1")
+    result = _run(env, _plan(env))
+    twin = env.unwrapped.clone()
+    with pytest.warns(UserWarning):
+        obs, reward, term, trunc, info = twin.step("again")
+    assert (term, trunc) == result[-1][2:4] and reward == 0.0
+    assert twin.simulation_run() == env.unwrapped.simulation_run()
+
+
+def test_clone_with_an_llm_user_shares_the_client_and_sees_its_own_history():
+    pytest.importorskip("openai")
+    from openai_stub import OpenAIStub
+
+    from tau2_gym.users.openai_user import OpenAIUserSimulator
+
+    def reply(body: dict, n: int) -> str:
+        """Deterministic in the request: the customer repeats how many agent texts it has seen."""
+        seen = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        if any("bye" in (c or "").lower() for c in seen):
+            return "###STOP###"
+        return f"I need help with my reservation ({len(seen)} agent messages so far)."
+
+    with OpenAIStub(reply) as server:
+        user = OpenAIUserSimulator(model="stub-model", base_url=server.base_url, max_retries=0)
+        env = gym.make("tau2/airline-v0", user=user)
+        env.reset(seed=2, options={"task_id": "7"})
+        env.step("How can I help?")
+        twin = env.unwrapped.clone()
+        assert twin.user is env.unwrapped.user  # one simulator, one client; the state is the loop's
+        sent_before = len(server.requests)
+        obs_twin, *_ = twin.step("A different question from the clone")
+        assert len(server.requests) == sent_before + 1
+        history = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+        assert history[-1] == "A different question from the clone" and "How can I help?" in history
+        obs_env, *_ = env.step("What is your user id?")
+        history = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+        assert "A different question from the clone" not in history  # the original's user never saw it
+        assert obs_twin[-1]["content"] == obs_env[-1]["content"]  # same count of agent texts: same reply
+        # same actions from here on: the same trajectory (a deterministic user)
+        a = _run(env, ["Thanks, bye"])
+        b = _run(twin, ["Thanks, bye"])
+        assert a[-1][6] == b[-1][6] == "user_stop" and a[-1][1] == b[-1][1]
+        assert [m["content"] for m in _messages(env)][-1] == [m["content"] for m in _messages(twin)][-1]
+        user.close()
+
+
+def test_vector_env_clone_slot_and_copy_slot():
+    vec = gym.make_vec("tau2/airline-v0", num_envs=3, user="oracle")
+    venv = vec.unwrapped if hasattr(vec, "unwrapped") else vec
+    venv.reset(seed=0, options={"task_id": "7"})
+    script = _plan(venv.envs[1])
+    for action in script[:2]:
+        venv.step([action] * 3)
+    # a standalone env from slot 1 continues as the slot would
+    twin = venv.clone_slot(1)
+    assert type(twin)._run_user is twin._run_user.__func__  # the vector env's phase overrides are gone
+    standalone = _run(twin, script[2:])
+    assert standalone[-1][1] == 1.0
+
+    # branching in place: slot 2 becomes a copy of slot 0; both then take different actions in one step
+    venv.copy_slot(0, 2)
+    assert venv.envs[2] is not venv.envs[0] and venv.envs[2].loop.env.tools.db is not venv.envs[0].loop.env.tools.db
+    ends = []
+    for action in script[2:]:
+        obs, rew, term, trunc, infos = venv.step([action, action, "Goodbye!" if not ends else action])
+        ends.append((rew.tolist(), term.tolist(), list(infos.get("termination_reason", [None] * 3))))
+        if term[0]:
+            break
+    assert ends[0][1][2] and ends[0][0][2] == 0.0 and ends[0][2][2] == "user_stop"  # the branch hung up at once
+    assert ends[-1][0][:2] == [1.0, 1.0] == [standalone[-1][1]] * 2  # slots 0 and 1 went on undisturbed
+    with pytest.raises(IndexError):
+        venv.clone_slot(3)
+    with pytest.raises(TypeError):
+        venv.copy_slot(0, "1")
+    vec.close()
+
+
+def test_a_clone_pickles_and_continues():
+    import pickle
+
+    env = _start("tau2/airline-v0", "7")
+    script = _plan(env)
+    for action in script[:2]:
+        env.step(action)
+    twin = env.unwrapped.clone()
+    revived = pickle.loads(pickle.dumps(twin))
+    assert _run(revived, script[2:]) == _run(twin, script[2:])
+    assert np.isfinite(_run(env, script[2:])[-1][1])
