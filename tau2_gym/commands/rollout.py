@@ -114,6 +114,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--allow-config-change", action="store_true",
                    help="resume into an output written with other settings (agent, user, models...); default: refuse")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the episodes on Ray actors (extra: pip install 'tau2-gym[ray]'): no ADDRESS = a local "
+                        "Ray runtime; 'auto' or ray://HOST:PORT = an existing cluster (--max-concurrency is per actor)")
+    g.add_argument("--ray-actors", type=int, default=2, help="Ray actors, each running episodes (default: 2)")
     g.add_argument("--log-level", default="ERROR", help="log level (default: ERROR)")
 
 
@@ -293,7 +297,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, "
           f"output {output}", file=sys.stderr)
     try:
-        report = collect(None, policy, user, config=config)
+        if getattr(args, "ray", None) is not None:  # tau2_gym.distributed: the episodes run on Ray actors
+            from tau2_gym.distributed import cli_collect
+
+            report = cli_collect(args, config, solo)
+        else:
+            report = collect(None, policy, user, config=config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
