@@ -366,7 +366,8 @@ def _first_line(exc: Exception) -> str:
     if callable(errors):
         try:
             e = errors()[0]
-            return f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}"
+            loc = ".".join(str(x) for x in e.get("loc", ()))
+            return f"{loc}: {e.get('msg')}" if loc else str(e.get("msg"))
         except Exception:  # noqa: BLE001
             pass
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -515,9 +516,10 @@ def _asset(name: str) -> str:
     return resources.files("tau2_gym").joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
-def _cell(metric: str, run: int, text: str, cls: str = "num", title: str = "") -> str:
+def _cell(metric: str, run: int, text: str, cls: str = "num", title: str = "", note: str = "") -> str:
     t = f' title="{_e(title)}"' if title else ""
-    return f'<td class="{cls}" data-metric="{_e(metric)}" data-run="{run}"{t}>{_e(text)}</td>'
+    n = f' <span class="ci">{_e(note)}</span>' if note else ""
+    return f'<td class="{cls}" data-metric="{_e(metric)}" data-run="{run}"{t}>{_e(text)}{n}</td>'
 
 
 def _pass_svg(runs: Sequence[Run], summaries: Sequence[RunSummary]) -> str:
@@ -558,8 +560,9 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
                     seed: int) -> list[str]:
     out = [f'<section class="domain" data-domain="{_e(domain)}"><h2>{_e(domain)}</h2>']
     heads = "".join(f'<th class="num" title="{_e(r.path)}">{_e(r.label)}</th>' for r in runs)
-    def row(name: str, metric: str, values: Iterable[str], title: str = "") -> str:
-        cells = "".join(_cell(metric, r.number, v) for r, v in zip(runs, values))
+    def row(name: str, metric: str, values: Iterable[str], title: str = "", notes: Iterable[str] = ()) -> str:
+        values, notes = list(values), list(notes) or [""] * len(runs)
+        cells = "".join(_cell(metric, r.number, v, note=n) for r, v, n in zip(runs, values, notes))
         t = f' title="{_e(title)}"' if title else ""
         return f"<tr><th{t}>{_e(name)}</th>{cells}</tr>"
 
@@ -573,12 +576,11 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
         for s in summaries:
             v = s.pass_hat.get(k)
             vals.append("n/a" if v is None else f"{v[0]:.4f}")
-        rows.append(row(f"pass^{k}", f"pass^{k}", vals))
         cis = []
         for s in summaries:
             v = s.pass_hat.get(k)
-            cis.append("" if v is None else f"[{_f(v[1])}, {_f(v[2])}]")
-        rows.append(row(f"  95% CI", f"pass^{k}_ci", cis))
+            cis.append("" if v is None or samples <= 0 else f"[{_f(v[1])}, {_f(v[2])}]")
+        rows.append(row(f"pass^{k}", f"pass^{k}", vals, f"with its {int(CI_LEVEL * 100)}% bootstrap interval", cis))
     rows += [
         row("skipped (unparseable)", "skipped", [str(s.skipped) for s in summaries]),
         row("infrastructure errors", "infra", [str(s.infra) for s in summaries], "left out of the metrics"),
@@ -597,17 +599,19 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
                          for s in summaries]))
         rows.append(row(f"{who} cost (USD)", f"{who}_cost",
                         ["n/a" if s.cost[who] is None else f"{s.cost[who]:.4f}" for s in summaries]))
+    out.append('<div class="cols"><div>')
     out.append(f'<h3>Summary</h3><table class="summary"><thead><tr><th></th>{heads}</tr></thead>'
                f'<tbody>{"".join(rows)}</tbody></table>')
     out.append(f'<p class="note">pass^k as tau2 computes it (per task C(c,k)/C(n,k), averaged over tasks). '
                f'Intervals: {int(CI_LEVEL * 100)}% percentile bootstrap over tasks ({samples} resamples, '
                f'seed {seed}); a pass is a reward of 1. Infrastructure errors and unscored simulations are left '
                f'out, as in <code>tau2-gym eval</code>.</p>')
-    out.append(_pass_svg(runs, summaries))
     for s, r in zip(summaries, runs):
         if s.hallucinated_names:
             names = ", ".join(f"{n} ({c})" for n, c in s.hallucinated_names.most_common(8))
             out.append(f'<p class="note">{_e(r.label)}: hallucinated tools: {_e(names)}</p>')
+    out.append('</div><div>')
+    out.append(_pass_svg(runs, summaries))
     reasons = sorted({t for s in summaries for t in s.terminations})
     trows = "".join(f"<tr><th>{_e(t)}</th>" + "".join(_cell(f"term:{t}", r.number, str(s.terminations.get(t, 0)))
                                                       for r, s in zip(runs, summaries)) + "</tr>" for t in reasons)
@@ -626,6 +630,7 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
                f'{cheads}</tr><tr>{sub}</tr></thead><tbody>{"".join(crows)}</tbody></table>'
                '<p class="note">Simulations with at least one failed check of the component: in its reward basis '
                '(the failure cost reward) and outside it (computed, not counted in the reward).</p>')
+    out.append("</div></div>")
     if len(runs) > 1:
         out.extend(_flip_table(runs))
     for r in runs:
@@ -723,7 +728,7 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
         by_domain.setdefault(r.domain, []).append(i)
     for domain, ids in by_domain.items():
         out.extend(_domain_section(domain, [runs[i] for i in ids], [summaries[i] for i in ids], samples, seed))
-    out.append('<h2>Simulation</h2><p class="note">Click a cell of a grid above.</p><div id="detail"></div>')
+    out.append('<aside id="detail" aria-live="polite"></aside>')
     for r in runs:
         out.extend(f'<script type="application/json" id="s{r.first_index + j}">{_script_json(d)}</script>'
                    for j, d in enumerate(r.details))

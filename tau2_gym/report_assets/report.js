@@ -1,5 +1,5 @@
-// tau2-gym report: renders one simulation's details on demand from its <script type="application/json"
-// id="s<i>"> block. Everything goes in through textContent (never innerHTML): message contents are untrusted.
+// tau2-gym report: renders one simulation's details on demand from its JSON block (the script element with
+// id "s" + index). Everything goes in through textContent (never innerHTML): message contents are untrusted.
 (function () {
   "use strict";
   function el(tag, cls, text) {
@@ -13,14 +13,18 @@
   function json(v) { try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); } }
   function short(s, n) { s = String(s).replace(/\s+/g, " "); return s.length > n ? s.slice(0, n - 1) + "\u2026" : s; }
 
-  function table(heads, rows) {
-    var t = el("table"), tr = add(add(t, el("thead")), el("tr"));
-    heads.forEach(function (h) { add(tr, el("th", null, h)); });
+  function table(heads, rows, cls) {
+    var t = el("table", cls);
+    if (heads) {
+      var tr = add(add(t, el("thead")), el("tr"));
+      heads.forEach(function (h) { add(tr, el("th", null, h)); });
+    }
     var tb = add(t, el("tbody"));
     rows.forEach(function (r) {
       var row = add(tb, el("tr"));
-      r.forEach(function (c) {
-        if (c instanceof Node) { add(row, el("td")).appendChild(c); } else { add(row, el("td", null, c)); }
+      r.forEach(function (c, j) {
+        var td = add(row, el(!heads && j === 0 ? "th" : "td"));
+        if (c instanceof Node) td.appendChild(c); else td.textContent = String(c === null || c === undefined ? "" : c);
       });
     });
     return t;
@@ -29,7 +33,7 @@
   function message(m) {
     var role = m[0], content = m[1], calls = m[2], error = m[3], who = m[4];
     var box = el("div", "msg " + role + (error ? " err" : ""));
-    add(box, el("div", "role", role + (who && role === "tool" ? " \u00b7 for " + who : "") + (error ? " \u00b7 error" : "")));
+    add(box, el("div", "role", role + (who && role === "tool" ? " \u2192 " + who : "") + (error ? " \u00b7 error" : "")));
     if (role === "tool") {
       var d = add(box, el("details"));
       add(d, el("summary", error ? "bad" : null, short(content === null ? "" : content, 110)));
@@ -51,14 +55,14 @@
     root.textContent = "";
     var head = add(root, el("h3", null, "Task " + d.task + " \u00b7 trial " + (d.trial === null ? "\u2013" : d.trial) +
                                         " \u00b7 " + d.run));
-    var close = add(head, el("a", null, " \u00d7"));
+    var close = add(head, el("a", "close", "\u00d7"));
     close.href = "#"; close.title = "close";
     var facts = [["reward", d.reward === null ? "not scored" : fmt(d.reward)], ["termination", d.term],
                  ["simulation id", d.id], ["seed", d.seed], ["duration (s)", d.dur === null ? "" : fmt(d.dur)],
                  ["messages", d.m.length]];
     if (d.cost) facts.push(["tokens / cost", d.cost]);
     if (d.error) facts.push(["error", d.error]);
-    add(root, table(["", ""], facts)).className = "facts";
+    add(root, table(null, facts, "facts"));
     if (d.breakdown) {
       add(root, el("h3", null, "Reward components"));
       var keys = Object.keys(d.breakdown);
@@ -80,12 +84,11 @@
     }
     if (d.diff) {
       add(root, el("h3", null, "DB diff (" + d.diff.length + (d.diff_more ? " + " + d.diff_more + " left out" : "") + ")"));
-      var t = add(root, table(["db", "path", "kind", "gold", "agent"], d.diff.map(function (e) {
+      add(root, table(["db", "path", "kind", "gold", "agent"], d.diff.map(function (e) {
         e = e || {};
         return [e.db, e.path === "" ? "(whole DB)" : e.path, e.kind, el("pre", null, json(e.gold)),
                 el("pre", null, json(e.predicted))];
-      })));
-      t.className = "dbdiff";
+      }), "dbdiff"));
     }
     add(root, el("h3", null, "Conversation"));
     var conv = add(root, el("div", "conversation"));
@@ -103,7 +106,7 @@
     var src = document.getElementById("s" + m[1]);
     if (!src) { root.textContent = "no such simulation"; return; }
     render(m[1], JSON.parse(src.textContent));
-    root.scrollIntoView({block: "start"});
+    root.scrollTop = 0;
   }
   window.addEventListener("hashchange", route);
   if (location.hash) route();

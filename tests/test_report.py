@@ -1,0 +1,421 @@
+"""``tau2-gym report``: a report built from real ``tau2-gym rollout`` files, read back in headless Chromium
+(summary numbers equal the file's, computed here independently; a simulation's details open; hostile message
+content stays text; no console errors; a screenshot is kept), plus pure-Python checks of the HTML: escaping,
+tasks that flip between two runs, skipped simulations and bad inputs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from tau2_gym import load_domain
+from tau2_gym.cli import main
+from tau2_gym.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.report import build_report, load_run, summarise
+from tau2_gym.rollout import collect
+
+HOSTILE = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><!-- & "q" \u2028'
+
+# Which scripted agent plays each (task, trial): passes, wrong arguments, hallucinated tools, a dropped write
+# and a give-up, so every column of the summary has something to count.
+MIX = ("oracle", "wrong_arguments", "oracle", "hallucinating", "skip_last_action", "give_up")
+
+
+class MixedPolicy(AgentPolicy):
+    """Scripted agents chosen per (task, trial): a deterministic run with passes and several kinds of failure."""
+
+    offline = True
+    implementation = "scripted_mixed"
+
+    def __init__(self, mix=MIX) -> None:
+        self.mix = mix
+        self.policies = {n: ScriptedPolicy(n) for n in set(mix)}
+
+    def _pick(self, request):
+        return self.policies[self.mix[(int(request.task.id) + request.extra["trial"]) % len(self.mix)]]
+
+    def generate(self, request):
+        return self._pick(request).generate(request)
+
+    def episode_done(self, episode_id):
+        for p in self.policies.values():
+            p.episode_done(episode_id)
+
+
+def mixed_rollout(path: Path, num_tasks: int = 8, num_trials: int = 2, domain: str = "airline") -> Path:
+    collect(None, MixedPolicy(), domain=domain, num_tasks=num_tasks, num_trials=num_trials, output=str(path),
+            progress=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Run A: the mixed scripted agents (8 airline tasks x 2 trials). Run B: agent and user behind the local
+    OpenAI stub (tasks 0-2, 2 trials; tokens recorded), the agent's text hostile HTML."""
+    pytest.importorskip("openai")
+    from openai_stub import OpenAIStub
+
+    from tau2_gym.policies import OpenAIAgentConfig, OpenAIAgentPolicy
+    from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+
+    d = tmp_path_factory.mktemp("report")
+    a = mixed_rollout(d / "mixed.json")
+
+    def agent_reply(body, n):
+        if body["messages"][-1]["role"] == "tool":
+            return "Done. " + HOSTILE
+        return {"tool_calls": [{"id": f"call_{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]}
+
+    def user_reply(body, n):
+        agent_texts = sum(1 for m in body["messages"][1:] if m["role"] == "user")
+        return "Hi, I need help with my booking." if agent_texts <= 1 else "Thanks. ###STOP###"
+
+    fast = dict(api_key_env=None, timeout=5.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
+    with OpenAIStub(agent_reply) as agent_srv, OpenAIStub(user_reply) as user_srv:
+        policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **fast))
+        user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **fast))
+        b = d / "stub.json"
+        collect(["0", "1", "2"], policy, user, domain="airline", num_trials=2, concurrency=4, output=str(b),
+                progress=False)
+    return a, b
+
+
+# ------------------------------------------------------------------------------------ independent figures
+
+
+def expected(raw: dict) -> dict:
+    """The summary figures of a results file, computed from its JSON alone (not through tau2_gym.report)."""
+    tools = {t["function"]["name"] for t in load_domain(raw["info"]["environment_info"]["domain_name"])
+             .agent_tool_schemas()}
+    per_task = defaultdict(list)
+    rewards = []
+    terms = Counter()
+    tool_errors = halluc = calls = 0
+    tokens = [0, 0]
+    with_usage = 0
+    for s in raw["simulations"]:
+        terms[s["termination_reason"]] += 1
+        for m in s["messages"]:
+            if m["role"] == "tool" and m.get("error"):
+                tool_errors += 1
+            for c in m.get("tool_calls") or ():
+                calls += 1
+                halluc += c["name"] not in tools
+        if s.get("agent_usage"):
+            with_usage += 1
+            tokens[0] += s["agent_usage"]["prompt_tokens"]
+            tokens[1] += s["agent_usage"]["completion_tokens"]
+        if s["termination_reason"] == "infrastructure_error" or s["reward_info"] is None:
+            continue
+        r = s["reward_info"]["reward"]
+        rewards.append(r)
+        per_task[s["task_id"]].append(r)
+    out = {"simulations": len(raw["simulations"]), "avg_reward": sum(rewards) / len(rewards), "terms": terms,
+           "tool_errors": tool_errors, "hallucinated": halluc, "tool_calls": calls,
+           "agent_tokens": tokens if with_usage else None}
+    max_k = min(raw["info"]["num_trials"], min(len(v) for v in per_task.values()))
+    for k in range(1, max_k + 1):
+        vals = []
+        for v in per_task.values():
+            c = sum(1 for r in v if r == 1.0)
+            vals.append(math.comb(c, k) / math.comb(len(v), k))
+        out[f"pass^{k}"] = sum(vals) / len(vals)
+    return out
+
+
+def cell(page: str, metric: str, run: int = 0) -> str:
+    """Text of a summary cell in the server-side HTML."""
+    m = re.search(rf'data-metric="{re.escape(metric)}" data-run="{run}"[^>]*>([^<]*)', page)
+    assert m, f"no cell {metric!r} for run {run}"
+    return m.group(1).strip()
+
+
+def json_blocks(page: str) -> dict[int, dict]:
+    return {int(i): json.loads(body) for i, body in
+            re.findall(r'<script type="application/json" id="s(\d+)">(.*?)</script>', page, re.S)}
+
+
+# ------------------------------------------------------------------------------------ pure Python
+
+
+def test_summary_numbers_are_the_files(runs, tmp_path):
+    a, b = runs
+    out = tmp_path / "r.html"
+    assert main(["report", str(a), str(b), "-o", str(out)]) == 0
+    page = out.read_text()
+    for n, path in enumerate((a, b)):
+        exp = expected(json.loads(path.read_text()))
+        assert cell(page, "simulations", n) == str(exp["simulations"])
+        assert cell(page, "avg_reward", n) == f"{exp['avg_reward']:.4f}"
+        assert cell(page, "tool_errors", n) == str(exp["tool_errors"])
+        assert cell(page, "tool_calls", n) == str(exp["tool_calls"])
+        assert cell(page, "hallucinated", n) == str(exp["hallucinated"])
+        for reason, count in exp["terms"].items():
+            assert cell(page, f"term:{reason}", n) == str(count)
+        ks = [k for k in exp if k.startswith("pass^")]
+        assert ks == [f"pass^{k}" for k in range(1, 3)]
+        for k in ks:
+            assert cell(page, k, n) == f"{exp[k]:.4f}"
+        tok = exp["agent_tokens"]
+        assert cell(page, "agent_tokens", n) == ("n/a" if tok is None else f"{tok[0]:,} + {tok[1]:,}")
+    exp_a = expected(json.loads(a.read_text()))
+    assert exp_a["hallucinated"] > 0 and exp_a["tool_errors"] > 0 and 0 < exp_a["avg_reward"] < 1  # a real mix
+    assert expected(json.loads(b.read_text()))["agent_tokens"][0] > 0  # the stub reports usage
+    assert page.count("<script") == len(json_blocks(page)) + 1 == 16 + 6 + 1  # details: one block each; one script
+
+
+def test_pass_hat_intervals_are_seeded_and_bracket_the_value(runs):
+    run = load_run(runs[0])
+    s1, s2 = summarise(run, 500, 7), summarise(run, 500, 7)
+    assert s1.pass_hat == s2.pass_hat
+    for k, (v, lo, hi) in s1.pass_hat.items():
+        assert 0.0 <= lo <= v <= hi <= 1.0 and lo < hi
+    assert summarise(run, 0).pass_hat[1][1:] == (s1.pass_hat[1][0],) * 2  # no resampling: a point
+
+
+def test_component_failures_count_failed_checks_by_basis(runs):
+    raw = json.loads(runs[0].read_text())
+    s = summarise(load_run(runs[0]))
+    in_basis = Counter()
+    outside = Counter()
+    for sim in raw["simulations"]:
+        ri = sim["reward_info"]
+        failed = set()
+        if ri["db_check"] and not ri["db_check"]["db_match"]:
+            failed.add("DB")
+        if any(not c["action_match"] for c in ri["action_checks"] or ()):
+            failed.add("ACTION")
+        if any(not c["met"] for c in ri["communicate_checks"] or ()):
+            failed.add("COMMUNICATE")
+        for c in failed:
+            (in_basis if c in ri["reward_basis"] else outside)[c] += 1
+    for c in ("DB", "ACTION", "COMMUNICATE"):
+        assert s.components[c] == (in_basis[c], outside[c])
+    assert in_basis["DB"] > 0  # the dropped writes and wrong arguments fail the DB check
+
+
+def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
+    raw = json.loads(runs[0].read_text())
+    sim = raw["simulations"][0]
+    sim["messages"][0]["content"] = HOSTILE
+    sim["messages"].append({"role": "assistant", "content": None,
+                            "tool_calls": [{"id": "x", "name": HOSTILE, "arguments": {HOSTILE: HOSTILE}}]})
+    sim["reward_info"]["info"]["db_diff"] = [{"db": "agent", "path": f"users.{HOSTILE}", "kind": "changed",
+                                              "gold": HOSTILE, "predicted": {"<b>": "</script>"}}]
+    raw["simulations"][1]["task_id"] = HOSTILE
+    raw["simulations"][1]["termination_reason"] = HOSTILE
+    raw["info"]["agent_info"]["implementation"] = HOSTILE
+    path = tmp_path / "<b>run&amp;.json"
+    path.write_text(json.dumps(raw))
+    page = build_report([load_run(path)])
+    assert "<script>window.__pwned" not in page and "<img src=x" not in page and "<!--" not in page
+    assert "<b>run" not in page and "&lt;b&gt;run&amp;amp;.json" in page
+    assert page.count("<script") == len(raw["simulations"]) + 1
+    assert page.count("</script>") == len(raw["simulations"]) + 1
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned" in page  # the task id, shown as text
+    blocks = json_blocks(page)
+    assert blocks[0]["m"][0][1] == HOSTILE  # the data survives the escaping intact
+    assert blocks[0]["m"][-1][2][0][0] == HOSTILE and blocks[0]["m"][-1][2][0][2] is True  # hallucinated
+    assert blocks[0]["diff"][0]["gold"] == HOSTILE
+
+
+def test_two_runs_side_by_side_name_the_tasks_that_flipped(runs, tmp_path):
+    raw = json.loads(runs[0].read_text())
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(raw))
+    passed = defaultdict(list)
+    for s in raw["simulations"]:
+        passed[s["task_id"]].append(s["reward_info"]["reward"] == 1.0)
+    all_pass = [t for t, v in passed.items() if all(v)]
+    not_all = [t for t, v in passed.items() if not all(v)]
+    assert all_pass and not_all
+    worse, better = all_pass[0], not_all[0]
+    changed = copy.deepcopy(raw)
+    for s in changed["simulations"]:
+        if s["task_id"] == worse:
+            s["reward_info"]["reward"] = 0.0
+        if s["task_id"] == better:
+            s["reward_info"]["reward"] = 1.0
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(changed))
+    page = build_report([load_run(base), load_run(other)])
+    rows = dict(re.findall(r'<tr class="flip" data-task="([^"]+)">.*?<td class="[^"]*">(\w+)</td></tr>', page))
+    assert rows == {worse: "worse", better: "better"}
+    assert 'data-flipped="2" data-better="1" data-worse="1"' in page
+    assert "data-flipped" not in build_report([load_run(base)])  # one run: no flip table
+    same = build_report([load_run(base), load_run(base, label="again")])
+    assert 'data-flipped="0"' in same
+
+
+def test_unparseable_simulations_are_skipped_and_counted(runs, tmp_path, capsys):
+    raw = json.loads(runs[0].read_text())
+    good = len(raw["simulations"])
+    raw["simulations"] += [["not", "an", "object"], {"messages": []}, {"task_id": "1", "reward_info": {"reward": "x"}},
+                           {"task_id": "1", "messages": "nope"}]
+    path = tmp_path / "partly.json"
+    path.write_text(json.dumps(raw))
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "4 simulation(s) could not be parsed and were skipped" in err and f"simulation #{good}:" in err
+    page = out.read_text()
+    assert cell(page, "simulations") == str(good) and cell(page, "skipped") == "4"
+    assert "4 unparseable simulation(s) skipped" in page
+    assert cell(page, "avg_reward") == f"{expected(json.loads(runs[0].read_text()))['avg_reward']:.4f}"
+
+
+@pytest.mark.parametrize("case", ["missing", "not_json", "partial", "unknown_domain", "list", "folder",
+                                  "no_simulations"])
+def test_bad_input_is_one_error_line_and_a_non_zero_exit(runs, tmp_path, capsys, case):
+    text = runs[0].read_text()
+    path = tmp_path / "in.json"
+    if case == "not_json":
+        path.write_text("hello")
+    elif case == "partial":
+        path.write_text(text[: len(text) // 2])
+    elif case == "unknown_domain":
+        raw = json.loads(text)
+        raw["info"]["environment_info"]["domain_name"] = "nowhere"
+        path.write_text(json.dumps(raw))
+    elif case == "list":
+        path.write_text("[]")
+    elif case == "folder":
+        path.mkdir()
+    elif case == "no_simulations":
+        raw = json.loads(text)
+        del raw["simulations"]
+        path.write_text(json.dumps(raw))
+    out = tmp_path / "r.html"
+    assert main(["report", str(runs[0]), str(path), "-o", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0]
+    assert {"missing": "no such file", "not_json": "not readable JSON", "partial": "not readable JSON",
+            "unknown_domain": "unknown domain 'nowhere'", "list": "JSON object", "folder": "is a folder",
+            "no_simulations": "'simulations' must be a list"}[case] in err[0]
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------ headless Chromium
+
+CHROMIUM = os.environ.get("TAU2_GYM_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("TAU2_GYM_CHROMEDRIVER", "/usr/bin/chromedriver")
+CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                  "--window-size=1400,1000")
+
+
+def chromium(user_data_dir: Path):
+    """A selenium driver of the Debian chromium package (skips when selenium, chromium or the driver is absent)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    for exe in (CHROMIUM, CHROMEDRIVER):
+        if not (os.path.exists(exe) or shutil.which(exe)):
+            pytest.skip(f"{exe} is not installed (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS + (f"--user-data-dir={user_data_dir}",):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def artifacts_dir(tmp_path: Path) -> Path:
+    d = Path(os.environ.get("TAU2_GYM_ARTIFACTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_report_renders_in_headless_chromium(runs, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    a, b = runs
+    raw_b = json.loads(b.read_text())
+    diffed = next((i for i, s in enumerate(raw_b["simulations"])
+                   if s["reward_info"] and (s["reward_info"].get("info") or {}).get("db_diff")), None)
+    if diffed is None:  # a rollout without the evaluator's DB diff: the diff section still gets exercised
+        diffed = 0
+        raw_b["simulations"][0]["reward_info"].setdefault("info", {})["db_diff"] = [
+            {"db": "agent", "path": "reservations.ABC123.flights[1].date", "kind": "changed",
+             "gold": "2024-05-16", "predicted": "2024-05-17"}]
+        b = tmp_path / "stub_diff.json"
+        b.write_text(json.dumps(raw_b))
+    out = tmp_path / "report.html"
+    assert main(["report", str(a), str(b), "-o", str(out)]) == 0
+    driver = chromium(Path(tempfile.mkdtemp(dir=tmp_path)))
+    try:
+        t0 = time.perf_counter()
+        driver.get(out.as_uri())
+        load = time.perf_counter() - t0
+        assert driver.title.startswith("tau2-gym report")
+        for n, path in enumerate((a, b)):
+            exp = expected(json.loads(path.read_text()))
+
+            def shown(metric):
+                return driver.find_element(By.CSS_SELECTOR, f'td[data-metric="{metric}"][data-run="{n}"]').text
+
+            assert shown("simulations") == str(exp["simulations"])
+            assert shown("avg_reward") == f"{exp['avg_reward']:.4f}"
+            for k in (1, 2):
+                assert shown(f"pass^{k}").split()[0] == f"{exp[f'pass^{k}']:.4f}"
+                lo, hi = (float(x) for x in re.findall(r"[\d.]+", shown(f"pass^{k}").split(" ", 1)[1]))
+                assert lo <= exp[f"pass^{k}"] <= hi
+            assert shown("tool_errors") == str(exp["tool_errors"])
+            assert shown("hallucinated") == str(exp["hallucinated"])
+            for reason, count in exp["terms"].items():
+                assert shown(f"term:{reason}") == str(count)
+        cells = driver.find_elements(By.CSS_SELECTOR, ".grid a.c")
+        assert len(cells) == 16 + 6
+        detail = driver.find_element(By.ID, "detail")
+        assert not detail.is_displayed()  # nothing rendered until a simulation is clicked
+
+        # a simulation of run A whose agent hallucinated tools: its conversation opens
+        raw_a = json.loads(a.read_text())
+        pick = next(i for i, s in enumerate(raw_a["simulations"]) if s["termination_reason"] == "too_many_errors")
+        sim = raw_a["simulations"][pick]
+        link = driver.find_element(By.CSS_SELECTOR, f'.grid a.c[href="#s{pick}"]')
+        assert f"task {sim['task_id']} · trial {sim['trial']}" in link.get_attribute("title")
+        link.click()
+        WebDriverWait(driver, 5).until(lambda d: d.find_element(By.ID, "detail").is_displayed())
+        assert f"Task {sim['task_id']} · trial {sim['trial']}" in detail.text
+        conv = detail.find_elements(By.CSS_SELECTOR, ".conversation .msg")
+        assert len(conv) == len(sim["messages"])
+        assert conv[1].find_element(By.CSS_SELECTOR, ".text").text == sim["messages"][1]["content"].strip()
+        calls = detail.find_elements(By.CSS_SELECTOR, "details.call summary.bad")
+        assert calls and "lookup_everything" in calls[0].text  # the hallucinated tool, flagged
+        tool = detail.find_element(By.CSS_SELECTOR, ".msg.tool details")
+        assert tool.get_attribute("open") is None
+        tool.find_element(By.TAG_NAME, "summary").click()  # tool results are folded until opened
+        assert tool.get_attribute("open") is not None and tool.find_element(By.TAG_NAME, "pre").is_displayed()
+        assert "termination\ntoo_many_errors" in detail.text or "too_many_errors" in detail.text
+
+        # a simulation of run B: hostile HTML shows as text, scripts in it never run; the DB diff is rendered
+        g = len(raw_a["simulations"]) + diffed
+        driver.execute_script("location.hash = arguments[0]", f"#s{g}")
+        WebDriverWait(driver, 5).until(lambda d: "stub" in d.find_element(By.ID, "detail").text)
+        texts = [e.text for e in detail.find_elements(By.CSS_SELECTOR, ".msg.assistant .text")]
+        assert any(t.startswith("Done. </script><script>window.__pwned") for t in texts)
+        assert driver.execute_script("return window.__pwned === undefined")
+        rows = detail.find_elements(By.CSS_SELECTOR, "table.dbdiff tbody tr")
+        diff = raw_b["simulations"][diffed]["reward_info"]["info"]["db_diff"]
+        assert len(rows) == len(diff) and diff[0]["path"] in rows[0].text
+        usage = raw_b["simulations"][diffed]["agent_usage"]
+        assert f"agent: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens" in detail.text
+        path = artifacts_dir(tmp_path) / "report.png"
+        assert driver.save_screenshot(str(path)) and path.stat().st_size > 10_000
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors
+        assert load < 10
+    finally:
+        driver.quit()
