@@ -314,3 +314,45 @@ def test_same_seed_and_actions_give_the_same_episode():
     a, b, c = run(11), run(11), run(12)
     assert a == b
     assert (a[1], a[2]) != (c[1], c[2])
+
+
+# ------------------------------------------------------------------------------------------ branching, reward modes
+
+
+def test_a_clone_taken_mid_episode_diverges_freely_and_replays_to_the_same_reward():
+    aenv = gym.make("tau2/telecom-v0", user=RecordingUser(OracleUser()))
+    ep = run_episode(aenv, OracleAgent(), options={"task_index": 0}, seed=0)
+    actions = [replay_action(e) for e in ep.user_script]
+    assert len(actions) >= 3
+    env = gym.make("tau2/telecom-user-v0")
+    env.reset(seed=0, options={"task_index": 0})
+    env.step(actions[0])
+    twin = env.unwrapped.clone()
+    # the clone ends at once; the original is untouched by it
+    _, r_twin, term, _, info_twin = twin.step(f"Forget it. {STOP}")
+    assert term and info_twin["termination_reason"] == "user_stop" and r_twin == 0.0
+    for a in actions[1:]:
+        obs, reward, term, trunc, info = env.step(a)
+    assert (reward, info["termination_reason"]) == (ep.reward, ep.info["termination_reason"]) == (1.0, "user_stop")
+    assert canonical(info["simulation_run"]["messages"]) == canonical(ep.info["simulation_run"]["messages"])
+    # a second clone at the same point, fed the original's remaining actions (its scripted agent resumes its plan)
+    env.reset(seed=0, options={"task_index": 0})
+    env.step(actions[0])
+    twin = env.unwrapped.clone()
+    for a in actions[1:]:
+        _, r2, *_, info2 = twin.step(a)
+    assert r2 == 1.0 and canonical(info2["simulation_run"]["messages"]) == canonical(info["simulation_run"]["messages"])
+    assert info2["simulation_run"]["id"] != info["simulation_run"]["id"] and info2["tools"] == info["tools"]
+
+
+def test_reward_modes_apply_as_in_the_agent_env():
+    aenv = gym.make("tau2/airline-v0", user=RecordingUser(OracleUser()), reward_mode="partial")
+    env = gym.make("tau2/airline-user-v0", agent="skip_last_action", reward_mode="partial")
+    shaped = 0
+    for i in range(6):
+        ep = run_episode(aenv, SkipLastActionAgent(), options={"task_index": i}, seed=i)
+        env.reset_result = env.reset(seed=i, options={"task_index": i})
+        _, (obs, reward, term, trunc, info) = play_customer(env, [replay_action(e) for e in ep.user_script])
+        assert reward == ep.reward and info["tau2_reward"] == ep.info["tau2_reward"]
+        shaped += reward != info["tau2_reward"]
+    assert shaped  # the partial-credit mode changed some rewards: it is applied, not ignored

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import json
@@ -26,7 +27,8 @@ logger = logging.getLogger("tau2_gym")
 _SHARED_FIELDS = frozenset({
     "domain", "data_version", "data_dir", "domain_options", "task_set", "task_split", "task_ids", "task_sampling",
     "max_steps", "max_errors", "agent_can_stop", "enforce_protocol", "obs_format", "parser", "tokenizer",
-    "fill_tool_call_ids", "judge", "evaluate", "strict_replay", "timeout", "raise_on_evaluation_error"})
+    "fill_tool_call_ids", "judge", "evaluate", "strict_replay", "timeout", "raise_on_evaluation_error",
+    "reward_mode"})
 
 # the policy is the user: its own protocol failures are terminal; the agent's failures are the env's
 USER_TERMINAL_REASONS = frozenset({tl.USER_STOP, tl.AGENT_STOP, tl.USER_ERROR})
@@ -143,7 +145,9 @@ class UserEnv(Tau2Env):
     ``user_error_penalty`` (default 0, i.e. upstream): an episode the customer ends by breaking the protocol
     (``user_error``: an empty or unreadable turn, or text and calls together under ``enforce_protocol``) gets
     ``-user_error_penalty`` instead of 0, so a learner can tell "I broke the conversation" from "the agent
-    failed". ``info["reward_info"]`` is upstream's breakdown either way.
+    failed". ``info["reward_info"]`` is upstream's breakdown either way. ``reward_mode`` (strict / partial
+    credit, :mod:`tau2_gym.rewards`) applies as in the agent env, before the penalty. A Gymnasium ``TimeLimit``
+    around this env cuts an episode without scoring it: use ``max_steps`` (upstream's limit) instead.
 
     ## Starting State
     As the agent env (task drawn from ``task_split`` with ``np_random``, or ``options={"task_id": ...}``); the
@@ -161,7 +165,8 @@ class UserEnv(Tau2Env):
     ## Arguments
     ``agent``: see :func:`resolve_agent` (default ``"oracle"``, the scripted agent playing the task's gold
     actions); ``agent_parser``: parser for agent replies whose text holds call markup (default ``"auto"``);
-    ``user_error_penalty`` (0.0); and the agent env's task, limit, evaluation and format knobs (``task_split``,
+    ``user_error_penalty`` (0.0); and the agent env's task, limit, reward, evaluation and format knobs
+    (``reward_mode``, ``task_split``,
     ``task_ids``, ``max_steps``, ``max_errors``, ``enforce_protocol``, ``agent_can_stop``, ``obs_format``,
     ``parser``, ``judge``, ...; see :class:`~tau2_gym.envs.config.Tau2EnvConfig`). ``user`` and ``solo`` do
     not apply.
@@ -193,6 +198,7 @@ class UserEnv(Tau2Env):
         self.action_space = AssistantActionSpace(self.user_tools, parser=cfg.parser, tokenizer=cfg.tokenizer,
                                                  text_probability=0.5 if self.user_tools else 1.0)
         self._agent_calls = 0
+        self._info_agent_tools: Optional[list[dict]] = None
 
     # ------------------------------------------------------------------ gym API
 
@@ -315,9 +321,27 @@ class UserEnv(Tau2Env):
         system = tl.user_system_prompt(self.domain, loop.task, tools is not None)
         return [{"role": "system", "content": system}] + user_view(loop.trajectory)
 
+    def clone(self, episode_id: Optional[str] = None) -> "UserEnv":
+        """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
+        as there; a scripted agent's per-episode plan is copied to the clone's episode id, so both branches'
+        agents carry on from where the original's was (stateless agents -- OpenAI, callables -- need nothing)."""
+        new = super().clone(episode_id=episode_id)
+        new._info_agent_tools = None
+        if self.loop is not None and new.loop is not None:
+            agents = getattr(self.agent, "_agents", None)  # ScriptedPolicy: one agent object per episode id
+            if isinstance(agents, dict) and self.loop.episode_id in agents:
+                agents[new.loop.episode_id] = copy.copy(agents[self.loop.episode_id])
+        return new
+
     def _info(self) -> dict[str, Any]:
         loop = self.loop
         assert loop is not None
+        if self._info_task is None:  # a clone's first info (see Tau2Env.clone)
+            self._info_task = loop.task.model_copy(deep=True)
+        if self._info_tools is None:
+            self._info_tools = json.loads(self._user_tools_json)
+        if self._info_agent_tools is None:
+            self._info_agent_tools = json.loads(self._tools_json)
         return {
             "domain": self.config.domain,
             "role": "user",
