@@ -292,7 +292,8 @@ def is_openai_message(d: Any) -> bool:
 
 def message_from_any(d: Any) -> AnyMessage:
     """A stored message of either form. An OpenAI tool result gets ``requestor=None``: who asked is known only
-    from the call it answers (:meth:`ScoringSimulation._resolve_requestors` fills it)."""
+    from the call it answers (:meth:`ScoringSimulation._resolve_requestors` fills it); its error flag is an
+    ``error`` key if present, else whether the content reads ``Error: ...`` (scoring never reads the flag)."""
     if not is_openai_message(d):
         return message_from_dict(d)
     from tau2_gym.messages import from_openai
@@ -303,6 +304,10 @@ def message_from_any(d: Any) -> AnyMessage:
         raise ValueError(f"not a readable OpenAI chat message ({type(exc).__name__}: {exc})") from None
     msg.timestamp = d.get("timestamp")  # stamps of our own making would differ on every read
     msg.turn_idx = d.get("turn_idx")
+    if msg.role == "tool":  # the chat format has no error flag: tau2 writes every failed call as "Error: ..."
+        flag = d.get("error")
+        text = msg.content
+        msg.error = flag if isinstance(flag, bool) else isinstance(text, str) and text.startswith("Error: ")
     return msg
 
 
@@ -423,11 +428,16 @@ def solo_mode(raw: dict, read: ScoringRead) -> tuple[bool, Optional[str]]:
     """Whether the file's simulations ran in solo mode (scoring routes user-side tools differently then), and,
     when the file does not say, how that was decided.
 
-    tau2 records the mode as the agent and user implementations (``llm_agent_solo`` + ``dummy_user``). Without
-    them: solo when no simulation has a user turn (a conversation always has one)."""
+    tau2 records the mode as the agent and user implementations (``llm_agent_solo`` + ``dummy_user``; the
+    dummy user alone suffices). Without them: solo when no simulation has a user turn (a conversation always
+    has one)."""
     info = raw["info"]
     agent = (info.get("agent_info") or {}).get("implementation") if isinstance(info.get("agent_info"), dict) else None
     user = (info.get("user_info") or {}).get("implementation") if isinstance(info.get("user_info"), dict) else None
+    if user == "dummy_user" and isinstance(agent, str) and agent != "llm_agent_solo":
+        # tau2 pairs its dummy user with the solo agent only; other agents (tau2-gym's scripted ones) with it
+        # ran solo too, although evaluate-trajs, reading the agent's name, re-scores them in normal mode
+        return True, f"solo mode (user 'dummy_user' with agent {agent!r})"
     if isinstance(agent, str) and isinstance(user, str):
         return agent == "llm_agent_solo" and user == "dummy_user", None
     if agent not in (None, "llm_agent_solo") or user not in (None, "dummy_user"):

@@ -412,6 +412,8 @@ def _warn_about_reading(src: Path, check: FileCheck, tally: Tally) -> None:
         mode = f"; scored in {check.mode_note}" if check.mode_note else ""
         print(f"warning: {src}: filled missing run metadata (scoring does not read it): {', '.join(check.filled)}"
               f"{mode}", file=sys.stderr)
+    elif check.mode_note:
+        print(f"note: {src}: scored in {check.mode_note}", file=sys.stderr)
     if check.no_tasks:
         now = tally.data.version.name if tally.data is not None else "the data's"
         print(f"warning: {src}: the file embeds no tasks; graded with the {now} task definitions", file=sys.stderr)
