@@ -147,7 +147,7 @@ def grpo(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[s
 
     dataset = build_dataset(args.domain, split=args.split, task_ids=tasks)
     rollout = make_rollout_func(env_kwargs={"user": args.user}, max_new_tokens=args.max_new_tokens,
-                                chat_template=chat_template, seed=args.seed)
+                                chat_template=chat_template, seed=args.seed, split=args.split)
     cfg = GRPOConfig(output_dir=os.path.join(out, "grpo"), max_steps=args.grpo_steps,
                      learning_rate=args.grpo_learning_rate, num_generations=args.num_generations,
                      per_device_train_batch_size=args.batch_size, max_completion_length=args.max_completion_length,
@@ -185,7 +185,7 @@ def plot(path: str, sft_losses: list[float], grpo_rewards: list[float], marks: d
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The whole pipeline; returns what it measured (also used by tests/test_learning.py)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from tau2_gym.export import export_dataset
+    from tau2_gym.export import METADATA_COLUMNS, export_dataset
 
     out = args.output_dir or tempfile.mkdtemp(prefix="tau2-sft-grpo-")
     os.makedirs(out, exist_ok=True)
@@ -196,8 +196,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tasks = list(args.task_ids or dict.fromkeys(dataset["task_id"]))
     report: dict[str, Any] = {"sft_rows": len(dataset), "tasks": tasks, "output_dir": out}
     report["before_sft"] = evaluate(model, tokenizer, args, tasks, template)
-    report["sft_losses"] = sft(model, tokenizer, dataset.remove_columns(["reward", "task_id", "domain",
-                                                                          "data_version"]), args, out)
+    report["sft_losses"] = sft(model, tokenizer, dataset.remove_columns(list(METADATA_COLUMNS)), args, out)
     report["after_sft"] = evaluate(model, tokenizer, args, tasks, template)
     if args.grpo_steps > 0:
         trainer = grpo(model, tokenizer, args, tasks, out, template)

@@ -99,9 +99,10 @@ def main(argv: list[str] | None = None) -> Any:
     model, tokenizer, chat_template = load_policy(args)
     dataset = build_dataset(args.domain, split=args.split, task_set=args.task_set)
     template_kwargs = {} if args.tiny else {"enable_thinking": args.thinking}
-    rollout = make_rollout_func(env_kwargs={"user": args.user, "max_steps": args.max_env_steps},
+    rollout = make_rollout_func(env_kwargs={"user": args.user, "max_steps": args.max_env_steps,
+                                            "task_set": args.task_set},
                                 max_new_tokens=args.max_new_tokens, chat_template=chat_template,
-                                chat_template_kwargs=template_kwargs, seed=args.seed)
+                                chat_template_kwargs=template_kwargs, seed=args.seed, split=args.split)
     config = GRPOConfig(
         output_dir=args.output_dir, max_steps=args.max_steps, learning_rate=args.learning_rate,
         num_generations=args.num_generations, per_device_train_batch_size=args.per_device_batch_size,

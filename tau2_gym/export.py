@@ -20,17 +20,68 @@ class ExportError(ValueError):
     """A results file cannot be exported (missing, malformed, or an unsupported request)."""
 
 
+class SplitGuardError(ExportError):
+    """Training data or training episodes would include tasks of the held-out ``test`` split."""
+
+
+#: The metadata columns an export adds beside the training columns (drop them before handing rows to a trainer).
+METADATA_COLUMNS = ("reward", "task_id", "domain", "split", "data_version")
+
+ALL_TASKS = "all"  # the split name recorded when no split filter applies
+
+
+def training_split(loaded: Any, split: Optional[str] = "train", *, task_set: Optional[str] = None,
+                   allow_test_split: bool = False) -> tuple[tuple[str, ...], str]:
+    """The task ids a training helper may use, and the split name to record with them.
+
+    The guard behind every training helper (export, the TRL dataset builder and rollout function): the default
+    is the ``train`` split; any selection holding a task of the domain's ``test`` split -- ``"test"`` itself,
+    ``None`` (all tasks) or a split that overlaps it, such as ``"base"`` -- is refused unless
+    ``allow_test_split=True``. A domain without ``train`` and ``test`` splits (mock) holds nothing out, so
+    ``"train"`` means all of its tasks (recorded as ``"all"``).
+    """
+    name = loaded.spec.name
+    splits = loaded.splits(task_set)
+    all_ids = tuple(t.id for t in loaded.tasks(task_set, None))
+    test = set(splits.get("test", ()))
+    if split is None or (split == "train" and "train" not in splits and not test):
+        ids, recorded = all_ids, ALL_TASKS
+    elif split in splits:
+        wanted = set(splits[split])
+        ids, recorded = tuple(i for i in all_ids if i in wanted), split
+    else:
+        raise SplitGuardError(f"domain {name!r} has no task split {split!r}; splits: {sorted(splits)}")
+    check_not_test(loaded, ids, task_set=task_set, allow_test_split=allow_test_split,
+                   what=f"split {recorded!r}" if recorded != ALL_TASKS else "all tasks")
+    return ids, recorded
+
+
+def check_not_test(loaded: Any, task_ids: Iterable[str], *, task_set: Optional[str] = None,
+                   allow_test_split: bool = False, what: str = "the selected tasks") -> None:
+    """Raise :class:`SplitGuardError` when any of ``task_ids`` is a ``test``-split task (unless allowed)."""
+    if allow_test_split:
+        return
+    test = set(loaded.splits(task_set).get("test", ()))
+    leaked = [str(i) for i in task_ids if str(i) in test]
+    if leaked:
+        shown = ", ".join(repr(i) for i in leaked[:5]) + (", ..." if len(leaked) > 5 else "")
+        raise SplitGuardError(
+            f"{what} of domain {loaded.spec.name!r} include {len(leaked)} task(s) of the held-out 'test' split "
+            f"({shown}); train on split='train', or pass allow_test_split=True (CLI: --allow-test-split) if you "
+            "really mean to train on test tasks")
+
+
 def export_rows(paths: Iterable[str | os.PathLike[str]], *, split: Optional[str] = "train",
                 min_reward: Optional[float] = None, domain: Optional[str] = None,
-                data_version: Optional[str] = None) -> list[dict[str, Any]]:
+                data_version: Optional[str] = None, allow_test_split: bool = False) -> list[dict[str, Any]]:
     """Rows of the ``messages`` format: system prompt + conversation (OpenAI messages), ``tools`` as a JSON
-    string of schemas, ``reward``, ``task_id``, ``domain``, ``data_version``. Unscored runs are dropped."""
+    string of schemas, ``reward``, ``task_id``, ``domain``, ``split`` (what the filter kept: see
+    :func:`training_split`), ``data_version``. Unscored runs are dropped. ``split=None`` keeps every task;
+    a selection with ``test``-split tasks is refused unless ``allow_test_split=True``."""
     from tau2_gym import load_domain
     from tau2_gym.messages import to_openai_messages
     from tau2_gym.prompts import agent_system_prompt
 
-    if split == "test":
-        raise ExportError("refusing to export the 'test' split into training data; pass split=None for all tasks")
     rows: list[dict[str, Any]] = []
     domains: dict[str, Any] = {}
     for path in paths:
@@ -44,21 +95,20 @@ def export_rows(paths: Iterable[str | os.PathLike[str]], *, split: Optional[str]
         if name not in domains:
             domains[name] = load_domain(name, data_version=data_version)
         loaded = domains[name]
-        keep = None if split is None else set(loaded.splits().get(split, ()))
-        if split is not None and not keep:
-            raise ExportError(f"domain {name!r} has no task split {split!r}; splits: {sorted(loaded.splits())}")
+        ids, recorded = training_split(loaded, split, allow_test_split=allow_test_split)
+        keep = set(ids)
         system = agent_system_prompt(loaded.source, loaded.policy())
         tools = json.dumps(list(loaded.agent_tool_schemas()))
         version = json.dumps(loaded.data_version_record(), sort_keys=True)
         for sim in results.simulations:
-            if sim.reward_info is None or (keep is not None and sim.task_id not in keep):
+            if sim.reward_info is None or sim.task_id not in keep:
                 continue
             reward = float(sim.reward_info.reward)
             if min_reward is not None and reward < min_reward:
                 continue
             messages = [{"role": "system", "content": system}] + to_openai_messages(sim.messages)
             rows.append({"messages": messages, "tools": tools, "reward": reward, "task_id": sim.task_id,
-                         "domain": name, "data_version": version})
+                         "domain": name, "split": recorded, "data_version": version})
     return rows
 
 

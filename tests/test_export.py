@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tau2_gym.cli import main
-from tau2_gym.export import ExportError, export_rows
+from tau2_gym.export import METADATA_COLUMNS, ExportError, export_rows
 from tau2_gym.domain import load_domain
 from tau2_gym.results import load_results
 
@@ -25,12 +25,35 @@ def test_split_filter_drops_every_test_task(airline_results):
     rows = export_rows([airline_results], split="train")
     assert {r["task_id"] for r in rows} == set(splits["train"])
     assert not {r["task_id"] for r in rows} & set(splits["test"])
-    assert len(export_rows([airline_results], split=None)) == len(load_results(airline_results).simulations)
+    assert {r["split"] for r in rows} == {"train"}
+    everything = export_rows([airline_results], split=None, allow_test_split=True)
+    assert len(everything) == len(load_results(airline_results).simulations)
+    assert {r["split"] for r in everything} == {"all"}
 
 
-def test_test_split_is_refused(airline_results):
-    with pytest.raises(ExportError, match="test"):
-        export_rows([airline_results], split="test")
+@pytest.mark.parametrize("split", ["test", None, "base"])  # test itself, all tasks, a split holding test tasks
+def test_test_tasks_are_refused_without_the_flag(airline_results, split):
+    with pytest.raises(ExportError, match="allow_test_split"):
+        export_rows([airline_results], split=split)
+    rows = export_rows([airline_results], split=split, allow_test_split=True)
+    test = set(load_domain("airline").splits()["test"])
+    assert {r["task_id"] for r in rows} & test
+
+
+def test_cli_refuses_test_split_without_the_flag(tmp_path, airline_results, capsys):
+    out = tmp_path / "ds"
+    assert main(["export", str(airline_results), "--output", str(out), "--split", "test"]) == 2
+    assert "--allow-test-split" in capsys.readouterr().err and not out.exists()
+    assert main(["export", str(airline_results), "--output", str(out), "--split", "test",
+                 "--allow-test-split"]) == 0
+    assert "split: test" in capsys.readouterr().out
+
+
+def test_domain_without_splits_exports_all_tasks_as_train(mock_results):
+    rows = export_rows([mock_results])  # mock holds nothing out: the default 'train' means all of it
+    assert rows and {r["split"] for r in rows} == {"all"}
+    with pytest.raises(ExportError, match="no task split 'small'"):
+        export_rows([mock_results], split="small")
 
 
 def test_min_reward_filter(tmp_path, airline_results):
@@ -177,8 +200,8 @@ def test_two_step_trl_sft_run_on_the_export(tmp_path):
     cfg = trl.SFTConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
                         max_length=8192, assistant_only_loss=True, report_to=[], save_strategy="no",
                         logging_steps=1, use_cpu=True, dataloader_num_workers=0)
-    trainer = trl.SFTTrainer(model=model, args=cfg, train_dataset=ds.remove_columns(
-        ["reward", "task_id", "domain", "data_version"]), processing_class=tokenizer)
+    trainer = trl.SFTTrainer(model=model, args=cfg, train_dataset=ds.remove_columns(list(METADATA_COLUMNS)),
+                             processing_class=tokenizer)
     out = trainer.train()
     assert out.global_step == 2
     row = trainer.train_dataset[0]

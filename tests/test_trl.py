@@ -60,7 +60,7 @@ def token_mean_reward(completion_ids, **kwargs):
 
 def test_dataset_prompts_name_their_tasks():
     ds = build_dataset("mock", split="base", repeats=2)
-    assert ds.column_names == ["prompt", "task_id", "domain"] and len(ds) == 2 * len(load_domain("mock").tasks())
+    assert ds.column_names == ["prompt", "task_id", "domain", "split"] and len(ds) == 2 * len(load_domain("mock").tasks())
     for row in ds:
         assert parse_task_prompt(row["prompt"]) == ("mock", row["task_id"])
     assert parse_task_prompt([{"role": "user", "content": task_prompt("airline", "7")}]) == ("airline", "7")

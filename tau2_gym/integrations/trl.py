@@ -9,8 +9,13 @@ Two ways in:
    :class:`~tau2_gym.hf.policy.PolicyRunner` and returns, per episode, ``prompt_ids``, ``completion_ids``
    (policy tokens interleaved with the env/user turns' template tokens), ``logprobs``, ``env_mask``
    (1 = policy token; TRL masks the rest out of the loss) and the extra fields ``tau2_reward``,
-   ``reward_info``, ``termination_reason`` and ``task_id``, which TRL forwards to reward functions --
-   :func:`tau2_reward` reads the first. The model sees the exact tau2 conversation: the domain's tool
+   ``upstream_reward``, ``tau2_masked``, ``reward_info``, ``termination_reason``, ``task_id`` and ``split``,
+   which TRL forwards to reward functions -- :func:`tau2_reward` reads the first. Honest signals: an episode
+   that failed for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed evaluation such
+   as an NL judge error) is masked out of the gradient (reward ``None``, the TRL convention, and an all-zero
+   ``env_mask``), counted and logged, never trained on as a policy failure; a malformed tool call is the
+   policy's (``agent_error``, reward 0, trained on). Split guard: prompts must name tasks of the training
+   split (``train`` by default; ``test`` tasks only with ``allow_test_split=True``). The model sees the exact tau2 conversation: the domain's tool
    schemas, the customer's messages as ``user`` turns, tool results as ``tool`` turns.
    Generation uses the trainer's model (``model.generate`` with the trainer's sampling settings) or,
    with ``use_vllm=True``, TRL's vLLM backend (server or colocate mode), one batched request per turn.
@@ -36,6 +41,7 @@ import inspect
 import json
 import logging
 import threading
+from collections import Counter
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 
@@ -47,7 +53,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "build_dataset", "task_prompt", "parse_task_prompt", "make_rollout_func", "Tau2Rollout", "tau2_reward",
     "rollout_output", "make_environment_factory", "Tau2ToolEnv", "TRLLocalGenerator", "TRLVLLMGenerator",
-    "SEND_MESSAGE_TOOL",
+    "SEND_MESSAGE_TOOL", "masked_reason", "INFRASTRUCTURE_REASONS",
 ]
 
 SEND_MESSAGE_TOOL = "send_message_to_user"
@@ -78,13 +84,17 @@ def parse_task_prompt(prompt: Any) -> tuple[str, str]:
                      "tau2_gym.integrations.trl.build_dataset (prompts made by task_prompt(domain, task_id))")
 
 
-def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", task_set: Optional[str] = None,
+def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_set: Optional[str] = None,
                   task_ids: Optional[Sequence[str]] = None, data_dir: Optional[str] = None, repeats: int = 1,
                   environment: bool = False, solo: bool = False, data_version: Optional[str] = None,
-                  judge: Any = None) -> Any:
+                  judge: Any = None, allow_test_split: bool = False) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
-    Columns: ``prompt``, ``task_id``, ``domain``. For ``rollout_func`` training (default) the prompt is
+    The split defaults to ``train``; tasks of the ``test`` split (``split="test"``, ``None`` = all, ``"base"``,
+    or such ``task_ids``) are refused unless ``allow_test_split=True`` (see
+    :func:`tau2_gym.export.training_split`; a domain without train/test splits, such as mock, gives all tasks).
+
+    Columns: ``prompt``, ``task_id``, ``domain``, ``split`` (recorded). For ``rollout_func`` training (default) the prompt is
     :func:`task_prompt`; with ``environment=True`` (TRL's ``environment_factory``) it is the agent's
     opening view -- system prompt, greeting or task history -- ending with an empty user message that the
     environment's ``reset`` fills with the customer's first message. ``data_version`` / ``data_dir`` choose
@@ -97,11 +107,18 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", tas
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1; got {repeats}")
+    from tau2_gym.export import training_split
+
     loaded = load_domain(domain, data_dir, data_version)
-    if task_ids is not None:
-        tasks = [loaded.task(str(t), task_set) for t in task_ids]
-    else:
-        tasks = list(loaded.tasks(task_set, split))
+    ids, recorded = training_split(loaded, split, task_set=task_set, allow_test_split=allow_test_split)
+    by_id = {t.id: t for t in loaded.tasks(task_set, None)}
+    if task_ids is not None:  # a subset of the split, in the caller's order
+        outside = [str(t) for t in task_ids if str(t) not in set(ids)]
+        if outside:
+            raise ValueError(f"task_ids {outside[:5]} of domain {domain!r} are not in split {recorded!r}; "
+                             "choose the split that holds them (test tasks need allow_test_split=True)")
+        ids = tuple(str(t) for t in task_ids)
+    tasks = [by_id[i] for i in ids]
     if solo:
         from tau2_gym.turn_loop import solo_task_error
 
@@ -112,13 +129,14 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "default", tas
 
     tasks = list(apply_no_judge_choice(loaded, tasks, judge if hasattr(judge, "assess") else make_judge(judge),
                                        f"dataset of {domain!r}"))
-    rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": []}
+    rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": []}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
         for _ in range(repeats):
             rows["prompt"].append(prompt)
             rows["task_id"].append(task.id)
             rows["domain"].append(domain)
+            rows["split"].append(recorded)
     return Dataset.from_dict(rows)
 
 
@@ -141,33 +159,71 @@ def opening_messages(loaded: Any, task: Any, solo: bool = False) -> list[dict[st
 
 
 def tau2_reward(prompts: Any = None, completions: Any = None, tau2_reward: Optional[list] = None,
+                tau2_masked: Optional[list] = None, log_metric: Optional[Callable[[str, float], None]] = None,
                 **kwargs: Any) -> list[Optional[float]]:
-    """TRL reward function: the tau2 reward the rollout function computed for each episode."""
+    """TRL reward function: the reward the rollout function computed for each episode (the env's reward under
+    its ``reward_mode``; upstream's raw reward is the ``upstream_reward`` field).
+
+    An episode that failed for infrastructure reasons (``tau2_masked``: ``user_error``, ``infrastructure_error``,
+    ``evaluation_error``) gets ``None`` -- TRL's convention for "no reward": the trainer turns it into NaN,
+    leaves it out of the group baseline and the logged reward, and gives it advantage 0 (the rollout function
+    also zeroes its ``env_mask``, so none of its tokens enters the loss). With TRL's ``log_metric`` the counts
+    are logged as ``tau2/masked_fraction`` and ``tau2/masked/<reason>``.
+    """
     if tau2_reward is None:
         raise ValueError("tau2_reward needs the 'tau2_reward' field; use it with make_rollout_func's rollout function")
-    return [None if r is None else float(r) for r in tau2_reward]
+    masked = list(tau2_masked) if tau2_masked is not None else [None] * len(tau2_reward)
+    out = [None if (r is None or why) else float(r) for r, why in zip(tau2_reward, masked)]
+    if log_metric is not None and out:
+        reasons = [why for why in masked if why]
+        log_metric("tau2/masked_fraction", len(reasons) / len(out))
+        for why in INFRASTRUCTURE_REASONS:
+            log_metric(f"tau2/masked/{why}", float(reasons.count(why)))
+    return out
 
 
-def rollout_output(trajectories: Sequence[Trajectory], stop_id: int) -> dict[str, list]:
+#: The ``tau2_masked`` reasons (see :func:`tau2_gym.rewards.infrastructure_failure`).
+INFRASTRUCTURE_REASONS = ("user_error", "infrastructure_error", "evaluation_error")
+
+
+def masked_reason(t: Trajectory) -> Optional[str]:
+    """Why a trajectory carries no signal about the policy (None: it does): see ``tau2_gym.rewards``."""
+    from tau2_gym.rewards import infrastructure_failure
+
+    return infrastructure_failure(t.termination_reason, t.info)
+
+
+def rollout_output(trajectories: Sequence[Trajectory], stop_id: int,
+                   splits: Optional[Sequence[Optional[str]]] = None) -> dict[str, list]:
     """The dict a TRL ``rollout_func`` returns for these trajectories (one entry each, in order).
 
     An episode that ended before the policy's first turn gets a one-token completion (``stop_id``, masked
-    out) because TRL reads each completion's last token.
+    out) because TRL reads each completion's last token. An infrastructure failure (:func:`masked_reason`)
+    gets reward ``None`` and an all-zero ``env_mask``: it is masked out of the gradient, never a policy failure.
+    ``splits`` (recorded per episode as ``split``) are the training splits the tasks were checked against.
     """
     out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                            "tau2_reward": [], "reward_info": [], "termination_reason": [], "task_id": []}
-    for t in trajectories:
+                            "tau2_reward": [], "upstream_reward": [], "tau2_masked": [], "reward_info": [],
+                            "termination_reason": [], "task_id": [], "split": []}
+    splits = list(splits) if splits is not None else [None] * len(trajectories)
+    for t, split in zip(trajectories, splits):
         completion, mask, logprobs = list(t.completion_ids), list(t.env_mask), list(t.logprobs)
         if not completion:
             completion, mask, logprobs = [stop_id], [0], [0.0]
+        why = masked_reason(t)
+        if why is not None:
+            mask = [0] * len(completion)
         out["prompt_ids"].append(list(t.prompt_ids))
         out["completion_ids"].append(completion)
         out["logprobs"].append(logprobs)
         out["env_mask"].append(mask)
-        out["tau2_reward"].append(float(t.reward))
+        out["tau2_reward"].append(None if why is not None else float(t.reward))
+        out["upstream_reward"].append(float(t.info.get("tau2_reward", t.reward)))
+        out["tau2_masked"].append(why)
         out["reward_info"].append(t.reward_info)
         out["termination_reason"].append(t.termination_reason)
         out["task_id"].append(t.task_id)
+        out["split"].append(split)
     return out
 
 
@@ -296,7 +352,8 @@ class Tau2Rollout:
                  chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
                  seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
                  logits_processor: Optional[Sequence[Any]] = None,
-                 env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True) -> None:
+                 env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True,
+                 split: Optional[str] = "train", allow_test_split: bool = False) -> None:
         self.env_kwargs = dict(env_kwargs or {})
         self.env_kwargs.setdefault("obs_format", "messages")
         if self.env_kwargs["obs_format"] != "messages":
@@ -316,6 +373,34 @@ class Tau2Rollout:
         self._vectors: dict[tuple[str, int], Any] = {}
         self._episodes = 0
         self.last_trajectories: list[Trajectory] = []
+        self.split = split
+        self.last_splits: list[str] = []
+        self.allow_test_split = bool(allow_test_split)
+        self._allowed: dict[str, tuple[frozenset, str]] = {}
+        self.masked: Counter = Counter()  # infrastructure failures masked out, by reason (whole run)
+        self.episodes = 0
+
+    def check_split(self, domain: str, task_id: str) -> str:
+        """The recorded training split of a prompt's task; raises when the task lies outside it (test tasks need
+        ``allow_test_split=True``)."""
+        allowed = self._allowed.get(domain)
+        if allowed is None:
+            from tau2_gym import load_domain
+            from tau2_gym.export import training_split
+
+            kw = self.env_kwargs
+            loaded = load_domain(domain, kw.get("data_dir"), kw.get("data_version"), options=kw.get("domain_options"))
+            ids, recorded = training_split(loaded, self.split, task_set=kw.get("task_set"),
+                                           allow_test_split=self.allow_test_split)
+            allowed = self._allowed[domain] = (frozenset(ids), recorded)
+        ids, recorded = allowed
+        if task_id not in ids:
+            from tau2_gym.export import SplitGuardError
+
+            raise SplitGuardError(f"task {task_id!r} of domain {domain!r} is not in the training split "
+                                  f"{recorded!r}; build the dataset with build_dataset(split=...) of the same split "
+                                  "(test tasks need allow_test_split=True on both)")
+        return recorded
 
     def _kwargs(self) -> dict[str, Any]:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
@@ -383,6 +468,7 @@ class Tau2Rollout:
 
     def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
         refs = [parse_task_prompt(p) for p in prompts]
+        self.last_splits = [self.check_split(d, t) for d, t in refs]
         envs = self._envs([d for d, _ in refs])
         seeds: list[Optional[int]] = [None] * len(refs)
         if self.seed is not None:
@@ -395,7 +481,15 @@ class Tau2Rollout:
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list]:
         trajectories = self.run(prompts, trainer)
         stop_id = min(int(i) for i in trainer.eos_token_ids)
-        return rollout_output(trajectories, stop_id)
+        out = rollout_output(trajectories, stop_id, self.last_splits)
+        self.episodes += len(trajectories)
+        reasons = Counter(why for why in out["tau2_masked"] if why)
+        if reasons:
+            self.masked.update(reasons)
+            logger.warning("masked %d of %d episodes out of the gradient (infrastructure, not the policy): %s; "
+                           "run total %s of %d", sum(reasons.values()), len(trajectories), dict(reasons),
+                           dict(self.masked), self.episodes)
+        return out
 
 
 def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_tokens: int = 512,
@@ -403,7 +497,8 @@ def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_to
                       chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
                       seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
                       logits_processor: Optional[Sequence[Any]] = None,
-                      env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True) -> Tau2Rollout:
+                      env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True,
+                      split: Optional[str] = "train", allow_test_split: bool = False) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
     Args:
@@ -422,11 +517,19 @@ def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_to
         env_factory: ``fn(domain) -> env`` instead of ``gym.make("tau2/<domain>-v0", **env_kwargs)``.
         vectorize: run a batch of one domain's prompts in a ``Tau2VectorEnv`` so the customers' turns are
             answered in one batch per round (LLM user simulators batch or run concurrently); else single envs.
+        split, allow_test_split: the training split every prompt's task must belong to (default ``train``;
+            recorded per episode as ``split``); tasks of the ``test`` split are refused unless
+            ``allow_test_split=True`` (see :func:`tau2_gym.export.training_split`).
+
+    Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
+    evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
+    counted in ``rollout.masked`` and in TRL's logs (see :func:`tau2_reward`).
     """
     return Tau2Rollout(env_kwargs=env_kwargs, max_new_tokens=max_new_tokens, max_turns=max_turns, parser=parser,
                        chat_template=chat_template, chat_template_kwargs=chat_template_kwargs, seed=seed,
                        use_vllm=use_vllm, batch_size=batch_size, logits_processor=logits_processor,
-                       env_factory=env_factory, vectorize=vectorize)
+                       env_factory=env_factory, vectorize=vectorize, split=split,
+                       allow_test_split=allow_test_split)
 
 
 # ----------------------------------------------------------------------------------------- environment_factory
@@ -560,8 +663,18 @@ class Tau2ToolEnv:
         texts = [m.get("content") or "" for m in self.messages[seen:] if m.get("role") == "user"]
         return "\n".join(texts) if texts else None
 
-    def get_reward(self) -> float:
-        return self.reward if self.ended else 0.0
+    def get_reward(self) -> Optional[float]:
+        """The tau2 reward; ``None`` (TRL: no reward, advantage 0) when the episode failed for infrastructure
+        reasons (``user_error``, ``evaluation_error``): never trained on as a policy failure."""
+        if not self.ended:
+            return 0.0
+        from tau2_gym.rewards import infrastructure_failure
+
+        why = infrastructure_failure(self.termination_reason, self.info)
+        if why is not None:
+            logger.warning("episode %s masked out of the gradient: %s", self.info.get("task_id"), why)
+            return None
+        return self.reward
 
     def _step(self, action: Any) -> list[dict]:
         """Step the env; returns the messages that followed the agent's action."""
