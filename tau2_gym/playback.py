@@ -8,7 +8,9 @@ assistant messages as actions while a :class:`~tau2_gym.users.playback.PlaybackU
 turns. Everything else is recomputed: tool results (the user's own tool calls run through the env's user tools),
 error flags, the termination and the reward. The new trajectory is then compared with the record message by
 message -- role, content, tool calls (name, arguments, requestor), tool results (content, error flag,
-requestor) -- and by termination reason. Ids and timestamps are not compared.
+requestor) -- and by termination reason. Ids and timestamps are not compared. A record in the env's own
+observation format (OpenAI chat messages, system prompt first) is read too; it has no error flags to compare,
+and its indices count the system prompt.
 
 How a record's ending is reproduced: ``user_stop``, ``agent_stop``, ``too_many_errors`` and the env's own
 ``max_steps`` happen by themselves; a ``user_error`` is the playback user failing where the record's user turns
@@ -149,7 +151,7 @@ def _message_difference(rec: AnyMessage, new: AnyMessage) -> Optional[str]:
     if rec.content != new.content:
         return f"{rec.role} content: recorded {_short(rec.content)}, replay {_short(new.content)}"
     if isinstance(rec, ToolMessage) and isinstance(new, ToolMessage):
-        if rec.error != new.error:
+        if rec.error is not None and rec.error != new.error:
             return f"tool error flag: recorded {rec.error}, replay {new.error}"
         if rec.requestor != new.requestor:
             return f"tool result requestor: recorded {rec.requestor!r}, replay {new.requestor!r}"
@@ -175,25 +177,28 @@ def _describe(msg: AnyMessage) -> str:
 
 
 def compare_trajectories(recorded: Sequence[AnyMessage], new: Sequence[AnyMessage], recorded_termination: Optional[str],
-                         new_termination: Optional[str]) -> tuple[Optional[int], Optional[str]]:
+                         new_termination: Optional[str], offset: int = 0) -> tuple[Optional[int], Optional[str]]:
     """``(index of the first differing message, what differs)``; ``(None, None)`` when identical.
 
     A trajectory that is a strict prefix of the other diverges at the shorter one's length; equal messages with
-    another ending diverge at the end (``len(recorded)``).
+    another ending diverge at the end (``len(recorded)``). ``offset`` is added to the indices reported (messages
+    of the record left out of the comparison before ``recorded[0]``).
     """
     for i, (a, b) in enumerate(zip(recorded, new)):
         diff = _message_difference(a, b)
         if diff is not None:
-            return i, f"message {i}: {diff}"
+            return i + offset, f"message {i + offset}: {diff}"
     n = min(len(recorded), len(new))
+    at = n + offset
     if len(recorded) > n:
-        return n, (f"message {n}: the replay ended ({new_termination}) where the record goes on with "
-                   f"{len(recorded) - n} more message(s), first {_describe(recorded[n])}")
+        state = f"ended ({new_termination})" if new_termination else "waits for the agent's next turn (still running)"
+        return at, (f"message {at}: the replay {state} where the record goes on with "
+                    f"{len(recorded) - n} more message(s), first {_describe(recorded[n])}")
     if len(new) > n:
-        return n, (f"message {n}: the record ended ({recorded_termination}) where the replay goes on with "
-                   f"{len(new) - n} more message(s), first {_describe(new[n])}")
+        return at, (f"message {at}: the record ended ({recorded_termination}) where the replay goes on with "
+                    f"{len(new) - n} more message(s), first {_describe(new[n])}")
     if recorded_termination != new_termination:
-        return n, f"termination: recorded {recorded_termination}, replay {new_termination or 'still running'}"
+        return at, f"termination: recorded {recorded_termination}, replay {new_termination or 'still running'}"
     return None, None
 
 
@@ -396,16 +401,18 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
         raw_messages = []
     if not isinstance(raw_messages, list):
         raise ValueError(f"'messages' is a JSON {type(raw_messages).__name__}, not a list")
+    # the env's own observation format (OpenAI messages, system prompt first) is read too; indices stay the file's
+    skip = 1 if raw_messages and isinstance(raw_messages[0], dict) and raw_messages[0].get("role") == "system" else 0
     recorded: list[AnyMessage] = []
-    for i, m in enumerate(raw_messages):
+    for i, m in enumerate(raw_messages[skip:], skip):
         try:
-            recorded.append(message_from_dict(m))
-        except ValueError as exc:
+            recorded.append(_read_message(m))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"message {i} cannot be read: {_short(str(exc), 200)}") from None
         msg = recorded[-1]
         if isinstance(msg, ParticipantMessage) and not (msg.has_text_content() or msg.is_tool_call()):
             raise ValueError(f"message {i} ({msg.role}) is empty: neither text nor tool calls")
-    out.recorded_messages = len(recorded)
+    out.recorded_messages = len(raw_messages)
 
     env = envs.get(settings, agent_can_stop=settings.solo or ending == "agent_stop")
     task = tasks.get(out.task_id, env)
@@ -456,9 +463,23 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
     if loop.done:
         out.new_reward = None if final_info.get("reward_info") is None else float(reward or 0.0)
         out.evaluation_error = final_info.get("evaluation_error")
-    index, difference = compare_trajectories(recorded, new, ending, out.new_termination)
+    index, difference = compare_trajectories(recorded, new, ending, out.new_termination, offset=skip)
     out.status = IDENTICAL if index is None else DIVERGED
     out.first_divergence, out.difference = index, difference
+
+
+def _read_message(m: Any) -> AnyMessage:
+    """A tau2 message dict, or an OpenAI chat message (``tool_call_id``, ``function`` calls), as a message."""
+    if isinstance(m, dict) and (("tool_call_id" in m and "id" not in m)
+                                or any(isinstance(c, dict) and isinstance(c.get("function"), dict)
+                                       for c in (m.get("tool_calls") or ()) if isinstance(m.get("tool_calls"), list))):
+        from tau2_gym.messages import from_openai
+
+        msg = from_openai(m)
+        if isinstance(msg, ToolMessage):
+            msg.error = None  # type: ignore[assignment]  # the OpenAI format has no error flag: not compared
+        return msg
+    return message_from_dict(m)
 
 
 def _copy_agent(msg: AssistantMessage) -> AssistantMessage:

@@ -437,3 +437,28 @@ def test_tau2_gym_replay_is_the_function_and_import_stays_light():
     code = "import sys, tau2_gym; print('tau2_gym.playback' in sys.modules, 'tau2_gym.envs.tau2_env' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.stdout.split()[0] == "False", proc.stderr
+
+
+def test_a_record_in_the_envs_own_openai_format_replays_identically():
+    env = Tau2Env("airline", user="oracle")
+    runs = []
+    for task_id, cls in (("1", OracleAgent), ("4", WrongArgumentsAgent)):
+        agent = cls()
+        obs, info = env.reset(options={"task_id": task_id})
+        agent.reset(info["task"], info)
+        done = False
+        while not done:
+            obs, _, term, trunc, info = env.step(agent.act(obs, info))
+            done = term or trunc
+        run = env.simulation_run()
+        assert obs[0]["role"] == "system" and any("tool_call_id" in m for m in obs)
+        run["messages"] = obs  # what the agent observed: OpenAI chat messages, system prompt first
+        runs.append(run)
+    res = env.results(runs)
+    report = replay(res)
+    assert [s.status for s in report.simulations] == ["identical", "identical"], report.simulations[0].difference
+    obs = res["simulations"][1]["messages"]
+    tool_at = next(i for i, m in enumerate(obs) if m["role"] == "tool")
+    obs[tool_at]["content"] = "edited"
+    out = replay(res).simulations[1]
+    assert (out.status, out.first_divergence) == ("diverged", tool_at)  # indices are the file's (system included)
