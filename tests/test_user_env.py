@@ -356,3 +356,31 @@ def test_reward_modes_apply_as_in_the_agent_env():
         assert reward == ep.reward and info["tau2_reward"] == ep.info["tau2_reward"]
         shaped += reward != info["tau2_reward"]
     assert shaped  # the partial-credit mode changed some rewards: it is applied, not ignored
+
+
+def test_a_hugging_face_model_can_be_the_agent():
+    """A tiny random causal LM, forced to write the oracle's turns (as template text), serves the customer: its
+    tool calls are parsed and run, and the replayed customer gets the scripted oracle's reward."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import LogitsProcessorList
+
+    from hfutil import ForceScript, oracle_scripts, tiny
+    from tau2_gym.hf.chat import ChatRenderer
+    from tau2_gym.users.hf_user import HFUserConfig, HFUserSimulator
+
+    model, tok = tiny()
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    task_id = "create_task_1"
+    scripts, base, rewards = oracle_scripts(renderer, lambda: gym.make("tau2/mock-v0"), [task_id])
+    cfg = HFUserConfig(max_new_tokens=160, generate_kwargs={
+        "logits_processor": LogitsProcessorList([ForceScript(tok, scripts, base)])})
+    agent = HFUserSimulator(cfg, model=model, tokenizer=tok)
+    aenv = gym.make("tau2/mock-v0", user=RecordingUser(OracleUser()))
+    ep = run_episode(aenv, OracleAgent(), options={"task_id": task_id}, seed=0)
+    env = gym.make("tau2/mock-user-v0", agent=agent)
+    env.reset_result = env.reset(seed=0, options={"task_id": task_id})
+    views, (obs, reward, term, trunc, info) = play_customer(env, [replay_action(e) for e in ep.user_script])
+    calls = [m for m in info["simulation_run"]["messages"] if m["role"] == "assistant" and m["tool_calls"]]
+    assert calls and calls[0]["tool_calls"][0]["name"] == "create_task"
+    assert info["termination_reason"] == "user_stop" and reward == rewards[task_id] == ep.reward == 1.0

@@ -50,9 +50,12 @@ def resolve_agent(spec: Any) -> Any:
 
     ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.agents`): offline, deterministic;
     ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.policies.OpenAIAgentPolicy`;
+    ``"hf:<model name or path>"`` or an :class:`~tau2_gym.users.hf_user.HFUserSimulator` built on a model and
+    tokenizer: a local Hugging Face model (the simulator's batched chat-template generation and tool-call
+    parsing work on the agent's request alike; its replies become the agent's turns);
     ``"package.module:Attr"``: imported (a class is instantiated without arguments); an object with
     ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.policies.AgentPolicy`); or a callable
-    ``fn(request) -> action`` -- the way to put an HF model behind the agent's seat.
+    ``fn(request) -> action``.
     """
     if spec is None:
         spec = "oracle"
@@ -65,6 +68,10 @@ def resolve_agent(spec: Any) -> Any:
             if at and not base_url.startswith(("http://", "https://")):
                 model, base_url = rest, ""
             return OpenAIAgentPolicy(model=model, base_url=base_url or None)
+        if sep and rest and kind == "hf":  # the HF simulator's generation (template, tools, parser) serves any side
+            from tau2_gym.users.hf_user import HFUserSimulator
+
+            return HFUserSimulator(model_name_or_path=rest)
         if sep and "." in kind:
             obj = getattr(importlib.import_module(kind), rest)
             return obj() if isinstance(obj, type) else resolve_agent(obj)
@@ -104,7 +111,13 @@ def user_view(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def _agent_message(reply: Any, parser: Any, first_id: int) -> AssistantMessage:
-    """The agent's reply as a fresh message; text holding call markup is parsed (vLLM without a tool parser)."""
+    """The agent's reply as a fresh message; text holding call markup is parsed (vLLM without a tool parser).
+    A simulator-style reply (a UserMessage, e.g. from the HF simulator's generation) becomes the agent's turn."""
+    if isinstance(reply, UserMessage):
+        calls = None if reply.tool_calls is None else [ToolCall(tc.name, tc.arguments, id=tc.id)
+                                                       for tc in reply.tool_calls]
+        reply = AssistantMessage(content=reply.content, tool_calls=calls, cost=reply.cost, usage=reply.usage,
+                                 raw_data=reply.raw_data, timestamp="")
     if isinstance(reply, AssistantMessage) and not reply.tool_calls and parser not in (None, "none") \
             and isinstance(reply.content, str) and reply.content.strip():
         msg = to_assistant_message(reply.content, parser=parser, first_id=first_id, timestamp="")
