@@ -105,8 +105,9 @@ def _text(value: Any) -> Optional[str]:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _call(tc: Any) -> tuple[str, str]:
-    """(name, arguments as text) of a tool call in tau2's or OpenAI's form."""
+def _call(tc: Any) -> tuple[str, Any]:
+    """(name, arguments) of a tool call in tau2's or OpenAI's form; arguments stay JSON values (the page
+    pretty-prints them), or the raw text when an OpenAI-style argument string is not JSON."""
     if not isinstance(tc, dict):
         return "?", _text(tc) or ""
     fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
@@ -116,8 +117,8 @@ def _call(tc: Any) -> tuple[str, str]:
         try:
             args = json.loads(args)
         except ValueError:
-            return str(name), args
-    return str(name), json.dumps(args, ensure_ascii=False, indent=1, default=str)
+            pass
+    return str(name), args
 
 
 def _check_text(kind: str, check: dict) -> str:

@@ -225,7 +225,7 @@ def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned" in page  # the task id, shown as text
     blocks = json_blocks(page)
     assert blocks[0]["m"][0][1] == HOSTILE  # the data survives the escaping intact
-    assert blocks[0]["m"][-1][2][0][0] == HOSTILE and blocks[0]["m"][-1][2][0][2] is True  # hallucinated
+    assert blocks[0]["m"][-1][2][0] == [HOSTILE, {HOSTILE: HOSTILE}, True]  # name, arguments, hallucinated
     assert blocks[0]["diff"][0]["gold"] == HOSTILE
 
 

@@ -42,10 +42,11 @@
     }
     if (content !== null && content !== "") add(box, el("div", "text", content));
     (calls || []).forEach(function (c) {
+      var args = typeof c[1] === "string" ? c[1] : JSON.stringify(c[1]);
       var d = add(box, el("details", "call"));
-      var s = add(d, el("summary", c[2] ? "bad" : null, "\u2192 " + c[0] + "(" + short(c[1], 90) + ")"));
+      var s = add(d, el("summary", c[2] ? "bad" : null, "\u2192 " + c[0] + "(" + short(args, 90) + ")"));
       if (c[2]) s.title = "not a tool of this domain";
-      add(d, el("pre", null, c[1]));
+      add(d, el("pre", null, typeof c[1] === "string" ? c[1] : json(c[1])));
     });
     return box;
   }

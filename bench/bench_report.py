@@ -1,0 +1,177 @@
+"""``tau2-gym report`` on 10,000 simulations: build time, output size, and page load in headless Chromium.
+
+    python bench/bench_report.py                       # 10,000 simulations (airline, mixed scripted agents)
+    python bench/bench_report.py --sims 2000 --no-browser
+    python bench/bench_report.py --screenshot docs/report.png   # also the README's screenshot (two small runs)
+
+The simulations are a real ``tau2-gym rollout`` (every airline task, mixed scripted agents: passes, wrong
+arguments, hallucinated tools, dropped writes, give-ups) repeated with new ids and trial numbers until there are
+``--sims`` of them. Scripted conversations are short (about 7 messages); the report's size grows with the
+conversations' text, so the "bytes per simulation" row says what to expect for longer ones. Timed once each
+(a report is built once): reading + validating + analysing the file, rendering the HTML, the whole
+``write_report``; then Chromium's navigation timing of the written file (DOMContentLoaded, load) and the time
+from clicking a simulation to its details on screen. There is no upstream counterpart (upstream has no report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from _common import fmt_bytes, fmt_time, print_table  # noqa: E402
+
+from tau2_gym.report import build_report, load_run, write_report  # noqa: E402
+from tau2_gym.results import read_json_any, write_json_atomic  # noqa: E402
+from test_report import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, mixed_rollout  # noqa: E402
+
+
+def synthesise(real: dict, n: int) -> dict:
+    """``real`` with its simulations repeated (new ids, trial numbers continuing) up to ``n``."""
+    out = copy.copy(real)
+    sims = real["simulations"]
+    trials = 1 + max(s["trial"] for s in sims)
+    made = []
+    for i in range(n):
+        s = dict(sims[i % len(sims)])
+        s["id"] = str(uuid.UUID(int=i))
+        s["trial"] = s["trial"] + trials * (i // len(sims))
+        made.append(s)
+    out["simulations"] = made
+    out["info"] = dict(real["info"], num_trials=trials * -(-n // len(sims)))
+    return out
+
+
+def browser(width: int = 1400, height: int = 1000):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS + (f"--user-data-dir={tempfile.mkdtemp()}", f"--window-size={width},{height}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def page_timing(path: Path, click: int) -> dict:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = browser()
+    try:
+        t0 = time.perf_counter()
+        driver.get(path.resolve().as_uri())
+        wall = time.perf_counter() - t0
+        nav = driver.execute_script("const e = performance.getEntriesByType('navigation')[0];"
+                                    "return [e.domContentLoadedEventEnd, e.loadEventEnd];")
+        t1 = time.perf_counter()
+        driver.execute_script("location.hash = arguments[0]", f"#s{click}")
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+            "return document.querySelectorAll('#detail .conversation .msg').length") > 0)
+        detail = time.perf_counter() - t1
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        return {"dcl": nav[0] / 1000, "load": nav[1] / 1000, "wall": wall, "detail": detail, "errors": errors}
+    finally:
+        driver.quit()
+
+
+def screenshot(out: Path, work: Path) -> None:
+    """Two small airline runs side by side, a failed simulation with a DB diff open: the README's picture."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from test_report import MixedPolicy
+    from tau2_gym.rollout import collect
+
+    a = work / "agent_v1.json"
+    b = work / "agent_v2.json"
+    collect(None, MixedPolicy(("oracle", "wrong_arguments", "oracle", "hallucinating", "oracle", "give_up")),
+            domain="airline", num_tasks=12, num_trials=3, output=str(a), progress=False)
+    collect(None, MixedPolicy(("oracle", "oracle", "wrong_arguments", "oracle", "skip_last_action", "oracle")),
+            domain="airline", num_tasks=12, num_trials=3, output=str(b), progress=False)
+    html = work / "report.html"
+    write_report([a, b], html)
+    raw = json.loads(a.read_text())
+    pick = next((i for i, s in enumerate(raw["simulations"])
+                 if s["reward_info"] and (s["reward_info"].get("info") or {}).get("db_diff")),
+                next(i for i, s in enumerate(raw["simulations"]) if s["reward_info"]["reward"] < 1))
+    driver = browser(1500, 980)
+    try:
+        driver.get(html.resolve().as_uri() + f"#s{pick}")
+        WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+            "return document.querySelectorAll('#detail .conversation .msg').length") > 0)
+        driver.execute_script("for (const d of document.querySelectorAll('#detail details.call')) d.open = true;"
+                              "window.scrollTo(0, 0);")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(out))
+    finally:
+        driver.quit()
+    print(f"screenshot: {out}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sims", type=int, default=10_000)
+    ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--screenshot", help="also write the README's screenshot to this PNG")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench_report_"))
+    t0 = time.perf_counter()
+    real = mixed_rollout(work / "real.json", num_tasks=50, num_trials=4)
+    rollout_s = time.perf_counter() - t0
+    raw = read_json_any(real)
+    big = work / "big.json"
+    write_json_atomic(big, synthesise(raw, args.sims), indent=None)
+
+    t0 = time.perf_counter()
+    read_json_any(big)
+    json_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run = load_run(big)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    text = build_report([run])
+    render_s = time.perf_counter() - t0
+    out = work / "report.html"
+    t0 = time.perf_counter()
+    result = write_report([big], out)
+    total_s = time.perf_counter() - t0
+    assert result.simulations == args.sims and len(text) > 0
+    size_in, size_out = big.stat().st_size, out.stat().st_size
+    rows = [
+        ("simulations (real rollout repeated)", f"{args.sims:,} ({len(raw['simulations'])} real, {rollout_s:.1f} s)",
+         "-", "-"),
+        ("results file (compact JSON)", fmt_bytes(size_in), "-", "-"),
+        ("json.load of the results file", fmt_time(json_s), "-", "-"),
+        ("read + validate + analyse (load_run)", fmt_time(load_s), "-", f"{load_s / json_s:.1f}x json.load"),
+        ("render HTML (build_report)", fmt_time(render_s), "-", "-"),
+        ("tau2-gym report end to end (write_report)", fmt_time(total_s), "-", f"{args.sims / total_s:,.0f} sims/s"),
+        ("report size", fmt_bytes(size_out), "-", f"{size_out / size_in:.2f}x the results file"),
+        ("report bytes per simulation", f"{size_out / args.sims:,.0f} B", "-", "-"),
+    ]
+    if not args.no_browser:
+        if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+            print(f"[no {CHROMIUM} / {CHROMEDRIVER}: page timing skipped]", file=sys.stderr)
+        else:
+            t = page_timing(out, args.sims - 1)
+            rows += [("Chromium: DOMContentLoaded", fmt_time(t["dcl"]), "-", "-"),
+                     ("Chromium: load event", fmt_time(t["load"]), "-", "-"),
+                     ("Chromium: driver.get wall time", fmt_time(t["wall"]), "-", "-"),
+                     ("Chromium: click -> details shown (last simulation)", fmt_time(t["detail"]), "-", "-"),
+                     ("Chromium: console errors", str(len(t["errors"])), "-", "-")]
+    print_table(f"tau2-gym report, {args.sims:,} simulations (airline)", rows)
+    if args.screenshot:
+        screenshot(Path(args.screenshot), work)
+
+
+if __name__ == "__main__":
+    main()
