@@ -140,6 +140,14 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class _Unreplayable(ValueError):
+    """Why a simulation cannot be replayed (shown as is, without the exception's type)."""
+
+
 def _calls(msg: ParticipantMessage) -> Optional[list[ToolCall]]:
     return msg.tool_calls or None  # an empty call list means no calls (as the env reads it)
 
@@ -318,7 +326,7 @@ class _Envs:
 
             kwargs = dict(user=PlaybackUser(), solo=s.solo, agent_can_stop=agent_can_stop, max_steps=s.max_steps,
                           max_errors=s.max_errors, data_dir=self.data_dir, data_version=s.data_version,
-                          judge=self.judge, parser="none", fill_tool_call_ids=False)
+                          judge=self.judge, parser="none", fill_tool_call_ids=False, task_split=None)
             kwargs.update(self.env_kwargs)
             with warnings.catch_warnings():  # the pool's no-judge warning: replay runs only the recorded tasks
                 warnings.simplefilter("ignore")
@@ -350,12 +358,12 @@ class _Tasks:
             try:
                 task: Any = Task.model_validate(self.raw[task_id])
             except Exception as exc:  # noqa: BLE001 - a broken task fails only its simulations
-                task = ValueError(f"task {task_id!r} in the file does not validate: {_short(str(exc), 200)}")
+                task = _Unreplayable(f"task {task_id!r} in the file does not validate: {_clip(str(exc))}")
         else:
             try:
                 task = env.task_by_id(task_id)
             except ValueError:
-                task = ValueError(f"unknown task {task_id!r}: neither among the file's tasks nor in the "
+                task = _Unreplayable(f"unknown task {task_id!r}: neither among the file's tasks nor in the "
                                   f"{env.config.domain!r} data")
         self._parsed[task_id] = task
         return task
@@ -382,8 +390,11 @@ def _replay_one(sim: Any, index: int, label: Optional[str], settings: _FileSetti
                            recorded_termination=sim.get("termination_reason"), stored_reward=_stored_reward(sim))
     try:
         _drive(sim, out, settings, envs, tasks)
+    except _Unreplayable as exc:
+        out.status, out.error = ERROR, str(exc)
+        out.first_divergence = out.difference = None
     except Exception as exc:  # noqa: BLE001 - one broken record never stops the others
-        out.status, out.error = ERROR, f"{type(exc).__name__}: {_short(str(exc), 300)}"
+        out.status, out.error = ERROR, f"{type(exc).__name__}: {_clip(str(exc), 300)}"
         out.first_divergence = out.difference = None
     return out
 
@@ -393,14 +404,16 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
 
     ending = out.recorded_termination
     if out.task_id is None:
-        raise ValueError("the simulation has no task_id")
+        raise _Unreplayable("the simulation has no task_id")
+    if not isinstance(ending, str):
+        raise _Unreplayable(f"the simulation has no termination_reason (got {_short(ending)})")
     if ending not in REPLAYABLE_ENDINGS:
-        raise ValueError(f"termination {ending!r} happened outside the environment; it cannot be replayed")
+        raise _Unreplayable(f"termination {ending!r} happened outside the environment; it cannot be replayed")
     raw_messages = sim.get("messages")
     if raw_messages is None:
         raw_messages = []
     if not isinstance(raw_messages, list):
-        raise ValueError(f"'messages' is a JSON {type(raw_messages).__name__}, not a list")
+        raise _Unreplayable(f"'messages' is a JSON {type(raw_messages).__name__}, not a list")
     # the env's own observation format (OpenAI messages, system prompt first) is read too; indices stay the file's
     skip = 1 if raw_messages and isinstance(raw_messages[0], dict) and raw_messages[0].get("role") == "system" else 0
     recorded: list[AnyMessage] = []
@@ -408,10 +421,10 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
         try:
             recorded.append(_read_message(m))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(f"message {i} cannot be read: {_short(str(exc), 200)}") from None
+            raise _Unreplayable(f"message {i} cannot be read: {_clip(str(exc))}") from None
         msg = recorded[-1]
         if isinstance(msg, ParticipantMessage) and not (msg.has_text_content() or msg.is_tool_call()):
-            raise ValueError(f"message {i} ({msg.role}) is empty: neither text nor tool calls")
+            raise _Unreplayable(f"message {i} ({msg.role}) is empty: neither text nor tool calls")
     out.recorded_messages = len(raw_messages)
 
     env = envs.get(settings, agent_can_stop=settings.solo or ending == "agent_stop")
@@ -423,16 +436,18 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
     agent_turns = [m for m in played if isinstance(m, AssistantMessage)]
     user_turns = [m for m in played if isinstance(m, UserMessage)]
     if any(isinstance(m, SystemMessage) for m in played):
-        raise ValueError("the trajectory holds a system message after its opening; tau2 trajectories have none")
+        raise _Unreplayable("the trajectory holds a system message after its opening; tau2 trajectories have none")
     if env.user is not None:  # solo: no user
         env.user.load(user_turns, _RECORDED_USER_ERROR if ending == "user_error" else None)
     elif user_turns:
-        raise ValueError("a solo-mode record (no user) holds user messages")
+        raise _Unreplayable("a solo-mode record (no user) holds user messages")
     # the agent's last message of an agent_error record is the action the env refused (kept for the record)
     refused = (agent_turns.pop() if ending == "agent_error" and recorded and agent_turns
                and recorded[-1] is agent_turns[-1] else None)
 
-    seed = sim.get("seed") if isinstance(sim.get("seed"), int) and not isinstance(sim.get("seed"), bool) else None
+    seed = sim.get("seed")
+    if not (type(seed) is int and 0 <= seed < 2**63):  # only seeds the env's RNG; the recorded task is given
+        seed = None
     _, info = env.reset(seed=seed, options={"task": task})
     reward: Optional[float] = None
     final_info: dict = info

@@ -462,3 +462,46 @@ def test_a_record_in_the_envs_own_openai_format_replays_identically():
     obs[tool_at]["content"] = "edited"
     out = replay(res).simulations[1]
     assert (out.status, out.first_divergence) == ("diverged", tool_at)  # indices are the file's (system included)
+
+
+def test_hostile_simulation_records_are_errors_or_replay_never_a_crash(airline_file):
+    base = json.loads(airline_file.read_text())
+    good = next(s for s in base["simulations"] if any(m["role"] == "tool" for m in s["messages"]))
+    call_at = next(i for i, m in enumerate(good["messages"]) if m.get("tool_calls"))
+
+    def variant(**edits):
+        sim = copy.deepcopy(good)
+        for key, value in edits.items():
+            if callable(value):
+                value(sim)
+            else:
+                sim[key] = value
+        return sim
+
+    def set_calls(value):
+        return lambda sim: sim["messages"][call_at].__setitem__("tool_calls", value)
+
+    cases = [
+        (variant(seed=-5), "identical", None),
+        (variant(seed="abc"), "identical", None),
+        (variant(seed=True), "identical", None),
+        (variant(reward_info="garbage"), "identical", None),
+        (variant(task_id={"x": 1}), "error", "unknown task"),
+        (variant(messages="nope"), "error", "not a list"),
+        (variant(messages=None), "diverged", None),  # the replay has the greeting the record lacks
+        (variant(termination_reason=None), "error", "no termination_reason"),
+        (variant(termination_reason=["user_stop"]), "error", "no termination_reason"),
+        (variant(x=set_calls("x")), "error", f"message {call_at} cannot be read"),
+        (variant(x=set_calls([{"name": "f", "arguments": [1]}])), "error", "arguments must be an object"),
+        (variant(x=set_calls([{"arguments": {}}])), "error", "needs at least a 'name'"),
+        (variant(x=set_calls([{"name": "f", "arguments": {"a": {"b": [[[[[]]]]]}}}])), "diverged", None),
+        (None, "error", "not an object"),
+    ]
+    res = dict(base, simulations=[c[0] for c in cases])
+    report = replay(res)
+    for (sim, status, message), out in zip(cases, report.simulations):
+        assert out.status == status, (status, message, out.error, out.difference)
+        if message is not None:
+            assert message in out.error
+    assert report.simulations[3].reward_changed and report.simulations[3].stored_reward is None
+    assert report.simulations[6].first_divergence == 0 and report.simulations[6].new_termination == "user_error"
