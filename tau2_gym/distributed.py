@@ -1,0 +1,373 @@
+"""Rollouts on a Ray cluster: the collector of :mod:`tau2_gym.rollout` in a pool of Ray actors (extra ``ray``).
+
+    from tau2_gym.distributed import collect_ray
+    from functools import partial
+    from tau2_gym.policies import OpenAIAgentPolicy, OpenAIAgentConfig
+
+    report = collect_ray(None, partial(OpenAIAgentPolicy, OpenAIAgentConfig(model="m", base_url=URL)),
+                         "oracle", domain="airline", num_trials=8, concurrency=64, output="runs/airline.json",
+                         num_actors=16, address="auto")
+
+The driver (this process) selects the episodes -- (task, trial, seed), trial-major, upstream's trial seeds --
+and hands them out one at a time to the actors; every actor hosts one collector (one loaded domain, one
+policy and user, ``concurrency`` episodes in flight as Ray async calls). A finished episode's record comes
+back to the driver, which is the only writer of the output: the same ``<stem>.jsonl`` log (header line with the
+run signature, one tau2 ``SimulationRun`` per line, fsync'd in groups before it counts as done) and the same
+results file as :func:`~tau2_gym.rollout.collect`, so either collector resumes the other's run and ``tau2-gym
+eval`` reads both.
+
+An actor that dies (killed, its node lost, out of memory) takes only its unfinished episodes with it: the
+driver puts them back at the head of the queue and starts a replacement actor (up to
+``max_actor_restarts`` in all; after that the survivors carry on, and with none left the run stops with what
+finished saved). A record is written only once per (task, trial, seed): a re-run episode cannot appear twice.
+
+Policies and users go to the actors by pickle. Scripted ones (``"oracle"``, :class:`OracleUser`) pickle as they
+are; an LLM client holds locks and sockets, so pass a zero-argument factory instead (a class, a
+``functools.partial``): each actor builds its own client (and its own ``max_concurrency`` limit).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import time
+from dataclasses import fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tau2_gym.rollout import (INFRASTRUCTURE_ERROR, LOG_FORMAT, RolloutConfig, RolloutReport, _key, _Log, _Progress,
+                              _Runner, log_path, read_log, select_tasks, trial_seeds)
+from tau2_gym.tasks import Task
+
+logger = logging.getLogger("tau2_gym")
+
+__all__ = ["collect_ray", "cli_collect", "RAY_MISSING"]
+
+RAY_MISSING = "Ray is not installed; rollouts on Ray need the extra: pip install 'tau2-gym[ray]'"
+
+
+def import_ray() -> Any:
+    """``ray``, or an ImportError that names the extra to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(f"{RAY_MISSING} ({exc})") from None
+    return ray
+
+
+# ------------------------------------------------------------------------------------------ players
+
+
+def _is_player(obj: Any) -> bool:
+    return hasattr(obj, "generate") or hasattr(obj, "agenerate")
+
+
+def build_player(spec: Any, kind: str, solo: bool = False) -> Any:
+    """A policy/user from what ``collect`` accepts (object, scripted name) or a zero-argument factory."""
+    if spec is not None and not isinstance(spec, str) and not _is_player(spec) and callable(spec):
+        spec = spec()
+    if kind == "policy":
+        if isinstance(spec, str):
+            from tau2_gym.policies import ScriptedPolicy
+
+            return ScriptedPolicy(spec)
+        return spec
+    if solo:
+        return None
+    if spec is None:
+        from tau2_gym.users.scripted import OracleUser
+
+        return OracleUser()
+    if isinstance(spec, str):
+        from tau2_gym.envs.tau2_env import resolve_user
+
+        return resolve_user(spec)
+    return spec
+
+
+def _close(obj: Any) -> None:
+    close = getattr(obj, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception as exc:  # noqa: BLE001 - closing a client must not hide the run's outcome
+            logger.warning("closing %s failed: %s", type(obj).__name__, exc)
+
+
+class EpisodeActor:
+    """One collector in a Ray actor: the domain is loaded once here, episodes arrive one call each.
+
+    Ray runs up to ``max_concurrency`` calls of this async actor at once, so LLM-bound episodes overlap inside
+    the actor exactly as in :func:`~tau2_gym.rollout.acollect`.
+    """
+
+    def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
+        from tau2_gym.judges import make_judge
+
+        self.policy = build_player(policy, "policy")
+        self.user = build_player(user, "user", config.solo)
+        judge = judge if hasattr(judge, "assess") else make_judge(judge)
+        self.tasks = {t.id: t for t in tasks}
+        self.runner = _Runner(config, list(tasks), self.policy, self.user, judge)
+
+    def info(self) -> dict:
+        import socket
+
+        return {"pid": os.getpid(), "host": socket.gethostname()}
+
+    async def run(self, task_id: str, trial: int, seed: int) -> dict:
+        """The episode's SimulationRun record (``_Runner.run_episode``: retries inside, never raises)."""
+        return await self.runner.run_episode(self.tasks[task_id], trial, seed)
+
+    def close(self) -> None:
+        for obj in (self.policy, self.user):
+            _close(obj)
+
+
+# ------------------------------------------------------------------------------------------ the driver
+
+
+def _open_log(cfg: RolloutConfig, lpath: Path, signature: dict) -> tuple[_Log, dict]:
+    """Lock and read the log, check its header against this run (as ``acollect``), write a header if new."""
+    log = _Log(lpath)
+    try:
+        header, records = read_log(lpath, repair=True)
+        if header is not None:
+            if header.get("domain") != cfg.domain:
+                raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
+                                 "Use another output path (or delete the old files) to start over.")
+            logged = header.get("run", {})
+            changed = {k: (logged.get(k), v) for k, v in signature.items() if k in logged and logged.get(k) != v}
+            if changed and not cfg.allow_config_change:
+                diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                raise ValueError(f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
+                                 "two runs in one results file. Use another output path, or pass "
+                                 "allow_config_change=True (--allow-config-change) to append anyway.")
+            if changed:
+                logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
+                               "mix both", lpath, changed)
+        log.start({"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
+                   "created": datetime.now().isoformat()})
+    except BaseException:
+        log.close()
+        raise
+    return log, records
+
+
+class _Pool:
+    """The actors and the episodes each has in flight (object ref -> (actor slot, item))."""
+
+    def __init__(self, ray: Any, make: Callable[[], Any], num_actors: int, per_actor: int, restarts: int) -> None:
+        self.ray, self.make, self.per_actor, self.restarts_left = ray, make, per_actor, restarts
+        self.actors: dict[int, Any] = {}
+        self.load: dict[int, int] = {}
+        self.inflight: dict[Any, tuple[int, tuple]] = {}
+        self.next_slot = 0
+        self.deaths = 0
+        self.requeued = 0  # episodes taken back from dead actors
+        for _ in range(num_actors):
+            self.start()
+
+    def start(self) -> None:
+        slot = self.next_slot
+        self.next_slot += 1
+        self.actors[slot] = self.make()
+        self.load[slot] = 0
+
+    def submit(self, queue: collections.deque) -> None:
+        """Fill every actor up to ``per_actor`` episodes in flight, least loaded first."""
+        while queue:
+            free = [s for s in self.actors if self.load[s] < self.per_actor]
+            if not free:
+                return
+            slot = min(free, key=lambda s: self.load[s])
+            item = queue.popleft()
+            ref = self.actors[slot].run.remote(*item)
+            self.inflight[ref] = (slot, item)
+            self.load[slot] += 1
+
+    def done(self, ref: Any) -> tuple:
+        slot, item = self.inflight.pop(ref)
+        self.load[slot] -= 1
+        return item
+
+    def died(self, ref: Any, error: BaseException) -> list[tuple]:
+        """The actor behind ``ref`` is gone: drop it, start a replacement if allowed, return its items."""
+        slot, _ = self.inflight[ref]
+        lost = [(r, item) for r, (s, item) in self.inflight.items() if s == slot]
+        for r, _ in lost:
+            del self.inflight[r]
+        self.actors.pop(slot, None)
+        self.load.pop(slot, None)
+        self.deaths += 1
+        self.requeued += len(lost)
+        logger.warning("Ray actor %d died (%s: %s); re-queueing its %d unfinished episode(s)", slot,
+                       type(error).__name__, str(error).splitlines()[0] if str(error) else "", len(lost))
+        if self.restarts_left > 0:
+            self.restarts_left -= 1
+            self.start()
+        elif not self.actors:
+            raise RuntimeError(f"every Ray actor died and the restart budget is spent; last error: "
+                               f"{type(error).__name__}: {error}") from error
+        return [item for _, item in lost]
+
+    def kill_all(self) -> None:
+        for actor in self.actors.values():
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors.clear()
+
+
+def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
+                config: Optional[RolloutConfig] = None, num_actors: int = 2, address: Optional[str] = None,
+                actor_options: Optional[dict] = None, max_actor_restarts: Optional[int] = None,
+                init_kwargs: Optional[dict] = None, on_pool: Optional[Callable[[Any], None]] = None,
+                **settings: Any) -> RolloutReport:
+    """:func:`~tau2_gym.rollout.collect` with the episodes run by ``num_actors`` Ray actors.
+
+    Args:
+        tasks, policy, user, config, settings: as :func:`~tau2_gym.rollout.collect`; ``policy``/``user`` may
+            also be zero-argument factories (needed for LLM clients, which do not pickle). ``concurrency`` is
+            the number of episodes in flight *per actor*.
+        num_actors: actors to start (each loads the domain once).
+        address: None = use the Ray runtime this process is connected to, else start a local one; ``"auto"``
+            or ``"ray://host:10001"`` = connect to that cluster (``ray.init(address=...)``).
+        actor_options: ``.options(...)`` of each actor (default ``num_cpus=1``), e.g. ``{"resources":
+            {"cpu_node": 1}}`` or a ``runtime_env`` that installs tau2-gym / sets ``TAU2_DATA_DIR`` on the nodes.
+        max_actor_restarts: replacements started for dead actors over the run (default: ``num_actors``).
+        init_kwargs: extra ``ray.init`` arguments when this call starts or connects the runtime.
+        on_pool: called with the actor pool once it is up (tests use it to kill an actor mid-run).
+
+    Returns the :class:`~tau2_gym.rollout.RolloutReport`, as ``collect``.
+    """
+    ray = import_ray()
+    cfg = config if config is not None else RolloutConfig()
+    if settings:
+        cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **settings})
+    if num_actors < 1:
+        raise ValueError(f"num_actors={num_actors} must be >= 1")
+    from tau2_gym import load_domain
+    from tau2_gym.judges import apply_no_judge_choice, make_judge
+
+    judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
+    domain = load_domain(cfg.domain, cfg.data_dir, cfg.data_version, options=cfg.domain_options)
+    selected = list(apply_no_judge_choice(domain, select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
+    # the driver's own players only describe the run (signature, results info); the actors build theirs
+    info_policy = build_player(policy, "policy")
+    info_user = build_player(user, "user", cfg.solo)
+    runner = _Runner(cfg, selected, info_policy, info_user, judge)
+    seeds = trial_seeds(cfg.seed, cfg.num_trials)
+    units = [(trial, task) for trial in range(cfg.num_trials) for task in selected]
+    order = {(t.id, trial, seeds[trial]): k for k, (trial, t) in enumerate(units)}
+
+    out_path = Path(cfg.output) if cfg.output else None
+    if out_path is not None and out_path.name.endswith(".jsonl"):
+        raise ValueError(f"output={cfg.output!r} must be the results file (.json or .json.gz); its .jsonl log "
+                         "is kept beside it")
+    lpath = log_path(out_path) if out_path is not None else None
+    records: dict[tuple, dict] = {}
+    log: Optional[_Log] = None
+    if lpath is not None:
+        log, records = _open_log(cfg, lpath, runner.signature())
+    done_keys = {k for k, r in records.items() if r.get("termination_reason") != INFRASTRUCTURE_ERROR}
+    todo = [(task.id, trial, seeds[trial]) for trial, task in units if (task.id, trial, seeds[trial]) not in done_keys]
+    resumed = len(units) - len(todo)
+    ran = failed = 0
+    interrupted = False
+    written: set[tuple] = set()  # keys this call has logged: a record is written once
+    progress = _Progress(len(units), resumed, cfg.progress)
+    started_ray = False
+    pool: Optional[_Pool] = None
+    try:
+        if todo:
+            if address is not None or not ray.is_initialized():
+                ray.init(address=None if address in (None, "local") else address, include_dashboard=False,
+                         log_to_driver=True, **(init_kwargs or {}))
+                started_ray = True
+            actor_cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
+                                         "output": None, "progress": False})
+            tasks_ref = ray.put(selected)
+            remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency),
+                                                      **{"num_cpus": 1, **(actor_options or {})})
+            restarts = num_actors if max_actor_restarts is None else max_actor_restarts
+            pool = _Pool(ray, lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
+                         min(num_actors, len(todo)), max(1, cfg.concurrency), restarts)
+            if on_pool is not None:
+                on_pool(pool)
+            queue = collections.deque(todo)
+            pool.submit(queue)
+            while pool.inflight:
+                refs = list(pool.inflight)
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # all that finished meanwhile
+                if not ready:
+                    ready, _ = ray.wait(refs, num_returns=1)
+                batch = []
+                for ref in ready:
+                    try:
+                        run = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        if ref in pool.inflight:  # the first of this actor's refs to fail re-queues them all
+                            queue.extendleft(reversed(pool.died(ref, exc)))
+                        continue
+                    pool.done(ref)
+                    key = _key(run)
+                    if key in written:  # cannot happen (one call per unfinished item); never write twice
+                        logger.error("episode %s came back twice; the second record is dropped", key)
+                        continue
+                    written.add(key)
+                    batch.append(run)
+                if batch:
+                    if log is not None:
+                        log.write(batch)  # one fsync for the group; only then do they count as done
+                    for run in batch:
+                        records[_key(run)] = run
+                        ran += 1
+                        failed += run.get("termination_reason") == INFRASTRUCTURE_ERROR
+                        progress.add(run)
+                pool.submit(queue)
+    except BaseException:
+        interrupted = True
+        raise
+    finally:
+        if pool is not None:
+            pool.kill_all()
+        if started_ray:
+            ray.shutdown()
+        if log is not None:
+            log.close()
+        progress.close()
+        for obj in (info_policy, info_user):
+            _close(obj)
+        runs = sorted((r for k, r in records.items() if k in order), key=lambda r: order[_key(r)])
+        results = runner.results(runs, seeds)
+        if out_path is not None:
+            from tau2_gym.results import write_json_atomic
+
+            write_json_atomic(out_path, results)
+        report = RolloutReport(simulations=runs, results=results, output=out_path, log=lpath, ran=ran,
+                               resumed=resumed, failed=failed, interrupted=interrupted)
+    return report
+
+
+def cli_collect(args: Any, config: RolloutConfig, solo: bool) -> RolloutReport:
+    """``tau2-gym rollout --ray [ADDRESS] --ray-actors N``: the CLI's players, built by factories in each actor."""
+    from functools import partial
+
+    from tau2_gym.commands.rollout import build_policy, build_user
+
+    try:
+        import_ray()
+    except ImportError as exc:
+        raise SystemExit(f"error: --ray: {exc}") from None
+    address = None if args.ray in (None, "local") else args.ray
+    if address is None:
+        import ray
+
+        if not ray.is_initialized():
+            address = "local"  # start a local runtime (and shut it down at the end)
+    return collect_ray(None, partial(build_policy, args, solo), partial(build_user, args, solo), config=config,
+                       num_actors=max(1, int(args.ray_actors)), address=address)
