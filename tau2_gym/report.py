@@ -753,10 +753,15 @@ def write_report(paths: Sequence[Union[str, os.PathLike]], output: Union[str, os
     the report atomically."""
     if not paths:
         raise ReportError("give at least one results file")
+    out = Path(output)
+    for p in paths:
+        if out.exists() and Path(p).exists() and out.resolve() == Path(p).resolve():
+            raise ReportError(f"--output would overwrite the input {str(p)!r}; choose another path")
+    if out.is_dir():
+        raise ReportError(f"--output {str(out)!r} is a folder; name the HTML file to write")
     labels = _labels([Path(p) for p in paths])
     runs = [load_run(p, label=label) for p, label in zip(paths, labels)]
     text = build_report(runs, title=title, samples=samples, seed=seed)
-    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:

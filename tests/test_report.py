@@ -274,6 +274,14 @@ def test_unparseable_simulations_are_skipped_and_counted(runs, tmp_path, capsys)
     assert cell(page, "avg_reward") == f"{expected(json.loads(runs[0].read_text()))['avg_reward']:.4f}"
 
 
+def test_the_output_never_overwrites_an_input(runs, tmp_path, capsys):
+    path = tmp_path / "run.json"
+    path.write_text(runs[0].read_text())
+    assert main(["report", str(path), "-o", str(path)]) == 1
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert path.read_text() == runs[0].read_text()
+
+
 @pytest.mark.parametrize("case", ["missing", "not_json", "partial", "unknown_domain", "list", "folder",
                                   "no_simulations"])
 def test_bad_input_is_one_error_line_and_a_non_zero_exit(runs, tmp_path, capsys, case):
