@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.messages import AssistantMessage, ToolCall
 from tau2_gym.tasks import Task
-from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall
+from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall, _usage
 
 __all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
            "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record"]
@@ -263,11 +263,10 @@ class _AgentClient(OpenAIUserSimulator):
         policy until it happens to produce valid JSON) and the env and ``rollout`` alike end the episode on it
         as ``agent_error``, scored and counted in the average (to_assistant_message raises ActionError).
         """
-        raw = response.to_dict() if hasattr(response, "to_dict") else response.model_dump()
+        raw = response if isinstance(response, dict) else (
+            response.to_dict() if hasattr(response, "to_dict") else response.model_dump())
         message = dict(raw["choices"][0].get("message") or {})
-        u = raw.get("usage") or None
-        usage = None if u is None else {"completion_tokens": u.get("completion_tokens"),
-                                        "prompt_tokens": u.get("prompt_tokens")}
+        usage = _usage(raw)
         logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
                     self.config.model, reason)
         return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),

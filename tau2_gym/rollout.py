@@ -683,6 +683,7 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         flush()  # episodes that finished meanwhile (also while interrupted) become durable before we leave
         if log is not None:
             log.close()
+        await _close_loop_clients(policy, user)
         progress.close()
         runs = sorted((r for k, r in records.items() if k in order), key=lambda r: order[_key(r)])
         results = runner.results(runs, seeds)
@@ -693,6 +694,19 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         report = RolloutReport(simulations=runs, results=results, output=out_path, log=lpath, ran=ran,
                                resumed=resumed, failed=failed, interrupted=interrupted)
     return report
+
+
+async def _close_loop_clients(*objs: Any) -> None:
+    """Close the HTTP clients the policy/user opened on this event loop (they cannot outlive it)."""
+    import inspect
+
+    for obj in objs:
+        aclose = getattr(obj, "aclose", None)
+        if aclose is not None and inspect.iscoroutinefunction(aclose):
+            try:
+                await aclose()
+            except Exception as exc:  # noqa: BLE001 - closing never fails a run
+                logger.debug("closing %s's client: %s", type(obj).__name__, exc)
 
 
 def nl_unjudged(reward_info: Optional[dict]) -> bool:

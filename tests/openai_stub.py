@@ -13,10 +13,16 @@ Every request body is recorded in ``server.requests``. Usage::
 
     with OpenAIStub(["hello", "###STOP###"]) as server:
         client = OpenAI(base_url=server.base_url, api_key="x")
+
+:class:`AsyncOpenAIStub` is the same contract on an asyncio server with HTTP/1.1 keep-alive (a coroutine per
+connection, ``asyncio.sleep`` for delays): thousands of requests/s with hundreds in flight, for benchmarks
+where the thread-per-connection server above would be the bottleneck. It keeps counts and the first/last
+request times instead of the bodies (``keep_requests=True`` keeps them too).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import threading
@@ -127,3 +133,121 @@ class OpenAIStub:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
+            503: "Service Unavailable"}
+
+
+class AsyncOpenAIStub(OpenAIStub):
+    """:class:`OpenAIStub` on asyncio with keep-alive connections; runs its loop in a daemon thread.
+
+    ``count``/``first``/``last``/``peak`` give requests served, the ``time.time()`` of the first request's
+    arrival and of the last reply, and the most requests in flight at once.
+    """
+
+    def __init__(self, replies: Union[list[Item], Callable[[dict, int], Item]], model: str = "stub-model",
+                 keep_requests: bool = False) -> None:
+        super().__init__(replies, model)
+        self.keep_requests = keep_requests
+        self.count = 0
+        self.first = self.last = 0.0
+        self.inflight = self.peak = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aserver: asyncio.AbstractServer | None = None
+        self._port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def _next(self, body: dict) -> Item:
+        n = self.count  # one loop thread: no lock needed
+        self.count += 1
+        if self.keep_requests:
+            self.requests.append(body)
+        if callable(self.replies):
+            return self.replies(body, n)
+        if not self.replies:
+            return ""
+        return self.replies[min(n, len(self.replies) - 1)]
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method = lines[0].split(" ", 1)[0]
+                length, close = 0, False
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    name = name.strip().lower()
+                    if name == "content-length":
+                        length = int(value.strip() or 0)
+                    elif name == "connection" and value.strip().lower() == "close":
+                        close = True
+                raw = await reader.readexactly(length) if length else b""
+                if method == "GET":
+                    status, out = 200, json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+                else:
+                    status, out = await self._answer(raw)
+                data = out.encode()
+                writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1") + data)
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer(self, raw: bytes) -> tuple[int, str]:
+        now = time.time()
+        if not self.count:
+            self.first = now
+        self.inflight += 1
+        self.peak = max(self.peak, self.inflight)
+        try:
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                body = {}
+            item = self._next(body)
+            while isinstance(item, dict) and "delay" in item:
+                await asyncio.sleep(float(item["delay"]))
+                item = item.get("then", "")
+            if isinstance(item, dict) and "status" in item:
+                return int(item["status"]), item.get("body", json.dumps({"error": {"message": "injected"}}))
+            if isinstance(item, dict) and "raw" in item:
+                return 200, str(item["raw"])
+            return 200, json.dumps(self._completion(item))
+        finally:
+            self.inflight -= 1
+            self.last = time.time()
+
+    def __enter__(self) -> "AsyncOpenAIStub":
+        started = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._aserver = loop.run_until_complete(
+                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096))
+            self._port = self._aserver.sockets[0].getsockname()[1]
+            started.set()
+            loop.run_forever()
+            self._aserver.close()
+            loop.run_until_complete(self._aserver.wait_closed())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, daemon=True, name="async-openai-stub")
+        self._thread.start()
+        started.wait()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)

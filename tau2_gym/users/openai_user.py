@@ -91,6 +91,8 @@ class OpenAIUserConfig:
     max_concurrency: int = field(default=32, metadata={"help": "Requests in flight at once in generate_batch / agenerate."})
     cache_dir: Optional[str] = field(
         default=None, metadata={"help": "Folder of cached replies (see tau2_gym.usercache): a request seen before at temperature 0 or with a seed is answered from it, without a call."})
+    transport: str = field(
+        default="auto", metadata={"help": "HTTP client of the async path: 'aiohttp' (lean, for high concurrency), 'openai' (the SDK), 'auto' (aiohttp when installed). Sync calls use the SDK."})
     input_cost_per_token: float = field(default=0.0, metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost)."})
     output_cost_per_token: float = field(default=0.0, metadata={"help": "USD per completion token for `cost`."})
 
@@ -103,6 +105,13 @@ class OpenAIUserConfig:
             raise ValueError(f"jitter must be in [0, 1]; got {self.jitter}")
         if self.timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds; got {self.timeout}")
+        if self.transport not in ("auto", "aiohttp", "openai"):
+            raise ValueError(f"transport must be 'auto', 'aiohttp' or 'openai'; got {self.transport!r}")
+        if self.transport == "aiohttp":
+            from tau2_gym.chat_http import available
+
+            if not available():
+                raise ImportError("transport='aiohttp' needs aiohttp: pip install aiohttp (or transport='auto')")
 
     def describe(self) -> str:
         """One line per field: ``name = value  # help``."""
@@ -128,6 +137,27 @@ class _Deadline(Exception):
 
 class _EmptyResponse(Exception):
     """A well-formed reply with neither text nor tool calls."""
+
+
+async def _close_at_loop_end(client: Any) -> Any:
+    """Started once per loop client, this async generator is finalised by the loop's
+    ``shutdown_asyncgens`` (``asyncio.run`` does it): the client is closed inside its loop, before the loop
+    closes, even when nobody calls ``aclose``."""
+    try:
+        yield
+    finally:
+        try:
+            await client.close()
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
+
+
+def _usage(raw_data: dict) -> Optional[dict]:
+    """``{"completion_tokens", "prompt_tokens"}`` of a reply dict (None when it reports no usage)."""
+    u = raw_data.get("usage")
+    if not isinstance(u, dict):
+        return None
+    return {"completion_tokens": u.get("completion_tokens"), "prompt_tokens": u.get("prompt_tokens")}
 
 
 class _Attempts:
@@ -210,14 +240,33 @@ class OpenAIUserSimulator(UserSimulator):
                     self._client = self._openai.OpenAI(**self._client_kwargs())
         return self._client
 
-    def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
-        """An AsyncOpenAI client and a semaphore for the running loop (async clients are loop-bound)."""
+    async def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
+        """An async client and a semaphore for the running loop (async clients are loop-bound): the lean
+        aiohttp transport (:mod:`tau2_gym.chat_http`) when installed and ``transport`` allows, else AsyncOpenAI."""
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(loop)
         if state is None:
-            state = (self._openai.AsyncOpenAI(**self._client_kwargs()), asyncio.Semaphore(self.config.max_concurrency))
+            from tau2_gym import chat_http
+
+            gate = asyncio.Semaphore(self.config.max_concurrency)
+            if self.config.transport == "aiohttp" or (self.config.transport == "auto" and chat_http.available()):
+                client: Any = chat_http.ChatHTTP(self.config.base_url, self._api_key(), self.config.default_headers,
+                                                 self.config.timeout)
+            else:
+                client = self._openai.AsyncOpenAI(**self._client_kwargs())
+            closer = _close_at_loop_end(client)
+            state = (client, gate, closer)
             self._per_loop[loop] = state
-        return state
+            await closer.__anext__()  # now asyncio.run's shutdown_asyncgens closes the client with the loop
+        return state[0], state[1]
+
+    @staticmethod
+    async def _acreate(client: Any, kwargs: dict[str, Any]) -> Any:
+        from tau2_gym.chat_http import ChatHTTP
+
+        if isinstance(client, ChatHTTP):
+            return await client.create(kwargs)
+        return await client.chat.completions.create(**kwargs)
 
     def close(self) -> None:
         """Release the thread pool and the sync HTTP client (async clients die with their loop)."""
@@ -232,7 +281,7 @@ class OpenAIUserSimulator(UserSimulator):
         """Close the async client of the running loop."""
         state = self._per_loop.pop(asyncio.get_running_loop(), None)
         if state is not None:
-            await state[0].close()
+            await state[2].aclose()  # its finally closes the client
 
     # ------------------------------------------------------------------------------ request / response
 
@@ -271,40 +320,41 @@ class OpenAIUserSimulator(UserSimulator):
         return raw
 
     def _to_message(self, response: Any) -> UserMessage:
+        """The reply (the JSON dict, or an SDK ``ChatCompletion``) as a message; unusable replies raise."""
         if isinstance(response, (str, bytes)):
             raise _BadResponse(f"unreadable response body: {str(response)[:200]!r}")
-        choices = getattr(response, "choices", None)
-        if not choices:
+        raw_data = response if isinstance(response, dict) else (
+            response.to_dict() if hasattr(response, "to_dict") else response.model_dump())
+        choices = raw_data.get("choices")
+        if not choices or not isinstance(choices, list):
             raise _BadResponse("response has no choices")
         choice = choices[0]
-        msg = getattr(choice, "message", None)
-        if msg is None:
+        msg = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(msg, dict):
             raise _BadResponse("response choice has no message")
-        role = getattr(msg, "role", None)
+        role = msg.get("role")
         if role not in (None, "assistant"):
             raise _BadResponse(f"response message has role {role!r}, expected 'assistant'")
-        if getattr(choice, "finish_reason", None) == "length":
-            logger.warning("user LLM %s: output might be incomplete due to the token limit", self.config.model)
-        content = msg.content
+        if choice.get("finish_reason") == "length":
+            logger.warning("LLM %s: output might be incomplete due to the token limit", self.config.model)
+        content = msg.get("content")
         if content is not None and not isinstance(content, str):
             raise _BadResponse(f"response content is not a string: {type(content).__name__}")
         calls: list[ToolCall] = []
-        for raw in msg.tool_calls or []:
-            fn = getattr(raw, "function", None)
-            name = getattr(fn, "name", None)
+        raw_calls = msg.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise _BadResponse(f"response tool_calls is not a list: {type(raw_calls).__name__}")
+        for raw in raw_calls:
+            fn = raw.get("function") if isinstance(raw, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
             if not isinstance(name, str) or not name:
                 raise _BadToolCall(f"tool call without a function name: {raw!r}"[:300])
-            calls.append(ToolCall(name=name, arguments=self._arguments(getattr(fn, "arguments", None), name),
-                                  id=getattr(raw, "id", None) or "", requestor="user"))
+            calls.append(ToolCall(name=name, arguments=self._arguments(fn.get("arguments"), name),
+                                  id=raw.get("id") or "", requestor="user"))
         if (content is None or not content.strip()) and not calls:
             raise _EmptyResponse()
-        raw_data = response.to_dict() if hasattr(response, "to_dict") else response.model_dump()
-        usage = None
-        u = getattr(response, "usage", None)
-        if u is not None:
-            usage = {"completion_tokens": u.completion_tokens, "prompt_tokens": u.prompt_tokens}
-        return UserMessage(content=content, tool_calls=calls or None, cost=self._cost(raw_data, usage),
-                           usage=usage, raw_data=raw_data)
+        return UserMessage(content=content, tool_calls=calls or None, usage=(usage := _usage(raw_data)),
+                           cost=self._cost(raw_data, usage), raw_data=raw_data)
 
     def _cost(self, raw_data: dict, usage: Optional[dict]) -> float:
         reported = (raw_data.get("usage") or {}).get("cost")
@@ -324,8 +374,17 @@ class OpenAIUserSimulator(UserSimulator):
     def _classify(self, exc: BaseException) -> tuple[str, bool, Optional[float]]:
         """(reason, retryable, retry-after seconds) for an exception raised by one attempt."""
         oa = self._openai
-        if isinstance(exc, _BadResponse):
+        from tau2_gym import chat_http
+
+        if isinstance(exc, (_BadResponse, chat_http.Unreadable)):
             return str(exc), True, None
+        if isinstance(exc, chat_http.HTTPStatus):
+            reason = str(exc)
+            if exc.status in (401, 403):
+                reason += f" (the API key is read from ${self.config.api_key_env})"
+            return reason, exc.status in _RETRYABLE_STATUS or exc.status >= 500, exc.retry_after
+        if isinstance(exc, chat_http.Unreachable):
+            return f"connection error ({exc})", True, None
         if isinstance(exc, (_Deadline, oa.APITimeoutError)):
             return f"request timed out after {self.config.timeout}s", True, None
         if isinstance(exc, oa.APIConnectionError):
@@ -371,7 +430,7 @@ class OpenAIUserSimulator(UserSimulator):
         if raw is None:
             return None
         try:
-            msg = self._to_message(self._openai.types.chat.ChatCompletion.model_validate(raw))
+            msg = self._to_message(raw)
         except Exception as exc:  # noqa: BLE001 - a bad entry is a miss
             logger.warning("user cache entry unusable (%s: %s); asking the model again", type(exc).__name__, exc)
             return None
@@ -431,14 +490,13 @@ class OpenAIUserSimulator(UserSimulator):
         cached = self._from_cache(kwargs)
         if cached is not None:
             return cached
-        client, gate = self._loop_state()
+        client, gate = await self._loop_state()
         tries = _Attempts(self)
         async with gate:
             while True:
                 try:
                     try:  # whole-request deadline: httpx's timeout is per read (a dripping server resets it)
-                        response = await asyncio.wait_for(client.chat.completions.create(**kwargs),
-                                                          self.config.timeout)
+                        response = await asyncio.wait_for(self._acreate(client, kwargs), self.config.timeout)
                     except asyncio.TimeoutError as exc:
                         raise _Deadline(f"request exceeded {self.config.timeout}s") from exc
                     return self._reply(kwargs, response)
