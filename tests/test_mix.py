@@ -59,7 +59,7 @@ def test_env_draws_match_the_weights_and_a_wrong_hypothesis_is_rejected():
     env.reset(seed=2024)
     names = list(WEIGHTS)
     counts = dict.fromkeys(names, 0)
-    for _ in range(1500):
+    for _ in range(900):
         _, info = env.reset()
         counts[info["domain"]] += 1
         assert info["mix_component"] == info["domain"] and info["split"] == "base"
@@ -236,6 +236,7 @@ def test_domain_summary_from_episode_infos():
     assert sum(out["all"]["termination_reasons"].values()) == 8
     with pytest.raises(ValueError, match="rewards for"):
         domain_summary(infos, rewards=[1.0])
+    assert domain_summary(infos, by="mix_component") == out  # unsplit keys: components are the domains
 
 
 def test_domain_summary_reads_a_vector_envs_batched_final_infos():
@@ -271,6 +272,13 @@ def test_bad_mixtures_fail_early_with_clear_errors():
         gym.make("tau2/mix-v0", domains=["airline"], domain_kwargs={"retail": {}})
     with pytest.raises(KeyError, match="not a component"):
         mix().reset(options={"domain": "mock"})
+
+
+def test_default_mixture_is_every_registered_domain_with_equal_weights():
+    from tau2_gym.domain import domain_names
+
+    m = gym.make("tau2/mix-v0").unwrapped.mixture
+    assert m.keys == domain_names() and np.allclose(m.probabilities(), 1 / len(domain_names()))
 
 
 def test_user_role_mixes_customer_envs():

@@ -193,7 +193,7 @@ class MixEnv(gym.Env):
     are there as in every tau2 env.
 
     ## Arguments
-    ``domains`` (dict of weights or list; default ``["airline", "retail", "telecom"]``), ``split`` ("base"),
+    ``domains`` (dict of weights or list; default: every registered domain, equal weights), ``split`` ("base"),
     ``curriculum`` (None / "success" / callable), ``window``, ``floor``: see :class:`Mixture`; or ``mixture=``
     a ready (possibly shared) :class:`Mixture`. ``role``: "agent" (default) or "user" (the customer side,
     :class:`~tau2_gym.envs.user_env.UserEnv`). ``domain_kwargs={"telecom": {...}}``: per-component env
@@ -211,8 +211,10 @@ class MixEnv(gym.Env):
                  role: str = "agent", domain_kwargs: Optional[Mapping[str, Mapping[str, Any]]] = None,
                  render_mode: Optional[str] = None, **env_kwargs: Any) -> None:
         super().__init__()
+        from tau2_gym.domain import domain_names
+
         if mixture is None:
-            mixture = Mixture(domains if domains is not None else ["airline", "retail", "telecom"], split,
+            mixture = Mixture(domains if domains is not None else domain_names(), split,
                               curriculum=curriculum, window=window, floor=floor)
         elif domains is not None or curriculum is not None:
             raise TypeError("pass either mixture= or domains=/curriculum=, not both")
@@ -221,7 +223,6 @@ class MixEnv(gym.Env):
         if "task_split" in env_kwargs or "domain" in env_kwargs:
             raise TypeError("the mixture sets each component's domain and split: use domains= and split= "
                             "(or 'domain:split' keys)")
-        from tau2_gym.domain import domain_names
 
         known = set(domain_names())
         unknown = [c.key for c in mixture.components if c.domain not in known]
@@ -330,15 +331,16 @@ def _reward(info: Mapping) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def domain_summary(infos: Union[Iterable[Mapping], Mapping], rewards: Optional[Sequence[float]] = None
-                   ) -> dict[str, dict[str, Any]]:
+def domain_summary(infos: Union[Iterable[Mapping], Mapping], rewards: Optional[Sequence[float]] = None,
+                   by: str = "domain") -> dict[str, dict[str, Any]]:
     """Per-domain metrics of finished episodes, plus ``"all"``.
 
     ``infos``: final step infos (any tau2 env's, the mixture's, a vector env's batched info -- see
     :func:`episode_infos` -- or SimulationRun dicts carrying a ``domain`` key). The reward is taken from
     ``reward_info["reward"]``, or from ``rewards`` (same order) when given; episodes not evaluated are counted
     but not averaged. Returns ``{domain: {"episodes", "scored", "mean_reward", "success_rate",
-    "termination_reasons"}}`` (``mean_reward``/``success_rate`` None when nothing was scored).
+    "termination_reasons"}}`` (``mean_reward``/``success_rate`` None when nothing was scored); ``by="mix_component"``
+    groups a mixture's episodes by component (``domain:split``) instead.
 
     The rollout's summary (:mod:`tau2_gym.commands.rollout`) covers one domain per run; this helper is how a
     mixed run (one results list per env, or the infos of a training loop) gets per-domain numbers.
@@ -350,7 +352,7 @@ def domain_summary(infos: Union[Iterable[Mapping], Mapping], rewards: Optional[S
     for i, info in enumerate(items):
         r = float(rewards[i]) if rewards is not None else _reward(info)
         entry = (r, str(info.get("termination_reason")))
-        groups.setdefault(str(info.get("domain")), []).append(entry)
+        groups.setdefault(str(info.get(by, info.get("domain"))), []).append(entry)
         groups.setdefault("all", []).append(entry)
 
     def stats(entries: list[tuple[Optional[float], str]]) -> dict[str, Any]:
