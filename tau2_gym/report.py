@@ -15,6 +15,7 @@ unscored simulations are left out of average reward and pass^k, a pass is a rewa
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import html
 import json
@@ -39,6 +40,7 @@ COMPONENTS = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE", "NL_ASSERTION")
 COMPONENT_NAMES = {"DB": "DB", "ENV_ASSERTION": "env assertions", "ACTION": "actions",
                    "COMMUNICATE": "communicate", "NL_ASSERTION": "NL assertions"}
 INFRASTRUCTURE_ERROR = "infrastructure_error"
+CHUNK = 64  # simulations per compressed details block (build_report(compress=True))
 PASS_TOLERANCE = 1e-6  # as Tally.pass_hat: a pass is a reward within 1e-6 of 1
 
 
@@ -692,8 +694,12 @@ def _grid(run: Run) -> str:
 
 
 def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: int = BOOTSTRAP_SAMPLES,
-                 seed: int = BOOTSTRAP_SEED) -> str:
-    """The report's HTML for runs read by :func:`load_run` (in order: the first is the baseline of flips)."""
+                 seed: int = BOOTSTRAP_SEED, compress: bool = False) -> str:
+    """The report's HTML for runs read by :func:`load_run` (in order: the first is the baseline of flips).
+
+    ``compress``: the details go in gzip-compressed chunks of :data:`CHUNK` simulations (base64), unpacked by
+    the page with the browser's ``DecompressionStream`` when one is opened -- several times smaller for long
+    conversations, at the price of needing a 2023+ browser; default: one plain JSON block per simulation."""
     first = 0
     for n, r in enumerate(runs):
         r.first_index = first
@@ -730,9 +736,18 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
     for domain, ids in by_domain.items():
         out.extend(_domain_section(domain, [runs[i] for i in ids], [summaries[i] for i in ids], samples, seed))
     out.append('<aside id="detail" aria-live="polite"></aside>')
-    for r in runs:
-        out.extend(f'<script type="application/json" id="s{r.first_index + j}">{_script_json(d)}</script>'
-                   for j, d in enumerate(r.details))
+    if compress:
+        details = [d for r in runs for d in r.details]
+        out.append(f'<script type="application/json" id="chunks">{_script_json({"size": CHUNK})}</script>')
+        for k in range(0, len(details), CHUNK):
+            data = gzip.compress(json.dumps(details[k:k + CHUNK], ensure_ascii=False, separators=(",", ":"),
+                                            default=str).encode("utf-8"), compresslevel=6, mtime=0)
+            out.append(f'<script type="application/octet-stream" data-encoding="gzip+base64" id="c{k // CHUNK}">'
+                       f'{base64.b64encode(data).decode("ascii")}</script>')
+    else:
+        for r in runs:
+            out.extend(f'<script type="application/json" id="s{r.first_index + j}">{_script_json(d)}</script>'
+                       for j, d in enumerate(r.details))
     out.append(f"<script>{script}</script></body></html>")
     return "\n".join(out)
 
@@ -748,7 +763,7 @@ class ReportResult:
 
 def write_report(paths: Sequence[Union[str, os.PathLike]], output: Union[str, os.PathLike], *,
                  title: Optional[str] = None, samples: int = BOOTSTRAP_SAMPLES,
-                 seed: int = BOOTSTRAP_SEED) -> ReportResult:
+                 seed: int = BOOTSTRAP_SEED, compress: bool = False) -> ReportResult:
     """Read every input (any unreadable one raises :class:`ReportError` before anything is written), then write
     the report atomically."""
     if not paths:
@@ -761,7 +776,7 @@ def write_report(paths: Sequence[Union[str, os.PathLike]], output: Union[str, os
         raise ReportError(f"--output {str(out)!r} is a folder; name the HTML file to write")
     labels = _labels([Path(p) for p in paths])
     runs = [load_run(p, label=label) for p, label in zip(paths, labels)]
-    text = build_report(runs, title=title, samples=samples, seed=seed)
+    text = build_report(runs, title=title, samples=samples, seed=seed, compress=compress)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:

@@ -274,6 +274,22 @@ def test_unparseable_simulations_are_skipped_and_counted(runs, tmp_path, capsys)
     assert cell(page, "avg_reward") == f"{expected(json.loads(runs[0].read_text()))['avg_reward']:.4f}"
 
 
+def test_compressed_details_unpack_to_the_plain_ones(runs, monkeypatch):
+    import base64
+    import gzip
+
+    import tau2_gym.report as report
+
+    monkeypatch.setattr(report, "CHUNK", 5)
+    plain = json_blocks(build_report([load_run(runs[0]), load_run(runs[1])]))
+    page = build_report([load_run(runs[0]), load_run(runs[1])], compress=True)
+    assert json_blocks(page) == {}
+    chunks = re.findall(r'data-encoding="gzip\+base64" id="c(\d+)">([^<]*)</script>', page)
+    unpacked = [d for _, b64 in chunks for d in json.loads(gzip.decompress(base64.b64decode(b64)))]
+    assert [int(k) for k, _ in chunks] == list(range(-(-len(plain) // 5)))
+    assert unpacked == [plain[i] for i in range(len(plain))]
+
+
 def test_the_output_never_overwrites_an_input(runs, tmp_path, capsys):
     path = tmp_path / "run.json"
     path.write_text(runs[0].read_text())
@@ -344,7 +360,7 @@ def artifacts_dir(tmp_path: Path) -> Path:
     return d
 
 
-def test_report_renders_in_headless_chromium(runs, tmp_path):
+def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -425,5 +441,21 @@ def test_report_renders_in_headless_chromium(runs, tmp_path):
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
         assert load < 10
+
+        # --compress: the details of a simulation in a later chunk unpack in the page
+        import tau2_gym.report as report
+
+        monkeypatch.setattr(report, "CHUNK", 5)
+        packed = tmp_path / "packed.html"
+        assert main(["report", str(a), str(b), "-o", str(packed), "--compress"]) == 0
+        g = len(raw_a["simulations"]) + 3
+        driver.get(packed.as_uri() + f"#s{g}")
+        WebDriverWait(driver, 5).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#detail .conversation .msg"))
+        msgs = driver.find_elements(By.CSS_SELECTOR, "#detail .conversation .msg")
+        assert len(msgs) == len(raw_b["simulations"][3]["messages"])
+        assert f"Task {raw_b['simulations'][3]['task_id']} · trial {raw_b['simulations'][3]['trial']}" in \
+            driver.find_element(By.ID, "detail").text
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == [], errors
     finally:
         driver.quit()

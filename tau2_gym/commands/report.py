@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-samples", type=int, default=None,
                         help="resamples of the bootstrap confidence intervals of pass^k (default 1000; 0: none)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--compress", action="store_true",
+                        help="store the per-simulation details gzip-compressed (several times smaller for long "
+                             "conversations; needs a browser with DecompressionStream: Chrome 80+, Firefox 113+, "
+                             "Safari 16.4+)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = write_report(args.paths, args.output, title=args.title, samples=samples,
-                              seed=BOOTSTRAP_SEED if args.seed is None else args.seed)
+                              seed=BOOTSTRAP_SEED if args.seed is None else args.seed, compress=args.compress)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -100,14 +100,40 @@
     if (cell) cell.classList.add("sel");
   }
 
+  // Compressed reports: chunks of simulations, gzip + base64, unpacked once each on first use.
+  var chunks = {};
+  function chunk(k) {
+    if (!chunks[k]) {
+      var src = document.getElementById("c" + k);
+      if (!src) return Promise.resolve(null);
+      if (typeof DecompressionStream === "undefined") {
+        return Promise.reject(new Error("this browser cannot unpack compressed reports (no DecompressionStream)"));
+      }
+      var bin = atob(src.textContent.trim()), bytes = new Uint8Array(bin.length);
+      for (var j = 0; j < bin.length; j++) bytes[j] = bin.charCodeAt(j);
+      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+      chunks[k] = new Response(stream).text().then(JSON.parse);
+    }
+    return chunks[k];
+  }
+  function show(i, d) {
+    var root = document.getElementById("detail");
+    if (!d) { root.textContent = "no such simulation"; return; }
+    render(i, d);
+    root.scrollTop = 0;
+  }
   function route() {
     var m = /^#s(\d+)$/.exec(location.hash);
     var root = document.getElementById("detail");
     if (!m) { root.textContent = ""; return; }
-    var src = document.getElementById("s" + m[1]);
-    if (!src) { root.textContent = "no such simulation"; return; }
-    render(m[1], JSON.parse(src.textContent));
-    root.scrollTop = 0;
+    var i = parseInt(m[1], 10), src = document.getElementById("s" + i);
+    if (src) { show(i, JSON.parse(src.textContent)); return; }
+    var meta = document.getElementById("chunks");
+    if (!meta) { show(i, null); return; }
+    var size = JSON.parse(meta.textContent).size;
+    chunk(Math.floor(i / size)).then(function (arr) {
+      if (location.hash === "#s" + i) show(i, arr && arr[i % size]);
+    }, function (err) { root.textContent = String(err && err.message || err); });
   }
   window.addEventListener("hashchange", route);
   if (location.hash) route();
