@@ -9,6 +9,13 @@ survives. A simulation whose scoring fails keeps its record, gets ``reward_info:
 ``info.evaluation_error``. A file whose recorded data version, or whose embedded tasks, differ from the data
 re-scoring it gets a warning.
 
+Any file that holds what scoring needs re-scores (:func:`tau2_gym.results.read_for_scoring`): missing run
+metadata is filled with placeholders (one warning per file), OpenAI-format messages are read and written back
+in tau2's form, and every schema error is listed at once with its JSON path. The exit status is 1 when a
+simulation could not be scored (``--allow-unscored``: 0) or an input could not be read. Per file it reports
+how many stored rewards changed (``--diff`` lists them) and, with ``--explain``, the field-level DB diff of
+every simulation whose DB check failed.
+
 Outputs: with one input, ``--output`` is the output file (or an existing folder to write into); with several
 inputs it must be a folder, and each output keeps its input's file name. Without ``--output`` only the
 metrics are printed.
