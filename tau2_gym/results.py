@@ -283,7 +283,7 @@ def is_openai_message(d: Any) -> bool:
     if not isinstance(d, dict):
         return False
     if d.get("role") == "tool":
-        return "tool_call_id" in d and "id" not in d
+        return "tool_call_id" in d and ("id" not in d or "requestor" not in d)
     calls = d.get("tool_calls")
     if isinstance(calls, list) and any(isinstance(c, dict) and "function" in c for c in calls):
         return True
@@ -474,9 +474,10 @@ def fill_run_metadata(raw: dict, solo: bool) -> list[str]:
     put(info, "max_steps", DEFAULT_MAX_STEPS, "info.max_steps")
     put(info, "max_errors", DEFAULT_MAX_ERRORS, "info.max_errors")
     for key, mode_value in (("agent_info", "llm_agent_solo"), ("user_info", "dummy_user")):
-        if not isinstance(info.get(key), dict):
+        if info.get(key) is None:
             info[key] = {}
-        put(info[key], "implementation", mode_value if solo else UNKNOWN, f"info.{key}.implementation")
+        if isinstance(info[key], dict):  # anything else is the producer's and stays as written
+            put(info[key], "implementation", mode_value if solo else UNKNOWN, f"info.{key}.implementation")
     put(info["environment_info"], "policy", UNKNOWN, "info.environment_info.policy")
     counts: dict[str, int] = {}
     for i, s in enumerate(sims):

@@ -144,6 +144,23 @@ def test_openai_format_messages_rescore_like_tau2_messages(tmp_path, capsys, com
             assert messages_from_dicts(b["messages"]) == messages_from_dicts(orig["messages"])
 
 
+def test_a_file_without_tasks_is_graded_with_the_data_tasks(tmp_path, capsys, complete):
+    code, scored = rescore(complete["airline"], tmp_path / "with.json")
+    assert code == 0
+    raw = read(complete["airline"])
+    del raw["tasks"]
+    capsys.readouterr()
+    code, bare = rescore(write(tmp_path / "run.json", raw), tmp_path / "without.json")
+    err = capsys.readouterr().err
+    assert code == 0 and "embeds no tasks; graded with the tau2-bench==1.0.1 task definitions" in err
+    assert [s["reward_info"] for s in bare["simulations"]] == [s["reward_info"] for s in scored["simulations"]]
+    # a directory-format results.json (simulations in a folder beside it) is named as such
+    del raw["simulations"]
+    raw["simulation_index"] = [{"id": "a", "task_id": "0", "trial": 0}]
+    assert main(["eval", str(write(tmp_path / "results.json", raw))]) == 1
+    assert "directory-format results" in capsys.readouterr().err
+
+
 def test_an_openai_tool_result_that_answers_no_call_is_a_schema_error(tmp_path, capsys, complete):
     raw = read(complete["airline"])
     k, sim = next((k, s) for k, s in enumerate(raw["simulations"]) if any(m["role"] == "tool" for m in s["messages"]))
