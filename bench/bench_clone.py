@@ -1,0 +1,202 @@
+"""Branching a live episode: ``Tau2Env.clone()`` vs getting upstream to the same point, and branching throughput.
+
+Upstream tau2-bench has no copy of a live episode (its ``AgentGymEnv`` runs the orchestrator in a thread):
+a branch there is a fresh ``AgentGymEnv`` whose ``reset`` and first ``k`` steps replay the conversation so far.
+That is timed here in the same run, on the same scripts: our oracle agent and oracle user play long airline
+tasks; the recorded agent actions and user replies then drive upstream (its user simulator's LLM call replaced
+by the recorded replies, as in ``bench_env.py``). For scale, also upstream's ``deepcopy`` of its tool
+environment at that point (the DB and toolkits only: not the conversation, which would still need the
+orchestrator rebuilt).
+
+Branching throughput: best-of-n search (:mod:`tau2_gym.search`) on airline with rollouts of depth 5 -- every
+branch = ``clone_env`` + the candidate step + up to 5 policy steps (scripted oracle policy and oracle user, so
+the figure is the env's own cost, no LLM).
+
+    python bench/bench_clone.py          # TAU2_REFERENCE_PYTHON=... (+ TAU2_UPSTREAM_DATA_DIR=...) adds upstream
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _common import fmt_time, median_time, print_table, ratio, reference_python, run_upstream  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+
+import tau2_gym  # noqa: E402,F401
+from tau2_gym.agents import OracleAgent  # noqa: E402
+from tau2_gym.envs.tau2_env import clone_env  # noqa: E402
+from tau2_gym.users.scripted import OracleUser, ScriptedUser  # noqa: E402
+
+TASKS = ["44", "39", "42"]  # the airline tasks with the longest oracle plans (20, 12, 11 agent turns)
+POINTS = (0.25, 0.5, 0.95)  # clone after this fraction of the episode's agent steps
+REPEAT = 5  # upstream rebuild+replay repetitions per point
+DEPTH, N = 5, 4
+
+
+def _record(data_dir):
+    """Oracle episodes -> per task: agent actions (upstream gym strings) and user replies."""
+    from gymutil import RecordingUser
+
+    env = gym.make("tau2/airline-v0", data_dir=data_dir, user=RecordingUser(OracleUser()))
+    out = []
+    for task_id in TASKS:
+        agent = OracleAgent()
+        obs, info = env.reset(options={"task_id": task_id})
+        agent.reset(info["task"], info)
+        actions = []
+        while True:
+            a = agent.act(obs, info)
+            if a.get("tool_calls"):
+                fn = a["tool_calls"][0]["function"]
+                actions.append(json.dumps({"name": fn["name"], "arguments": json.loads(fn["arguments"])}))
+            else:
+                actions.append(a["content"])
+            obs, r, term, trunc, info = env.step(a)
+            if term or trunc:
+                break
+        assert r == 1.0, (task_id, info.get("reward_info"))
+        out.append({"task_id": task_id, "agent": actions, "user": list(env.unwrapped.user.script)})
+        env.unwrapped.user.reset_records()
+    return out
+
+
+def _points(n_actions: int) -> list[int]:
+    return sorted({max(1, min(n_actions - 1, round(f * n_actions))) for f in POINTS})
+
+
+def _replies(item: dict) -> list:
+    return [r["content"] if not r.get("tool_calls") else {"tool_calls": r["tool_calls"]} for r in item["user"]]
+
+
+def ours(scripts: list, data_dir) -> dict:
+    logging.getLogger("tau2_gym").setLevel(logging.ERROR)
+    res = {}
+    for item in scripts:
+        env = gym.make("tau2/airline-v0", data_dir=data_dir, parser="tau2", user=ScriptedUser(_replies(item)))
+        for k in _points(len(item["agent"])):
+            def rebuild(k=k):
+                env.reset(options={"task_id": item["task_id"]})
+                for a in item["agent"][:k]:
+                    env.step(a)
+
+            rebuild_time = median_time(rebuild, repeat=20, warmup=2)
+            rebuild()
+            base = env.unwrapped
+            res[f"{item['task_id']}@{k}"] = {
+                "clone": median_time(base.clone, repeat=300, warmup=20),
+                "clone_env": median_time(lambda: clone_env(env), repeat=300, warmup=20),
+                "rebuild": rebuild_time,
+                "messages": len(base.loop.trajectory),
+            }
+    return res
+
+
+def branching(data_dir) -> dict:
+    """Best-of-N search with depth-5 rollouts over whole airline episodes: branches per second."""
+    from tau2_gym.search import best_of_n, oracle_policy
+
+    env = gym.make("tau2/airline-v0", data_dir=data_dir)
+    policy = oracle_policy(0.0)
+    out = {}
+    for task_id in TASKS:
+        best_of_n(env, policy, n=N, depth=DEPTH, seed=0, options={"task_id": task_id})  # warm caches
+        runs = [best_of_n(env, policy, n=N, depth=DEPTH, seed=s, options={"task_id": task_id}) for s in range(3)]
+        branches = sum(r.branches for r in runs)
+        seconds = sum(r.seconds for r in runs)
+        out[task_id] = {"branches_per_second": branches / seconds, "steps_per_branch":
+                        sum(r.branch_steps for r in runs) / branches, "clone_share":
+                        sum(r.clone_seconds for r in runs) / seconds, "reward": runs[0].reward}
+    return out
+
+
+UPSTREAM = """
+import copy
+import tau2.user.user_simulator as us
+from tau2.gym.gym_agent import AgentGymEnv
+from tau2.data_model.message import AssistantMessage, ToolCall
+scripts = json.load(open(SCRIPTS))
+points = json.load(open(POINTS))
+res = {}
+for item in scripts:
+    for k in points[item["task_id"]]:
+        times, copies = [], []
+        for _ in range(REPEAT):
+            it = iter(item["user"])
+            def fake(model=None, messages=None, tools=None, _it=it, **kw):
+                d = next(_it)
+                calls = d.get("tool_calls")
+                return AssistantMessage(role="assistant", content=d.get("content"), cost=0.0,
+                                        tool_calls=[ToolCall(**c) for c in calls] if calls else None)
+            us.generate = fake
+            t0 = time.perf_counter()
+            env = AgentGymEnv(domain="airline", task_id=item["task_id"])
+            env.reset()
+            for a in item["agent"][:k]:
+                env.step(a)
+            times.append(time.perf_counter() - t0)
+            inner = env._orchestrator.environment
+            t0 = time.perf_counter()
+            copy.deepcopy(inner)
+            copies.append(time.perf_counter() - t0)
+            env.close() if hasattr(env, "close") else None
+        res[f"{item['task_id']}@{k}"] = {"rebuild": statistics.median(times), "env_deepcopy": statistics.median(copies)}
+print(json.dumps(res))
+"""
+
+
+def main() -> None:
+    data_dir = os.environ.get("TAU2_UPSTREAM_DATA_DIR") if reference_python() else None
+    scripts = _record(data_dir)
+    mine = ours(scripts, data_dir)
+    theirs = None
+    if reference_python():
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh, \
+                tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fp:
+            json.dump(scripts, fh)
+            json.dump({s["task_id"]: _points(len(s["agent"])) for s in scripts}, fp)
+        theirs = run_upstream(f"SCRIPTS = {fh.name!r}\nPOINTS = {fp.name!r}\nREPEAT = {REPEAT}\n" + UPSTREAM)
+        os.unlink(fh.name)
+        os.unlink(fp.name)
+    rows = []
+    for key, m in mine.items():
+        task, k = key.split("@")
+        up = theirs.get(key) if theirs else None
+        label = f"task {task}, after {k} agent steps ({m['messages']} messages)"
+        rows.append((f"{label}: clone()", fmt_time(m["clone"]), fmt_time(up and up["rebuild"]),
+                     ratio(up and up["rebuild"], m["clone"])))
+        rows.append(("  clone_env(gym.make wrappers)", fmt_time(m["clone_env"]), "", ""))
+        rows.append(("  ours: reset + replay to the point", fmt_time(m["rebuild"]), fmt_time(up and up["rebuild"]),
+                     ratio(up and up["rebuild"], m["rebuild"])))
+        if up:
+            rows.append(("  upstream: deepcopy of its tool env only", "", fmt_time(up["env_deepcopy"]), ""))
+    print_table("Branching an airline episode: clone() vs upstream's fresh AgentGymEnv + reset + replay to the same "
+                f"point (data: {data_dir or 'default'})", rows)
+    br = branching(data_dir)
+    rows = [(f"task {t}: branches/s (N={N}, depth {DEPTH}; {v['steps_per_branch']:.1f} env steps per branch, "
+             f"{100 * v['clone_share']:.0f}% of the time in clone)", f"{v['branches_per_second']:,.0f}", "", "")
+            for t, v in br.items()]
+    if theirs:
+        # an upstream branch at the same depth = rebuild + replay to the point and the branch's own steps: the
+        # cheapest such point is the episode's start, so this bounds upstream's throughput from above
+        for item in scripts:
+            key = f"{item['task_id']}@{_points(len(item['agent']))[0]}"
+            rows.append((f"upstream, task {item['task_id']}: 1 / (rebuild+replay to step "
+                         f"{key.split('@')[1]}) (upper bound)", "", f"{1 / theirs[key]['rebuild']:,.1f}", ""))
+    print_table("Branching throughput on airline (best-of-n search, scripted oracle policy and user)", rows)
+    if theirs is None:
+        print("\n(set TAU2_REFERENCE_PYTHON and TAU2_UPSTREAM_DATA_DIR to measure upstream in the same run)")
+
+
+if __name__ == "__main__":
+    main()
