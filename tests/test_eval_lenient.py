@@ -283,9 +283,11 @@ def test_explain_on_real_failing_trajectories(tmp_path, capsys, complete):
         header = f"  simulations[{i}] (task {sim['task_id']!r}, trial {sim['trial']}): DB check failed"
         assert header in out
         block = out.split(header, 1)[1].split("\n  simulations[", 1)[0]
-        diff = (sim["reward_info"].get("info") or {}).get("db_diff")
-        if diff is None:
-            assert "no field-level DB diff available" in block
-        else:
-            assert diff and all(f"{e['db']} DB  {e['path']}: " in block for e in diff)
+        diff = sim["reward_info"]["info"]["db_diff"]  # the evaluator's, on every failed DB check
+        assert diff and all(f"{e['db']} DB  {e['path']}: " in block for e in diff)
+        assert block.count(" DB  ") == len(diff)
+        for e in diff:
+            line = next(x for x in block.splitlines() if f" DB  {e['path']}: " in x)
+            assert ("gold (absent)" in line) == (e["kind"] == "only_predicted")
+            assert ("predicted (absent)" in line) == (e["kind"] == "only_gold")
     assert out.count("DB check failed") == len(failed)
