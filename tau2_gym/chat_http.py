@@ -75,9 +75,21 @@ class ChatHTTP:
         self.url = base + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Authorization": f"Bearer {api_key}", **(headers or {})}
-        # no connection cap here: the caller's semaphore bounds requests in flight
+        # no connection cap here: the caller's semaphore bounds requests in flight. The proxy settings of the
+        # environment (HTTP(S)_PROXY, NO_PROXY) are read once here: aiohttp's trust_env re-reads them and
+        # ~/.netrc in a worker thread on every request.
+        self._proxy: Optional[str] = None
+        self._proxy_auth: Any = None
+        try:
+            from aiohttp.helpers import get_env_proxy_for_url
+            from yarl import URL
+
+            proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.url))
+            self._proxy = str(proxy)
+        except (LookupError, ImportError, ValueError):
+            pass
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(connector=connector, trust_env=True,
+        self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                                               timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout))
         self._aiohttp = aiohttp
 
@@ -90,7 +102,8 @@ class ChatHTTP:
         data = json.dumps(body).encode("utf-8")
         aiohttp = self._aiohttp
         try:
-            async with self._session.post(self.url, data=data, headers=self._headers) as resp:
+            async with self._session.post(self.url, data=data, headers=self._headers, proxy=self._proxy,
+                                          proxy_auth=self._proxy_auth) as resp:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("retry-after")

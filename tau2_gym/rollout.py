@@ -120,7 +120,7 @@ class RolloutConfig:
         return "\n".join(lines)
 
 
-@dataclass
+@dataclass(repr=False)
 class RolloutReport:
     """What a rollout produced: one SimulationRun dict per episode of the selection (trial-major order)."""
 
@@ -132,6 +132,10 @@ class RolloutReport:
     resumed: int  # episodes found in the log and skipped
     failed: int  # episodes recorded as infrastructure_error
     interrupted: bool = False
+
+    def __repr__(self) -> str:  # short: asyncio.run formats the main task's result when it restores SIGINT
+        return (f"RolloutReport({len(self.simulations)} episodes, ran={self.ran}, resumed={self.resumed}, "
+                f"failed={self.failed}, mean_reward={self.mean_reward}, output={str(self.output)!r})")
 
     @property
     def data_version(self) -> Optional[dict]:
