@@ -14,7 +14,9 @@ Hugging Face causal LM.
 Scores: a finished branch scores ``(reward, progress)`` -- upstream's tau2 reward first, then, to break ties
 among the (mostly 0/1) rewards, the fraction of the reward record's checks that passed (DB match, env
 assertions, gold actions, communicated info, NL assertions): a heuristic of this module, not a tau2 number.
-A branch cut off by ``depth`` scores ``value(branch_env)`` (default: 0, unknown), e.g. :func:`reward_if_stopped`.
+A branch cut off by ``depth`` scores ``value(branch_env)``; the default, :func:`reward_if_stopped`, scores the
+branch's trajectory so far the same way, as if the customer had hung up now (so a branch that is still on track
+outranks one that already failed with less done).
 Ties go to the lowest branch index, so the search is deterministic given the seed (and a deterministic user).
 """
 
@@ -115,14 +117,14 @@ def reward_if_stopped(env: Any) -> Score:
 
 
 def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy, *, n: int = 4,
-                depth: Optional[int] = None, seed: Any = 0, value: Optional[Callable[[Any], Score]] = None,
+                depth: Optional[int] = None, seed: Any = 0, value: Optional[Callable[[Any], Score]] = reward_if_stopped,
                 max_branch_turns: int = 200, timing: Optional[dict[str, float]] = None) -> TurnSearch:
     """Try ``n`` sampled actions at the current agent turn of ``env`` (which is left as it is).
 
     Branch ``j`` is a clone of ``env`` that takes candidate ``j`` (sampled by ``policy`` with the generator
     ``default_rng([*seed, j])``) and then plays on with the same policy and generator for up to ``depth``
-    further agent turns (None: to the end, at most ``max_branch_turns``). Returns the record of the turn; its
-    ``action`` is the best candidate.
+    further agent turns (None: to the end, at most ``max_branch_turns``); a branch still running then is scored
+    by ``value`` (module docstring). Returns the record of the turn; its ``action`` is the best candidate.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
@@ -152,7 +154,7 @@ def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy
             finished += 1
             scores.append(branch_score(reward, binfo))
         else:
-            scores.append(value(branch) if value is not None else UNKNOWN)
+            scores.append(value(branch) if value is not None else UNKNOWN)  # None: all cut-off branches tie
         branch.close()
     chosen = max(range(n), key=lambda j: (scores[j], -j))
     return TurnSearch(turn=-1, candidates=candidates, scores=scores, chosen=chosen, branch_steps=steps,
@@ -160,7 +162,7 @@ def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy
 
 
 def best_of_n(env: Any, policy: Policy, *, n: int = 4, depth: Optional[int] = None, seed: int = 0,
-              options: Optional[dict] = None, value: Optional[Callable[[Any], Score]] = None,
+              options: Optional[dict] = None, value: Optional[Callable[[Any], Score]] = reward_if_stopped,
               max_turns: int = 200) -> SearchResult:
     """Play one episode of ``env`` (bare or wrapped, reset here with ``seed`` and ``options``) choosing every
     agent action by :func:`search_turn`: ``n`` branches per turn, rolled out ``depth`` agent turns (None: to

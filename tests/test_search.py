@@ -63,11 +63,15 @@ def test_search_turn_leaves_the_env_untouched_and_depth_limits_the_branches():
     obs, info = env.reset(seed=0, options=TASK)
     obs, *_, info = env.step(oracle_policy()(obs, info, np.random.default_rng(0)))
     before = (_messages(env), env.unwrapped.loop.env.get_db_hash(), env.unwrapped.loop.step_count)
-    rec = search_turn(env, obs, info, oracle_policy(0.0), n=3, depth=0)
-    assert rec.branch_steps == 3 and rec.finished == 0 and rec.scores == [(0.0, 0.0)] * 3  # unknown values
+    rec = search_turn(env, obs, info, oracle_policy(0.0), n=3, depth=0, value=None)
+    assert rec.branch_steps == 3 and rec.finished == 0 and rec.scores == [(0.0, 0.0)] * 3  # no value: all tie
     assert (_messages(env), env.unwrapped.loop.env.get_db_hash(), env.unwrapped.loop.step_count) == before
-    rec = search_turn(env, obs, info, oracle_policy(0.0), n=2, depth=1, value=reward_if_stopped)
-    assert rec.branch_steps == 4 and 0.0 < rec.scores[0][1] < 1.0  # partial progress if stopped now
+    rec = search_turn(env, obs, info, oracle_policy(0.0), n=2, depth=1)  # default value: reward_if_stopped
+    assert rec.branch_steps == 4 and rec.finished == 0
+    assert rec.scores[0] == rec.scores[1] and rec.scores[0][0] == 0.0 and 0.0 < rec.scores[0][1] < 1.0  # partial
+    # a branch that slips now is finished, and scores below the ones still on track
+    slip = search_turn(env, obs, info, oracle_policy(1.0), n=1, depth=1)
+    assert slip.finished == 1 and slip.scores[0] < rec.scores[0]
     assert (_messages(env), env.unwrapped.loop.env.get_db_hash(), env.unwrapped.loop.step_count) == before
     with pytest.raises(ValueError):
         search_turn(env, obs, info, oracle_policy(), n=0)
