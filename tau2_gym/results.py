@@ -11,10 +11,10 @@ import gzip
 import json
 import os
 import uuid
+from dataclasses import dataclass, field as dc_field
 from enum import Enum
 from glob import escape as glob_escape
 from pathlib import Path
-from dataclasses import dataclass, field as dc_field
 from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
@@ -311,11 +311,7 @@ def message_from_any(d: Any) -> AnyMessage:
     return msg
 
 
-def _message(value: Any) -> Any:
-    return message_from_any(value)
-
-
-ScoredMessage = Annotated[Any, BeforeValidator(_message)]
+ScoredMessage = Annotated[Any, BeforeValidator(message_from_any)]
 
 
 class ScoringSimulation(_Model):
@@ -324,7 +320,6 @@ class ScoringSimulation(_Model):
     task_id: str
     termination_reason: TerminationReason
     messages: Optional[list[ScoredMessage]] = None  # absent or null: needed only when the run ended normally
-    trial: Optional[int] = None
 
     @field_validator("task_id", mode="before")
     @classmethod
@@ -411,7 +406,7 @@ def read_for_scoring(raw: Any) -> ScoringRead:
     sims: list[Union[ScoringSimulation, Problems]] = []
     for i, rs in enumerate(entries.get("simulations") if isinstance(entries.get("simulations"), list) else ()):
         if not isinstance(rs, dict):
-            sims.append([(json_path(("simulations", i)), f"a simulation is a JSON {type(rs).__name__}, not an object")])
+            sims.append([(f"simulations[{i}]", f"a simulation is a JSON {type(rs).__name__}, not an object")])
             problems += sims[-1]  # type: ignore[arg-type]
             continue
         try:
@@ -459,7 +454,8 @@ def fill_run_metadata(raw: dict, solo: bool) -> list[str]:
 
     filled: list[str] = []
     info = raw["info"]
-    sims = [s for s in raw.get("simulations") or () if isinstance(s, dict)]
+    entries = list(enumerate(raw.get("simulations") or ()))
+    sims = [s for _, s in entries if isinstance(s, dict)]
 
     def put(d: dict, key: str, value: Any, path: str) -> None:
         if d.get(key) is None:
@@ -480,7 +476,9 @@ def fill_run_metadata(raw: dict, solo: bool) -> list[str]:
             put(info[key], "implementation", mode_value if solo else UNKNOWN, f"info.{key}.implementation")
     put(info["environment_info"], "policy", UNKNOWN, "info.environment_info.policy")
     counts: dict[str, int] = {}
-    for i, s in enumerate(sims):
+    for i, s in entries:
+        if not isinstance(s, dict):
+            continue
         before = set(k for k in ("id", "timestamp", "start_time", "end_time", "duration") if s.get(k) is not None)
         msgs = s.get("messages") if isinstance(s.get("messages"), list) else []
         start, end = s.get("start_time") or _stamp(msgs, False), s.get("end_time") or _stamp(msgs, True)
