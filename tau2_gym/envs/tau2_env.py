@@ -12,10 +12,10 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from tau2_gym import turn_loop as tl
-from tau2_gym.db import DBState
+from tau2_gym.db import DBState, copy_json
 from tau2_gym.envs.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.messages import ParticipantMessage, ToolMessage
+from tau2_gym.messages import AssistantMessage, ParticipantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.records import Record, as_dict
 from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.tasks import Task
@@ -111,9 +111,6 @@ def _copy_message(msg: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> An
     """An independent copy of one stored message (and its tool calls), recorded in ``mapping`` by the id of
     the original so that everything else pointing at the message (the loop's last message, the tool-call
     log) points at the copy -- scoring relies on that identity (``Environment.replays_to``)."""
-    from tau2_gym.db import copy_json
-    from tau2_gym.messages import AssistantMessage, SystemMessage, ToolCall, UserMessage
-
     kind = type(msg)
     if kind is ToolMessage:
         new = ToolMessage.__new__(ToolMessage)
@@ -160,7 +157,7 @@ def _remapped(value: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
 
 def _copy_environment(env: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
     """The episode's tool environment with private toolkits (copy-on-write DB views over the same base)."""
-    new = copy.copy(env)
+    new = _shallow(env)
     shared = ("domain", "semantics", "_sync_hook", "policy")
     for name, value in env.__dict__.items():
         if name in shared or isinstance(value, _SHARED_TYPES):
