@@ -61,6 +61,7 @@ CASES = [
     ("tau2/telecom-v0", {"task_split": "small"}, None),
     ("tau2/banking_knowledge-v0", {"judge": "pass"}, None),
     ("tau2/mock-v0", {}, "update_task_with_message_history"),  # a task that starts from a message history
+    ("tau2/telecom-solo-v0", {"task_split": "small"}, None),  # solo: the agent works both sides, ends with done
 ]
 
 
