@@ -279,6 +279,15 @@ def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str], data
         data_version=data_version)
 
 
+def _setting_warnings(raw: dict, dom: Any) -> list[str]:
+    """Where the file's run info records a domain setting (what the domain writes into results info, e.g. its
+    retrieval configuration) other than the replay's: the replay may diverge for that reason alone."""
+    ours = dom.spec.extra.get("results_info") or {}
+    info = raw["info"]
+    return [f"the file records {key}={info[key]!r}, the replay runs {key}={value!r} (pass domain_options=...)"
+            for key, value in ours.items() if key in info and info[key] != value]
+
+
 def _progress(items: list, enabled: bool) -> Iterator:
     """tqdm when installed; else a counter line on stderr; nothing when disabled."""
     if not enabled:
@@ -509,7 +518,8 @@ def _copy_agent(msg: AssistantMessage) -> AssistantMessage:
 
 def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLike, dict]]], *,
            data_dir: Optional[str] = None, data_version: Optional[str] = None, max_steps: Optional[int] = None,
-           judge: Any = "fail", progress: bool = False, env_kwargs: Optional[dict] = None) -> ReplayReport:
+           judge: Any = "fail", progress: bool = False, domain_options: Optional[dict] = None,
+           env_kwargs: Optional[dict] = None) -> ReplayReport:
     """Replay every simulation of ``results`` through a fresh env; report which are reproduced exactly.
 
     Args:
@@ -519,6 +529,8 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
         judge: NL-assertion judge for the new rewards (``"fail"``: none, those assertions fail; ``"pass"``;
             ``"openai:MODEL"``, ...; a Judge object).
         progress: show a progress bar (tqdm when installed) on stderr.
+        domain_options: the domain's own settings (``load_domain(options=...)``, e.g. a retrieval configuration);
+            a file whose run info records other values of them gets a warning in ``report.files``.
         env_kwargs: further :class:`~tau2_gym.envs.config.Tau2EnvConfig` fields (``enforce_protocol``, ...).
 
     Returns:
@@ -532,7 +544,10 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
 
     inputs = _load_inputs(results)
     start = time.perf_counter()
-    envs = _Envs(None if data_dir is None else str(data_dir), make_judge(judge), dict(env_kwargs or {}))
+    env_kwargs = dict(env_kwargs or {})
+    if domain_options is not None:
+        env_kwargs["domain_options"] = dict(domain_options)
+    envs = _Envs(None if data_dir is None else str(data_dir), make_judge(judge), env_kwargs)
     report = ReplayReport()
     work: list[tuple[Any, int, Optional[str], _FileSettings, _Tasks]] = []
     if data_version is not None:
@@ -547,11 +562,12 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
             where = repr(label) if label is not None else "the results dict"
             raise ReplayInputError(f"{where}: unknown domain "
                                    f"{settings.domain!r}; registered: {', '.join(domain_names())}")
-        load_domain(settings.domain, data_dir, settings.data_version)  # the data is there (else one DataError)
+        # the data is there (else one DataError), and the domain's options are valid
+        dom = load_domain(settings.domain, data_dir, settings.data_version, options=env_kwargs.get("domain_options"))
         tasks = _Tasks(raw.get("tasks"))
         report.files.append({"path": label, "domain": settings.domain, "simulations": len(raw["simulations"]),
                              "solo": settings.solo, "max_steps": settings.max_steps,
-                             "data_version": settings.data_version})
+                             "data_version": settings.data_version, "warnings": _setting_warnings(raw, dom)})
         work.extend((sim, i, label, settings, tasks) for i, sim in enumerate(raw["simulations"]))
     try:
         for sim, i, label, settings, tasks in _progress(work, progress):

@@ -505,3 +505,33 @@ def test_hostile_simulation_records_are_errors_or_replay_never_a_crash(airline_f
             assert message in out.error
     assert report.simulations[3].reward_changed and report.simulations[3].stored_reward is None
     assert report.simulations[6].first_divergence == 0 and report.simulations[6].new_termination == "user_error"
+
+
+def test_domain_options_a_file_records_are_warned_about_and_can_be_given(tmp_path, capsys):
+    from tau2_gym.cli import main
+    from tau2_gym.policies import ScriptedPolicy
+    from tau2_gym.rollout import collect
+
+    class Searcher(OracleAgent):
+        name = "searcher"
+
+        def plan(self, task):
+            return [call_message("KB_search", {"query": "credit card fees"}, "s0")] + super().plan(task)
+
+    out = tmp_path / "bk.json"
+    collect(None, ScriptedPolicy(Searcher), "oracle", domain="banking_knowledge", num_tasks=2, output=str(out),
+            progress=False, domain_options={"retrieval_config": "grep_only"}, judge="pass")
+    plain = replay(out, judge="pass")  # the default retrieval has KB_search, grep_only has not
+    assert plain.diverged == 2 and "retrieval_config='grep_only'" in plain.files[0]["warnings"][0]
+    assert "Error: Tool 'KB_search' not found." in plain.simulations[0].difference
+    given = replay(out, judge="pass", domain_options={"retrieval_config": "grep_only"})
+    assert given.identical == 2 and given.files[0]["warnings"] == []
+    report = tmp_path / "r.json"
+    assert main(["replay", str(out), "-o", str(report), "--judge", "pass", "--no-progress"]) == 0
+    assert "warning: " in capsys.readouterr().err
+    assert main(["replay", str(out), "-o", str(report), "--judge", "pass", "--no-progress",
+                 "--domain-options", '{"retrieval_config": "grep_only"}']) == 0
+    assert "2 identical" in capsys.readouterr().out
+    assert main(["replay", str(out), "-o", str(report), "--domain-options", "{bad"]) == 2
+    assert main(["replay", str(out), "-o", str(report), "--domain-options", '{"retrieval_config": "nope"}']) == 2
+    assert "Unknown retrieval variant" in capsys.readouterr().err

@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="step limit of the replay (default: each file's info.max_steps, else 100)")
     parser.add_argument("--judge", default="fail",
                         help="NL-assertion judge for the new rewards: fail (default) | pass | openai:MODEL | hf:MODEL")
+    parser.add_argument("--domain-options", default=None, metavar="JSON",
+                        help="the domain's own settings as a JSON object (e.g. '{\"retrieval_config\": \"bm25\"}')")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the env's warnings")
 
@@ -65,11 +67,22 @@ def run(args: argparse.Namespace) -> int:
     problem = _output_problem(out, [Path(p) for p in args.paths])
     if problem is not None:
         return _fail(problem)
+    options = None
+    if args.domain_options is not None:
+        import json
+
+        try:
+            options = json.loads(args.domain_options)
+        except ValueError as exc:
+            return _fail(f"--domain-options is not valid JSON: {exc}")
+        if not isinstance(options, dict):
+            return _fail("--domain-options must be a JSON object")
     if not args.verbose:
         logging.getLogger("tau2_gym").setLevel(logging.ERROR)
     try:
         report = replay(args.paths, data_dir=args.data_dir, data_version=args.data_version, max_steps=args.max_steps,
-                        judge=args.judge, progress=not args.no_progress and sys.stderr.isatty())
+                        judge=args.judge, progress=not args.no_progress and sys.stderr.isatty(),
+                        domain_options=options)
     except ReplayInputError as exc:
         return _fail(str(exc))
     except ValueError as exc:  # a bad --judge spec, an unknown data version
@@ -78,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(out, report.to_dict())
     except (OSError, ValueError) as exc:
         return _fail(f"cannot write {str(out)!r}: {exc}")
+    for f in report.files:
+        for warning in f["warnings"]:
+            print(f"warning: {f['path']}: {warning}", file=sys.stderr)
     print(f"{report.summary_line()} -> {out}")
     for sim in report.simulations:
         if sim.status != "identical" and args.verbose:
