@@ -21,13 +21,14 @@ Endings from outside the env (``infrastructure_error``, ...) cannot be replayed 
 
 Settings come from the file: the domain (``info.environment_info.domain_name``), solo mode (a ``dummy_user`` or an
 ``llm_agent_solo`` agent), ``info.max_steps`` / ``info.max_errors``, the data version it records; the agent may
-stop (``done``) in runs that ended ``agent_stop``. ``max_steps=``, ``data_dir=``, ``data_version=`` and
-``env_kwargs=`` (e.g. ``enforce_protocol=True``) override them.
+stop (``done``) in runs that ended ``agent_stop``. ``max_steps=``, ``data_dir=``, ``data_version=``,
+``domain_options=`` and ``env_kwargs=`` (e.g. ``enforce_protocol=True``) override them; domain settings a file
+records in its run info (a retrieval configuration) that differ from the replay's are named in
+``report.files[i]["warnings"]``.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
@@ -39,8 +40,6 @@ from tau2_gym.messages import (AnyMessage, AssistantMessage, ParticipantMessage,
                                UserMessage, message_from_dict)
 
 __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "compare_trajectories"]
-
-logger = logging.getLogger("tau2_gym")
 
 IDENTICAL, DIVERGED, ERROR = "identical", "diverged", "error"
 #: endings the env itself produces; any other recorded ending happened outside it
@@ -172,7 +171,8 @@ def _message_difference(rec: AnyMessage, new: AnyMessage) -> Optional[str]:
             if x.name != y.name:
                 return f"tool call {i} name: recorded {x.name!r}, replay {y.name!r}"
             if x.arguments != y.arguments:
-                return f"tool call {i} ({x.name}) arguments: recorded {_short(x.arguments)}, replay {_short(y.arguments)}"
+                return (f"tool call {i} ({x.name}) arguments: recorded {_short(x.arguments)}, "
+                        f"replay {_short(y.arguments)}")
             if x.requestor != y.requestor:
                 return f"tool call {i} ({x.name}) requestor: recorded {x.requestor!r}, replay {y.requestor!r}"
     return None
@@ -258,7 +258,8 @@ class _FileSettings:
     data_version: Optional[str]
 
 
-def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str], data_version: Optional[str]) -> _FileSettings:
+def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str],
+              data_version: Optional[str]) -> _FileSettings:
     from tau2_gym.data.versions import VERSIONS
 
     info = raw["info"]
@@ -274,8 +275,8 @@ def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str], data
     return _FileSettings(
         domain=info["environment_info"]["domain_name"], solo=solo,
         max_steps=int(max_steps) if max_steps is not None else (
-            recorded_steps if isinstance(recorded_steps, int) and recorded_steps >= 1 else 100),
-        max_errors=recorded_errors if isinstance(recorded_errors, int) and recorded_errors >= 1 else 10,
+            recorded_steps if type(recorded_steps) is int and recorded_steps >= 1 else 100),
+        max_errors=recorded_errors if type(recorded_errors) is int and recorded_errors >= 1 else 10,
         data_version=data_version)
 
 

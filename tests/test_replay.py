@@ -283,7 +283,8 @@ def test_playback_user_says_the_record_then_fails():
     user = PlaybackUser([UserMessage("hello"), recorded])
     req = UserTurnRequest("e", "", [], None, task=None, turn=1)  # type: ignore[arg-type]
     got = user.generate(req)
-    assert got is not recorded and got == recorded and got.tool_calls[0].arguments is not recorded.tool_calls[0].arguments
+    assert got is not recorded and got == recorded
+    assert got.tool_calls[0].arguments is not recorded.tool_calls[0].arguments
     req.turn = 2
     with pytest.raises(UserSimulatorError, match="no user turn 3"):
         user.generate(req)

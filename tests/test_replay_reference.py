@@ -77,8 +77,9 @@ def test_upstream_trajectories_replay_identically(upstream_data_dir):
             upstream_raised += 1
             continue
         sims = files[key]["simulations"]
-        sims.append({"id": f"up-{len(sims)}", "task_id": job["task"]["id"], "termination_reason": up["termination_reason"],
-                     "messages": up["messages"], "reward_info": up.get("reward_info")})
+        sims.append({"id": f"up-{len(sims)}", "task_id": job["task"]["id"],
+                     "termination_reason": up["termination_reason"], "messages": up["messages"],
+                     "reward_info": up.get("reward_info")})
     report = replay(list(files.values()), data_dir=data_dir, judge=JUDGE)
     bad = [(s.task_id, s.status, s.error or s.difference) for s in report.simulations if s.status != "identical"]
     changed = [(s.task_id, s.stored_reward, s.new_reward) for s in report.simulations if s.reward_changed]
