@@ -103,7 +103,7 @@ def _text(value: Any) -> Optional[str]:
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list) and all(isinstance(p, dict) for p in value):
-        return "".join(str(p.get("text", "")) for p in value)
+        return "".join(str(p.get("text") or "") for p in value)
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

@@ -290,6 +290,31 @@ def test_compressed_details_unpack_to_the_plain_ones(runs, monkeypatch):
     assert unpacked == [plain[i] for i in range(len(plain))]
 
 
+def test_openai_format_messages_are_read_like_tau2_ones(runs, tmp_path):
+    raw = json.loads(runs[0].read_text())
+    openai = copy.deepcopy(raw)
+    for sim in openai["simulations"]:
+        msgs = []
+        for m in sim["messages"]:
+            if m["role"] == "tool":
+                msgs.append({"role": "tool", "tool_call_id": m["id"], "content": m["content"]})
+            elif m.get("tool_calls"):
+                msgs.append({"role": m["role"], "content": m["content"], "tool_calls": [
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+                    for c in m["tool_calls"]]})
+            else:
+                msgs.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
+        sim["messages"] = msgs
+    path = tmp_path / "openai.json"
+    path.write_text(json.dumps(openai))
+    ours, theirs = summarise(load_run(runs[0])), summarise(load_run(path))
+    assert (theirs.tool_calls, theirs.hallucinated_calls) == (ours.tool_calls, ours.hallucinated_calls) != (0, 0)
+    a, b = load_run(runs[0]).details, load_run(path).details
+    strip = lambda d: [[m[0], m[1], m[2]] for m in d["m"]]  # noqa: E731 - role, content, calls
+    assert [strip(d) for d in a] == [strip(d) for d in b]
+
+
 def test_the_output_never_overwrites_an_input(runs, tmp_path, capsys):
     path = tmp_path / "run.json"
     path.write_text(runs[0].read_text())
