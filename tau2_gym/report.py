@@ -188,8 +188,8 @@ class SimStats:
 
 
 def _analyse(index: int, sim: _Sim, agent_tools: frozenset[str], user_tools: frozenset[str],
-             transfer_token: str) -> tuple[SimStats, list]:
-    """The simulation's stats and its messages in the compact form of the details view."""
+             transfer_token: str) -> tuple[SimStats, list, list]:
+    """The simulation's stats, its messages in the compact form of the details view, and its checks."""
     term = sim.termination_reason or "unknown"
     ri = sim.reward_info
     st = SimStats(index=index, task_id=sim.task_id, trial=sim.trial, reward=None if ri is None else ri.reward,
@@ -216,13 +216,14 @@ def _analyse(index: int, sim: _Sim, agent_tools: frozenset[str], user_tools: fro
         if role == "user" and content and transfer_token in content:
             st.transfer = True
         compact.append([role, content, calls or None, error, m.get("requestor")])
+    checks = _checks(ri) if ri is not None else []
     if ri is not None:
         st.basis = frozenset(ri.reward_basis or ())
-        st.failed = {kind for kind, met, _ in _checks(ri) if not met}
-    return st, compact
+        st.failed = {kind for kind, met, _ in checks if not met}
+    return st, compact, checks
 
 
-def _detail(run: "Run", sim: _Sim, st: SimStats, compact: list) -> dict[str, Any]:
+def _detail(run: "Run", sim: _Sim, st: SimStats, compact: list, checks: list) -> dict[str, Any]:
     ri = sim.reward_info
     info = sim.info or {}
     rinfo = (ri.info if ri is not None else None) or {}
@@ -234,7 +235,7 @@ def _detail(run: "Run", sim: _Sim, st: SimStats, compact: list) -> dict[str, Any
             "error": None if error is None else str(error),
             "breakdown": ri.reward_breakdown if ri is not None else None,
             "basis": ri.reward_basis if ri is not None else None,
-            "checks": [list(c) for c in _checks(ri)] if ri is not None else [],
+            "checks": [list(c) for c in checks],
             "diff": diff if isinstance(diff, list) else None,
             "diff_more": rinfo.get("db_diff_truncated") if isinstance(rinfo.get("db_diff_truncated"), int) else 0,
             "m": compact}
@@ -274,7 +275,7 @@ class Run:
     agent: str
     user: str
     num_trials: int
-    task_ids: list[str]  # the file's task order, then ids only its simulations name
+    task_ids: list[str]  # tasks with simulations: in the file's task order, then ids only simulations name
     sims: list[_Sim]
     stats: list[SimStats]
     details: list[dict]
@@ -317,7 +318,8 @@ def _domain_tools(name: str) -> tuple[frozenset[str], frozenset[str], str]:
 
 
 def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str] = None) -> Run:
-    """Read one results file (``.json`` / ``.json.gz``); unparseable simulations are skipped and counted."""
+    """Read one results file (``.json`` / ``.json.gz``; ``raw``: its parsed JSON, if already read); unparseable
+    simulations are skipped and counted, anything else wrong with the file raises :class:`ReportError`."""
     from tau2_gym.results import ResultsFileError, read_json_any
 
     path = Path(path)
@@ -351,16 +353,19 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
     for i, s in enumerate(sims_raw):
         try:
             sim = _Sim.model_validate(s)
-            st, compact = _analyse(len(run.sims), sim, agent_tools, user_tools, transfer)
+            st, compact, checks = _analyse(len(run.sims), sim, agent_tools, user_tools, transfer)
+            detail = _detail(run, sim, st, compact, checks)
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not hide the rest
             run.skipped.append(f"simulation #{i}: {_first_line(exc)}")
             continue
         run.sims.append(sim)
         run.stats.append(st)
-        run.details.append(_detail(run, sim, st, compact))
+        run.details.append(detail)
         if sim.task_id not in seen:
             seen.add(sim.task_id)
             run.task_ids.append(sim.task_id)
+    simulated = {s.task_id for s in run.sims}
+    run.task_ids = [t for t in run.task_ids if t in simulated]  # the grid's rows: tasks that were run
     return run
 
 
