@@ -143,6 +143,9 @@ class UserEnv(Tau2Env):
     ``tool_calls`` (the policy writes as ``assistant`` in its own view), a ``{"name", "arguments"}`` call, or raw
     model text with call markup (``parser``). Text containing ``###STOP###``, ``###TRANSFER###`` or
     ``###OUT-OF-SCOPE###`` ends the conversation (tau2's stop rule; a message with tool calls never stops).
+    Calls are always the customer's (tagged ``requestor="user"``, run in the user's toolkit); upstream's
+    ``UserGymEnv`` keeps a JSON call's default tag, the agent's, so there a customer's JSON call without
+    ``"requestor": "user"`` would run in the agent's toolkit.
 
     ## Observation Space
     ``obs_format="messages"``: the user simulator's view -- exactly what :class:`~tau2_gym.users.base.
@@ -172,7 +175,8 @@ class UserEnv(Tau2Env):
     ``agent_stop`` and ``user_error`` (the policy's own protocol failure, including an unreadable action --
     where upstream's ``UserGymEnv`` returns an error string and waits, tau2's orchestrator would abort as
     ``user_error``); ``truncated`` for ``max_steps``, ``too_many_errors``, ``timeout`` and ``agent_error``
-    (the agent policy failed or sent junk: not the customer's doing). ``info`` then carries
+    (the agent policy failed or sent junk: not the customer's doing); upstream's ``UserGymEnv`` never
+    truncates and returns an empty observation at the end, where this env returns the final view. ``info`` then carries
     ``termination_reason``, ``reward_info``, ``simulation_run`` and ``error`` as the agent env's.
 
     ## Arguments
