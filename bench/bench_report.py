@@ -10,7 +10,8 @@ arguments, hallucinated tools, dropped writes, give-ups) repeated with new ids a
 conversations' text, so the "bytes per simulation" row says what to expect for longer ones. Timed once each
 (a report is built once): reading + validating + analysing the file, rendering the HTML, the whole
 ``write_report``, plain and ``--compress``; then Chromium's navigation timing of each written file
-(DOMContentLoaded, load) and the time from opening the last simulation to its details on screen. There is no upstream counterpart (upstream has no report).
+(DOMContentLoaded, load) and the time from opening the last simulation to its details on screen. There is no
+upstream counterpart (upstream has no report).
 """
 
 from __future__ import annotations

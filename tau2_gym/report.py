@@ -568,6 +568,7 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
                     seed: int) -> list[str]:
     out = [f'<section class="domain" data-domain="{_e(domain)}"><h2>{_e(domain)}</h2>']
     heads = "".join(f'<th class="num" title="{_e(r.path)}">{_e(r.label)}</th>' for r in runs)
+
     def row(name: str, metric: str, values: Iterable[str], title: str = "", notes: Iterable[str] = ()) -> str:
         values, notes = list(values), list(notes) or [""] * len(runs)
         cells = "".join(_cell(metric, r.number, v, note=n) for r, v, n in zip(runs, values, notes))
@@ -610,9 +611,10 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
     out.append('<div class="cols"><div>')
     out.append(f'<h3>Summary</h3><table class="summary"><thead><tr><th></th>{heads}</tr></thead>'
                f'<tbody>{"".join(rows)}</tbody></table>')
+    intervals = (f"Intervals: {int(CI_LEVEL * 100)}% percentile bootstrap over tasks ({samples} resamples, "
+                 f"seed {seed})" if samples > 0 else "No intervals (--bootstrap-samples 0)")
     out.append(f'<p class="note">pass^k as tau2 computes it (per task C(c,k)/C(n,k), averaged over tasks). '
-               f'Intervals: {int(CI_LEVEL * 100)}% percentile bootstrap over tasks ({samples} resamples, '
-               f'seed {seed}); a pass is a reward of 1. Infrastructure errors and unscored simulations are left '
+               f'{intervals}; a pass is a reward of 1. Infrastructure errors and unscored simulations are left '
                f'out, as in <code>tau2-gym eval</code>.</p>')
     for s, r in zip(summaries, runs):
         if s.hallucinated_names:
@@ -686,7 +688,8 @@ def _grid(run: Run) -> str:
         for c in cols:
             links = "".join(
                 f'<a class="c {s.cell}" href="#s{run.first_index + s.index}" title="task {_e(tid)} · trial '
-                f'{"–" if c is None else c} · reward {_f(s.reward, 2)} · {_e(s.termination)}">{_CELL_MARK[s.cell]}</a>'
+                f'{"–" if c is None else c} · reward {_f(s.reward, 2)} · {_e(s.termination)}">'
+                f'{_CELL_MARK[s.cell]}</a>'
                 for s in by.get((tid, c), ()))
             cells.append(f"<td>{links}</td>")
         rows.append(f'<tr><th class="t">{_e(tid)}</th>{"".join(cells)}</tr>')

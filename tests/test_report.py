@@ -74,7 +74,8 @@ def runs(tmp_path_factory):
     def agent_reply(body, n):
         if body["messages"][-1]["role"] == "tool":
             return "Done. " + HOSTILE
-        return {"tool_calls": [{"id": f"call_{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]}
+        call = {"id": f"call_{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}
+        return {"tool_calls": [call]}
 
     def user_reply(body, n):
         agent_texts = sum(1 for m in body["messages"][1:] if m["role"] == "user")
