@@ -66,7 +66,8 @@ def _is_player(obj: Any) -> bool:
 
 def build_player(spec: Any, kind: str, solo: bool = False) -> Any:
     """A policy/user from what ``collect`` accepts (object, scripted name) or a zero-argument factory."""
-    if spec is not None and not isinstance(spec, str) and not _is_player(spec) and callable(spec):
+    if isinstance(spec, type) or (spec is not None and not isinstance(spec, str) and not _is_player(spec)
+                                  and callable(spec)):
         spec = spec()
     if kind == "policy":
         if isinstance(spec, str):
