@@ -316,6 +316,14 @@ def test_openai_format_messages_are_read_like_tau2_ones(runs, tmp_path):
     assert [strip(d) for d in a] == [strip(d) for d in b]
 
 
+def test_gzipped_results_files_report_the_same(runs, tmp_path):
+    import gzip
+
+    gz = tmp_path / "mixed.json.gz"
+    gz.write_bytes(gzip.compress(runs[0].read_bytes()))
+    assert summarise(load_run(gz)) == summarise(load_run(runs[0]))
+
+
 def test_the_output_never_overwrites_an_input(runs, tmp_path, capsys):
     path = tmp_path / "run.json"
     path.write_text(runs[0].read_text())
