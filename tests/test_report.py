@@ -417,6 +417,7 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
         driver.get(out.as_uri())
         load = time.perf_counter() - t0
         assert driver.title.startswith("tau2-gym report")
+        assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0  # self-contained
         for n, path in enumerate((a, b)):
             exp = expected(json.loads(path.read_text()))
 
