@@ -384,3 +384,31 @@ def test_a_hugging_face_model_can_be_the_agent():
     calls = [m for m in info["simulation_run"]["messages"] if m["role"] == "assistant" and m["tool_calls"]]
     assert calls and calls[0]["tool_calls"][0]["name"] == "create_task"
     assert info["termination_reason"] == "user_stop" and reward == rewards[task_id] == ep.reward == 1.0
+
+
+def test_async_vector_env_overlaps_the_agents_llm_calls():
+    """With an LLM agent, each customer turn waits for the agent's reply: AsyncVectorEnv (one process per slot)
+    makes the slots' agent requests concurrent -- all arrive at the server before the first is answered."""
+    import threading
+    import time
+
+    arrivals, lock = [], threading.Lock()
+    delay = 0.5
+
+    def reply(body, n):
+        with lock:
+            arrivals.append(time.monotonic())
+        return {"delay": delay, "then": "Could you give me your reservation number?"}
+
+    with OpenAIStub(reply) as srv:
+        vec = gym.make_vec("tau2/airline-user-v0", num_envs=2, vectorization_mode="async",
+                           vector_kwargs={"shared_memory": False}, agent=f"openai:agent-m@{srv.base_url}")
+        try:
+            vec.reset(seed=0)
+            obs, reward, term, trunc, info = vec.step(["Hi, I want to change my flight."] * 2)
+        finally:
+            vec.close()
+    assert type(vec).__name__ == "AsyncVectorEnv" and len(arrivals) == 2
+    assert max(arrivals) - min(arrivals) < delay  # overlapping, not one after another
+    assert all(o[-1] == {"role": "user", "content": "Could you give me your reservation number?"} for o in obs)
+    assert not any(term) and not any(trunc)
