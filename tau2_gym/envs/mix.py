@@ -60,8 +60,10 @@ class Mixture:
     succeed equally) the draws follow the base weights; a component at 100% success keeps ``floor / (1 +
     floor)`` of its base share relative to one at 0%.
 
-    One Mixture may be shared by several envs (pass ``mixture=`` to each, e.g. through ``gym.make_vec``): they
-    then draw from and update the same curriculum. Draws use the caller's RNG (the env's ``np_random``).
+    One Mixture may be shared by several envs in one process (pass ``mixture=`` to each, e.g. through
+    ``gym.make_vec``, whose default ``SyncVectorEnv`` shares it): they then draw from and update the same
+    curriculum. An ``AsyncVectorEnv`` gives each process its own copy. Draws use the caller's RNG (the env's
+    ``np_random``).
     """
 
     def __init__(self, domains: Union[Mapping[str, float], Sequence[str]], split: Optional[str] = "base", *,
