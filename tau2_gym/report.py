@@ -643,9 +643,7 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
     out.append("</div></div>")
     if len(runs) > 1:
         out.extend(_flip_table(runs))
-    for r in runs:
-        out.append(_grid(r))
-    out.append("</section>")
+    out.append('<div class="cols">' + "".join(f"<div>{_grid(r)}</div>" for r in runs) + "</div></section>")
     return out
 
 
