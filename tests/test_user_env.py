@@ -21,6 +21,7 @@ from tau2_gym.envs import user_env_id
 from tau2_gym.envs.user_env import UserEnv, resolve_agent, user_view
 from tau2_gym.messages import OUT_OF_SCOPE, STOP, TRANSFER
 from tau2_gym.policies import OpenAIAgentPolicy, ScriptedPolicy
+from tau2_gym.results import json_default
 from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.users.scripted import OracleUser, ScriptedUser
 
@@ -412,3 +413,18 @@ def test_async_vector_env_overlaps_the_agents_llm_calls():
     assert max(arrivals) - min(arrivals) < delay  # overlapping, not one after another
     assert all(o[-1] == {"role": "user", "content": "Could you give me your reservation number?"} for o in obs)
     assert not any(term) and not any(trunc)
+
+
+def test_hostile_customer_actions_end_as_user_error_or_an_error_result_never_raise():
+    from test_guarantees_hostile import HOSTILE
+
+    env = gym.make("tau2/mock-user-v0")
+    for name, action, detail in HOSTILE:
+        env.reset(seed=0)
+        obs, reward, term, trunc, info = env.step(action)
+        if detail is None:  # a well-formed call of a tool the customer does not have: an error result
+            assert not term and obs[-1]["role"] == "tool" and obs[-1]["content"].startswith("Error"), name
+            continue
+        assert (term, trunc, reward, info["termination_reason"]) == (True, False, 0.0, "user_error"), name
+        assert detail in info["error"] and len(info["error"]) < 2_000, name
+        json.dumps(info["simulation_run"], default=json_default)  # the record still serialises
