@@ -393,6 +393,7 @@ class RunSummary:
     skipped: int
     infra: int
     unscored: int
+    nl_unjudged: int  # scored without an NL-assertion judge (reward_info.info.nl.skipped)
     average: Optional[float]
     pass_hat: dict[int, tuple[float, float, float]]  # k -> (value, ci low, ci high)
     terminations: Counter
@@ -452,7 +453,7 @@ def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_
     halluc = Counter(n for s in run.stats for n in s.hallucinated)
     return RunSummary(
         simulations=len(run.sims), scored=tally.scored, skipped=len(run.skipped), infra=tally.infra,
-        unscored=tally.errors, average=tally.average(), pass_hat=pass_hat,
+        unscored=tally.errors, nl_unjudged=tally.nl_skipped, average=tally.average(), pass_hat=pass_hat,
         terminations=Counter(s.termination for s in run.stats),
         tool_calls=sum(s.tool_calls for s in run.stats), tool_errors=sum(s.tool_errors for s in run.stats),
         sims_with_tool_errors=sum(1 for s in run.stats if s.tool_errors),
@@ -594,6 +595,8 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
         row("skipped (unparseable)", "skipped", [str(s.skipped) for s in summaries]),
         row("infrastructure errors", "infra", [str(s.infra) for s in summaries], "left out of the metrics"),
         row("not scored", "unscored", [str(s.unscored) for s in summaries], "no reward_info; left out of the metrics"),
+        row("NL assertions not judged", "nl_unjudged", [str(s.nl_unjudged) for s in summaries],
+            "scored without an NL judge: their NL factor is the no-judge choice (reward_info.info.nl)"),
         row("tool calls", "tool_calls", [str(s.tool_calls) for s in summaries]),
         row("tool errors", "tool_errors", [str(s.tool_errors) for s in summaries], "tool results flagged as errors"),
         row("simulations with tool errors", "sims_with_tool_errors", [str(s.sims_with_tool_errors) for s in summaries]),

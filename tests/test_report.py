@@ -52,9 +52,9 @@ class MixedPolicy(AgentPolicy):
             p.episode_done(episode_id)
 
 
-def mixed_rollout(path: Path, num_tasks: int = 8, num_trials: int = 2, domain: str = "airline") -> Path:
+def mixed_rollout(path: Path, num_tasks: int = 8, num_trials: int = 2, domain: str = "airline", **settings) -> Path:
     collect(None, MixedPolicy(), domain=domain, num_tasks=num_tasks, num_trials=num_trials, output=str(path),
-            progress=False)
+            progress=False, **settings)
     return path
 
 
@@ -314,6 +314,15 @@ def test_openai_format_messages_are_read_like_tau2_ones(runs, tmp_path):
     a, b = load_run(runs[0]).details, load_run(path).details
     strip = lambda d: [[m[0], m[1], m[2]] for m in d["m"]]  # noqa: E731 - role, content, calls
     assert [strip(d) for d in a] == [strip(d) for d in b]
+
+
+def test_simulations_scored_without_an_nl_judge_are_counted(tmp_path):
+    path = mixed_rollout(tmp_path / "retail.json", num_tasks=6, num_trials=1, domain="retail", judge="fail")
+    raw = json.loads(path.read_text())
+    unjudged = sum(1 for s in raw["simulations"] if ((s["reward_info"] or {}).get("info") or {}).get("nl")
+                   and s["reward_info"]["info"]["nl"].get("skipped"))
+    assert unjudged > 0  # retail has NL-judged tasks; the rollout had no judge
+    assert cell(build_report([load_run(path)]), "nl_unjudged") == str(unjudged)
 
 
 def test_gzipped_results_files_report_the_same(runs, tmp_path):
