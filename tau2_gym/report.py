@@ -21,6 +21,7 @@ import html
 import json
 import math
 import os
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
@@ -63,7 +64,7 @@ class _RewardInfo(_Model):
     nl_assertions: Optional[list[dict]] = None
     communicate_checks: Optional[list[dict]] = None
     reward_basis: Optional[list[str]] = None
-    reward_breakdown: Optional[dict[str, float]] = None
+    reward_breakdown: Optional[dict[str, Any]] = None
     info: Optional[dict] = None
 
 
@@ -506,18 +507,27 @@ def flips(runs: Sequence[Run]) -> list[Flip]:
 # ------------------------------------------------------------------------------------ HTML
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Text for HTML (lone surrogates, which UTF-8 cannot hold, become U+FFFD)."""
+    return _SURROGATE.sub("\ufffd", html.escape("" if value is None else str(value), quote=True))
 
 
 def _f(x: Optional[float], digits: int = 4) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def _json_text(data: Any) -> str:
+    """Compact JSON, non-ASCII kept, lone surrogates (valid JSON, not encodable as UTF-8) as escapes."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _script_json(data: Any) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' survives (so neither '</script>' nor '<!--')."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return (_json_text(data).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
@@ -749,8 +759,7 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
         details = [d for r in runs for d in r.details]
         out.append(f'<script type="application/json" id="chunks">{_script_json({"size": CHUNK})}</script>')
         for k in range(0, len(details), CHUNK):
-            data = gzip.compress(json.dumps(details[k:k + CHUNK], ensure_ascii=False, separators=(",", ":"),
-                                            default=str).encode("utf-8"), compresslevel=6, mtime=0)
+            data = gzip.compress(_json_text(details[k:k + CHUNK]).encode("utf-8"), compresslevel=6, mtime=0)
             out.append(f'<script type="application/octet-stream" data-encoding="gzip+base64" id="c{k // CHUNK}">'
                        f'{base64.b64encode(data).decode("ascii")}</script>')
     else:

@@ -214,11 +214,15 @@ def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
     sim["reward_info"]["info"]["db_diff"] = [{"db": "agent", "path": f"users.{HOSTILE}", "kind": "changed",
                                               "gold": HOSTILE, "predicted": {"<b>": "</script>"}}]
     raw["simulations"][1]["task_id"] = HOSTILE
+    raw["simulations"][2]["messages"][0]["content"] = "lone \ud800 surrogate"  # valid JSON, not valid UTF-8
+    raw["simulations"][2]["task_id"] = "\udfff"
     raw["simulations"][1]["termination_reason"] = HOSTILE
     raw["info"]["agent_info"]["implementation"] = HOSTILE
     path = tmp_path / "<b>run&amp;.json"
     path.write_text(json.dumps(raw))
-    page = build_report([load_run(path)])
+    out = tmp_path / "r.html"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
     assert "<script>window.__pwned" not in page and "<img src=x" not in page and "<!--" not in page
     assert "<b>run" not in page and "&lt;b&gt;run&amp;amp;.json" in page
     assert page.count("<script") == len(raw["simulations"]) + 1
@@ -228,6 +232,8 @@ def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
     assert blocks[0]["m"][0][1] == HOSTILE  # the data survives the escaping intact
     assert blocks[0]["m"][-1][2][0] == [HOSTILE, {HOSTILE: HOSTILE}, True]  # name, arguments, hallucinated
     assert blocks[0]["diff"][0]["gold"] == HOSTILE
+    assert blocks[2]["m"][0][1] == "lone \ud800 surrogate" and blocks[2]["task"] == "\udfff"
+    assert "\ufffd" in page  # the task id in the grid
 
 
 def test_two_runs_side_by_side_name_the_tasks_that_flipped(runs, tmp_path):
