@@ -531,6 +531,17 @@ def _script_json(data: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
+def _detail_json(detail: dict, dump: Any) -> str:
+    """A simulation's details as JSON; nesting too deep to encode leaves the facts and a note, not a crash."""
+    try:
+        return dump(detail)
+    except (RecursionError, ValueError) as exc:
+        keep = {k: v for k, v in detail.items() if k not in ("m", "checks", "diff", "breakdown")}
+        keep.update(m=[], checks=[], diff=None, breakdown=None,
+                    error=f"details not shown: {type(exc).__name__} while encoding them ({exc})"[:300])
+        return dump(keep)
+
+
 def _asset(name: str) -> str:
     return resources.files("tau2_gym").joinpath("report_assets", name).read_text(encoding="utf-8")
 
@@ -759,12 +770,13 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
         details = [d for r in runs for d in r.details]
         out.append(f'<script type="application/json" id="chunks">{_script_json({"size": CHUNK})}</script>')
         for k in range(0, len(details), CHUNK):
-            data = gzip.compress(_json_text(details[k:k + CHUNK]).encode("utf-8"), compresslevel=6, mtime=0)
+            text = "[" + ",".join(_detail_json(d, _json_text) for d in details[k:k + CHUNK]) + "]"
+            data = gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
             out.append(f'<script type="application/octet-stream" data-encoding="gzip+base64" id="c{k // CHUNK}">'
                        f'{base64.b64encode(data).decode("ascii")}</script>')
     else:
         for r in runs:
-            out.extend(f'<script type="application/json" id="s{r.first_index + j}">{_script_json(d)}</script>'
+            out.extend(f'<script type="application/json" id="s{r.first_index + j}">{_detail_json(d, _script_json)}</script>'
                        for j, d in enumerate(r.details))
     out.append(f"<script>{script}</script></body></html>")
     return "\n".join(out)

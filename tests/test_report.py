@@ -236,6 +236,33 @@ def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
     assert "\ufffd" in page  # the task id in the grid
 
 
+def test_arguments_nested_too_deep_to_encode_leave_a_note(runs, tmp_path):
+    raw = json.loads(runs[0].read_text())
+    deep: dict = {}
+    node = deep
+    for _ in range(700):  # parses; the details nest arguments a few levels deeper than the file, near the limit
+        node["a"] = {}
+        node = node["a"]
+    raw["simulations"][0]["messages"].append({"role": "assistant", "content": None,
+                                              "tool_calls": [{"id": "d", "name": "x", "arguments": deep}]})
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(raw))
+    import sys
+
+    run = load_run(path)
+    assert not run.skipped
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)  # as if the nesting were deeper than this interpreter's limit
+    try:
+        page = build_report([run], samples=0)
+    finally:
+        sys.setrecursionlimit(limit)
+    blocks = json_blocks(page)
+    assert len(blocks) == len(raw["simulations"])
+    assert blocks[0]["m"] == [] and "RecursionError" in blocks[0]["error"]
+    assert blocks[1]["m"]  # the others are whole
+
+
 def test_two_runs_side_by_side_name_the_tasks_that_flipped(runs, tmp_path):
     raw = json.loads(runs[0].read_text())
     base = tmp_path / "base.json"
