@@ -34,6 +34,7 @@ import sys
 import time
 import traceback
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -651,11 +652,9 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
             wake.set()
             await asyncio.sleep(0)  # scripted episodes never yield by themselves: let the writer in
 
-    def commit(batch: list[dict]) -> None:
-        """Append + fsync (one group per call), then count the episodes as done."""
+    def count(batch: list[dict]) -> None:
+        """The batch is in the log: count its episodes as done."""
         nonlocal ran, failed
-        if log is not None:
-            log.write(batch)
         for run in batch:
             records[_key(run)] = run
             ran += 1
@@ -663,11 +662,41 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
                 failed += 1
             progress.add(run)
 
+    # Appends + fsyncs run on one writer thread, so the event loop keeps serving requests while the disk
+    # syncs (a blocking fsync stalled every episode in flight); a batch counts as done once its write returned.
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tau2-rollout-log") if log is not None else None
+    pending: list[tuple[Any, list[dict]]] = []  # (future of the write, batch) not yet counted
+
+    async def aflush() -> None:
+        if not finished:
+            return
+        batch = finished[:]
+        del finished[:]
+        if writer is None:
+            count(batch)
+            return
+        fut = writer.submit(log.write, batch)
+        pending.append((fut, batch))
+        await asyncio.wrap_future(fut)
+        pending.remove((fut, batch))
+        count(batch)
+
     def flush() -> None:
+        """Synchronous: wait for the write in flight, then write what finished since (shutdown path)."""
+        while pending:
+            fut, batch = pending.pop(0)
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001 - already raised in the loop; these stay undone
+                logger.error("%d finished episode(s) could not be logged: %s", len(batch), exc)
+                continue
+            count(batch)
         if finished:
             batch = finished[:]
             del finished[:]
-            commit(batch)
+            if log is not None:
+                log.write(batch)
+            count(batch)
 
     workers = [asyncio.ensure_future(worker()) for _ in range(min(cfg.concurrency, max(1, len(todo))))]
     all_done = asyncio.gather(*workers)
@@ -676,7 +705,7 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         while not all_done.done():
             await wake.wait()
             wake.clear()
-            flush()  # synchronous: no thread may still be writing when we stop
+            await aflush()
         all_done.result()
     except BaseException:
         interrupted = True
@@ -685,6 +714,8 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         raise
     finally:
         flush()  # episodes that finished meanwhile (also while interrupted) become durable before we leave
+        if writer is not None:
+            writer.shutdown(wait=True)
         if log is not None:
             log.close()
         await _close_loop_clients(policy, user)
