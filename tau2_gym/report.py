@@ -396,7 +396,7 @@ class RunSummary:
     unscored: int
     nl_unjudged: int  # scored without an NL-assertion judge (reward_info.info.nl.skipped)
     average: Optional[float]
-    pass_hat: dict[int, tuple[float, float, float]]  # k -> (value, ci low, ci high)
+    pass_hat: dict[int, tuple[float, float, float]]  # k -> (value, ci low, ci high), for the shown_ks
     terminations: Counter
     tool_calls: int
     tool_errors: int
@@ -430,10 +430,23 @@ def bootstrap_ci(values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
 
 
+MAX_KS_SHOWN = 16
+
+
+def shown_ks(ks: Sequence[int]) -> list[int]:
+    """Every k up to 16; beyond, 1-8, the powers of two and the last (a 200-trial run needs no 200 rows)."""
+    if len(ks) <= MAX_KS_SHOWN:
+        return list(ks)
+    keep = {k for k in ks if k <= 8 or (k & (k - 1)) == 0} | {max(ks)}
+    return [k for k in ks if k in keep]
+
+
 def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> RunSummary:
     tally = run.tally()
     pass_hat: dict[int, tuple[float, float, float]] = {}
-    for k, value in tally.pass_hat().items():
+    values = tally.pass_hat()
+    for k in shown_ks(sorted(values)):
+        value = values[k]
         per_task = [pass_hat_k(len(v), sum(1 for r in v if abs(r - 1.0) <= PASS_TOLERANCE), k)
                     for v in tally.rewards.values()]
         lo, hi = bootstrap_ci(per_task, samples, seed)

@@ -184,6 +184,13 @@ def test_pass_hat_intervals_are_seeded_and_bracket_the_value(runs):
     assert summarise(run, 0).pass_hat[1][1:] == (s1.pass_hat[1][0],) * 2  # no resampling: a point
 
 
+def test_many_trials_show_a_selection_of_k():
+    from tau2_gym.report import shown_ks
+
+    assert shown_ks(range(1, 5)) == [1, 2, 3, 4] and shown_ks(range(1, 17)) == list(range(1, 17))
+    assert shown_ks(range(1, 201)) == [1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 200]
+
+
 def test_component_failures_count_failed_checks_by_basis(runs):
     raw = json.loads(runs[0].read_text())
     s = summarise(load_run(runs[0]))
