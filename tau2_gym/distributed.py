@@ -235,8 +235,9 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
             also be zero-argument factories (needed for LLM clients, which do not pickle). ``concurrency`` is
             the number of episodes in flight *per actor*.
         num_actors: actors to start (each loads the domain once).
-        address: None = use the Ray runtime this process is connected to, else start a local one; ``"auto"``
-            or ``"ray://host:10001"`` = connect to that cluster (``ray.init(address=...)``).
+        address: None = the Ray runtime this process is connected to, else a new local one (shut down at the
+            end); ``"auto"`` or ``"ray://host:10001"`` = connect to that cluster (``ray.init(address=...)``)
+            unless this process is connected already.
         actor_options: ``.options(...)`` of each actor (default ``num_cpus=1``), e.g. ``{"resources":
             {"cpu_node": 1}}`` or a ``runtime_env`` that installs tau2-gym / sets ``TAU2_DATA_DIR`` on the nodes.
         max_actor_restarts: replacements started for dead actors over the run (default: ``num_actors``).
@@ -285,15 +286,22 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
     pool: Optional[_Pool] = None
     try:
         if todo:
-            if address is not None or not ray.is_initialized():
+            if not ray.is_initialized():
                 ray.init(address=None if address in (None, "local") else address, include_dashboard=False,
                          log_to_driver=True, **(init_kwargs or {}))
                 started_ray = True
+            elif address not in (None, "local"):
+                logger.warning("this process is already connected to Ray; address=%r is not used", address)
+            options = {"num_cpus": 1, **(actor_options or {})}
+            cpus = ray.cluster_resources().get("CPU", 0.0)
+            if min(num_actors, len(todo)) * float(options.get("num_cpus") or 0) > cpus:
+                logger.warning("%d actor(s) x num_cpus=%s exceed the cluster's %s CPUs: the rest wait until CPUs "
+                               "free up (or join); for LLM-bound actors pass actor_options={'num_cpus': 0.25}",
+                               min(num_actors, len(todo)), options.get("num_cpus"), cpus)
             actor_cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
                                          "output": None, "progress": False})
             tasks_ref = ray.put(selected)
-            remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency),
-                                                      **{"num_cpus": 1, **(actor_options or {})})
+            remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency), **options)
             restarts = num_actors if max_actor_restarts is None else max_actor_restarts
             pool = _Pool(ray, lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
                          min(num_actors, len(todo)), max(1, cfg.concurrency), restarts)
@@ -364,11 +372,6 @@ def cli_collect(args: Any, config: RolloutConfig, solo: bool) -> RolloutReport:
         import_ray()
     except ImportError as exc:
         raise SystemExit(f"error: --ray: {exc}") from None
-    address = None if args.ray in (None, "local") else args.ray
-    if address is None:
-        import ray
-
-        if not ray.is_initialized():
-            address = "local"  # start a local runtime (and shut it down at the end)
+    address = None if args.ray in (None, "local") else args.ray  # None: the current runtime, else a local one
     return collect_ray(None, partial(build_policy, args, solo), partial(build_user, args, solo), config=config,
                        num_actors=max(1, int(args.ray_actors)), address=address)
