@@ -4,9 +4,10 @@ Upstream tau2-bench has no copy of a live episode (its ``AgentGymEnv`` runs the 
 a branch there is a fresh ``AgentGymEnv`` whose ``reset`` and first ``k`` steps replay the conversation so far.
 That is timed here in the same run, on the same scripts: our oracle agent and oracle user play long airline
 tasks; the recorded agent actions and user replies then drive upstream (its user simulator's LLM call replaced
-by the recorded replies, as in ``bench_env.py``). For scale, also upstream's ``deepcopy`` of its tool
-environment at that point (the DB and toolkits only: not the conversation, which would still need the
-orchestrator rebuilt).
+by the recorded replies, as in ``bench_env.py``). For scale, two partial upstream copies of that point, the DB
+and toolkits only (not the conversation, which would still need the orchestrator rebuilt): a fresh tool
+environment with ``set_state`` replaying the trajectory so far (what upstream's evaluator does), and a
+``deepcopy`` of the live tool environment.
 
 Branching throughput: best-of-n search (:mod:`tau2_gym.search`) on airline with rollouts of depth 5 -- every
 branch = ``clone_env`` + the candidate step + up to 5 policy steps (scripted oracle policy and oracle user, so
@@ -93,6 +94,8 @@ def ours(scripts: list, data_dir) -> dict:
             rebuild_time = median_time(rebuild, repeat=20, warmup=2)
             rebuild()
             base = env.unwrapped
+            item.setdefault("messages", {})[str(k)] = [m.to_dict() for m in base.loop.messages()]
+            item["task"] = base.task.model_dump(mode="json", exclude_unset=True)
             res[f"{item['task_id']}@{k}"] = {
                 "clone": median_time(base.clone, repeat=300, warmup=20),
                 "clone_env": median_time(lambda: clone_env(env), repeat=300, warmup=20),
@@ -124,12 +127,23 @@ UPSTREAM = """
 import copy
 import tau2.user.user_simulator as us
 from tau2.gym.gym_agent import AgentGymEnv
-from tau2.data_model.message import AssistantMessage, ToolCall
+from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from tau2.data_model.tasks import Task
+from tau2.registry import registry
+KINDS = {"assistant": AssistantMessage, "user": UserMessage, "tool": ToolMessage}
 scripts = json.load(open(SCRIPTS))
 points = json.load(open(POINTS))
 res = {}
 for item in scripts:
+    task = Task.model_validate(item["task"])
+    st = task.initial_state
     for k in points[item["task_id"]]:
+        history = [KINDS[m["role"]].model_validate(m) for m in item["messages"][str(k)]]
+        def replay():
+            env = registry.get_env_constructor("airline")()
+            env.set_state(st.initialization_data if st else None, st.initialization_actions if st else None,
+                          history)
+        set_state_time = median_time(replay, repeat=REPEAT, warmup=1)
         times, copies = [], []
         for _ in range(REPEAT):
             it = iter(item["user"])
@@ -150,7 +164,8 @@ for item in scripts:
             copy.deepcopy(inner)
             copies.append(time.perf_counter() - t0)
             env.close() if hasattr(env, "close") else None
-        res[f"{item['task_id']}@{k}"] = {"rebuild": statistics.median(times), "env_deepcopy": statistics.median(copies)}
+        res[f"{item['task_id']}@{k}"] = {"rebuild": statistics.median(times), "env_deepcopy": statistics.median(copies),
+                                         "set_state": set_state_time}
 print(json.dumps(res))
 """
 
@@ -179,7 +194,10 @@ def main() -> None:
         rows.append(("  ours: reset + replay to the point", fmt_time(m["rebuild"]), fmt_time(up and up["rebuild"]),
                      ratio(up and up["rebuild"], m["rebuild"])))
         if up:
-            rows.append(("  upstream: deepcopy of its tool env only", "", fmt_time(up["env_deepcopy"]), ""))
+            rows.append(("  upstream, DB only: fresh tool env + set_state replay", "", fmt_time(up["set_state"]),
+                         ratio(up["set_state"], m["clone"])))
+            rows.append(("  upstream, DB only: deepcopy of the live tool env", "", fmt_time(up["env_deepcopy"]),
+                         ratio(up["env_deepcopy"], m["clone"])))
     print_table("Branching an airline episode: clone() vs upstream's fresh AgentGymEnv + reset + replay to the same "
                 f"point (data: {data_dir or 'default'})", rows)
     br = branching(data_dir)

@@ -432,7 +432,9 @@ class Tau2Env(gym.Env):
         (``np_random`` and the action space's: the clone draws what the original would have drawn), the
         episode's counters (an outer ``TimeLimit``'s limit and steps so far). Shared, read-only: the loaded
         domain (base DBs, tool schemas, policies), the task pool and the task, the config, the judge and the
-        user simulator. Simulators are stateless (:mod:`tau2_gym.users.base`): the user's side of the
+        user simulator; also the episode's ``info["task"]`` / ``info["tools"]`` copies made at ``reset`` (branches
+        of one episode hand out the same ones: a deep copy of a large task costs ~10x the clone; the loaded task
+        that grades is never handed out). Simulators are stateless (:mod:`tau2_gym.users.base`): the user's side of the
         conversation lives in the turn loop, so an LLM user keeps its one client, connection pool and reply
         cache, and the clone's user turns see the clone's own history. Given the same actions (and a
         deterministic user: the oracle, or an LLM at temperature 0 with the episode seed, which the clone
@@ -451,10 +453,6 @@ class Tau2Env(gym.Env):
         if self.loop is not None:
             new.loop = copy_turn_loop(self.loop)
             new.loop.episode_id = episode_id or tl.new_episode_id()
-            # info's per-episode copies of the task and the tools: made on the clone's first info (lazily: most
-            # branches of a search are cheap and short-lived)
-            new._info_task = None
-            new._info_tools = None
         if self._final is not None:
             obs, reward, term, trunc, info = self._final
             new._final = (obs, reward, term, trunc, dict(info))
@@ -669,10 +667,6 @@ class Tau2Env(gym.Env):
     def _info(self) -> dict[str, Any]:
         loop = self.loop
         assert loop is not None
-        if self._info_task is None:  # a clone's first info (see clone)
-            self._info_task = loop.task.model_copy(deep=True)
-        if self._info_tools is None:
-            self._info_tools = json.loads(self._tools_json)
         return {
             "domain": self.config.domain,
             "task_id": loop.task.id,
