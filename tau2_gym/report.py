@@ -281,6 +281,8 @@ class Run:
     stats: list[SimStats]
     details: list[dict]
     skipped: list[str]  # why each unparseable simulation was skipped
+    data_version: str = ""  # info.data_version.name, when the file records it
+    timestamp: str = ""
     first_index: int = 0  # global index of its first simulation in a report (set by build_report)
     number: int = 0  # its position among the report's runs
 
@@ -347,9 +349,11 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
         if isinstance(t, dict) and isinstance(t.get("id"), (str, int)):
             task_ids.append(str(t["id"]))
     num_trials = info.get("num_trials") if isinstance(info.get("num_trials"), int) else 0
+    dv = info.get("data_version")
     run = Run(path=path, label=label or path.name, domain=domain, agent=_who(info.get("agent_info")),
               user=_who(info.get("user_info")), num_trials=num_trials, task_ids=task_ids, sims=[], stats=[],
-              details=[], skipped=[])
+              details=[], skipped=[], data_version=str(dv.get("name") or "") if isinstance(dv, dict) else "",
+              timestamp=str(raw.get("timestamp") or "")[:19])
     seen = set(task_ids)
     for i, s in enumerate(sims_raw):
         try:
@@ -768,9 +772,11 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
             more = f" (first: {r.skipped[0]})"
             skipped = f'<span class="warn">{len(r.skipped)} unparseable simulation(s) skipped{_e(more)}</span>'
         rrows.append(f'<tr><td>{n + 1}</td><td title="{_e(r.path)}">{_e(r.label)}</td><td>{_e(r.domain)}</td>'
+                     f"<td>{_e(r.data_version)}</td><td>{_e(r.timestamp)}</td>"
                      f"<td>{_e(r.agent)}</td><td>{_e(r.user)}</td><td class=\"num\">{r.num_trials}</td>"
                      f'<td class="num">{s.simulations}</td><td data-run="{n}" class="skipped">{skipped}</td></tr>')
-    out.append('<h2>Runs</h2><table class="runs"><thead><tr><th>#</th><th>file</th><th>domain</th><th>agent</th>'
+    out.append('<h2>Runs</h2><table class="runs"><thead><tr><th>#</th><th>file</th><th>domain</th><th>data</th>'
+               '<th>written</th><th>agent</th>'
                '<th>user</th><th class="num">trials</th><th class="num">simulations</th><th>notes</th></tr></thead>'
                f'<tbody>{"".join(rrows)}</tbody></table>')
     by_domain: dict[str, list[int]] = {}
