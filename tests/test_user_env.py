@@ -429,3 +429,21 @@ def test_hostile_customer_actions_end_as_user_error_or_an_error_result_never_rai
         assert (term, trunc, reward, info["termination_reason"]) == (True, False, 0.0, "user_error"), name
         assert detail in info["error"] and len(info["error"]) < 2_000, name
         json.dumps(info["simulation_run"], default=json_default)  # the record still serialises
+
+
+def test_info_tools_are_the_tasks_user_tools_as_the_simulator_is_offered_them():
+    env = gym.make("tau2/banking_knowledge-user-v0", judge="pass")
+    u = env.unwrapped
+    seen = set()
+    kinds = {str(t.user_tools): t for t in u.tasks}  # one task per distinct user-tool subset
+    for task in kinds.values():
+        _, info = env.reset(seed=0, options={"task_id": task.id})
+        names = [t["function"]["name"] for t in info["tools"]]
+        offered = u.loop.user_request().tools
+        assert names == [t["function"]["name"] for t in offered or []]
+        assert set(names) == set(task.user_tools if task.user_tools is not None else names)
+        info["tools"].clear()  # a private copy
+        assert u.loop.user_request().tools == offered
+        seen.add(len(names))
+    assert 0 in seen and len(seen) > 1  # some tasks offer no user tools, others a subset
+    assert len(u.action_space.tools) == len(u.user_tools) > max(seen)  # actions span the whole toolkit

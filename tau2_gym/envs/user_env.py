@@ -211,7 +211,6 @@ class UserEnv(Tau2Env):
         self.user_error_penalty = float(user_error_penalty)
         self.agent_tools: tuple[dict, ...] = self.tools  # the agent env's tools: what the agent may call
         self.user_tools: tuple[dict, ...] = tuple(self.domain.user_tool_schemas()) if self.domain.has_user_tools else ()
-        self._user_tools_json = json.dumps(list(self.user_tools))
         self.action_space = AssistantActionSpace(self.user_tools, parser=cfg.parser, tokenizer=cfg.tokenizer,
                                                  text_probability=0.5 if self.user_tools else 1.0)
         self._agent_calls = 0
@@ -232,7 +231,7 @@ class UserEnv(Tau2Env):
         user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the episode seed (agent and records), as the agent env
         self.task = task
         self._info_task = task.model_copy(deep=True)
-        self._info_tools = json.loads(self._user_tools_json)
+        self._info_tools = self._task_user_tools(task)
         self._info_agent_tools = json.loads(self._tools_json)
         cfg = self.config
         self.loop = tl.TurnLoop(self.domain, task, solo=False, max_steps=cfg.max_steps, max_errors=cfg.max_errors,
@@ -338,6 +337,11 @@ class UserEnv(Tau2Env):
         system = tl.user_system_prompt(self.domain, loop.task, tools is not None)
         return [{"role": "system", "content": system}] + user_view(loop.trajectory)
 
+    def _task_user_tools(self, task: Any) -> list[dict]:
+        """A private copy of the user tool schemas offered for ``task`` (a task may restrict them: upstream's
+        ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""
+        return json.loads(json.dumps(tl.user_tools_for(self.domain, task) or []))
+
     def clone(self, episode_id: Optional[str] = None) -> "UserEnv":
         """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
         as there; a scripted agent's per-episode plan is copied to the clone's episode id, so both branches'
@@ -356,7 +360,7 @@ class UserEnv(Tau2Env):
         if self._info_task is None:  # a clone's first info (see Tau2Env.clone)
             self._info_task = loop.task.model_copy(deep=True)
         if self._info_tools is None:
-            self._info_tools = json.loads(self._user_tools_json)
+            self._info_tools = self._task_user_tools(loop.task)
         if self._info_agent_tools is None:
             self._info_agent_tools = json.loads(self._tools_json)
         return {
