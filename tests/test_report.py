@@ -75,6 +75,8 @@ def runs(tmp_path_factory):
         if body["messages"][-1]["role"] == "tool":
             return "Done. " + HOSTILE
         call = {"id": f"call_{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}
+        if n % 3 == 0:  # some episodes hand over to a human
+            call = {"id": f"call_{n}", "name": "transfer_to_human_agents", "arguments": {"summary": "help"}}
         return {"tool_calls": [call]}
 
     def user_reply(body, n):
@@ -101,11 +103,13 @@ def expected(raw: dict) -> dict:
     per_task = defaultdict(list)
     rewards = []
     terms = Counter()
-    tool_errors = halluc = calls = 0
+    tool_errors = halluc = calls = transfers = 0
     tokens = [0, 0]
     with_usage = 0
     for s in raw["simulations"]:
         terms[s["termination_reason"]] += 1
+        names = [c["name"] for m in s["messages"] for c in m.get("tool_calls") or ()]
+        transfers += "transfer_to_human_agents" in names
         for m in s["messages"]:
             if m["role"] == "tool" and m.get("error"):
                 tool_errors += 1
@@ -122,7 +126,7 @@ def expected(raw: dict) -> dict:
         rewards.append(r)
         per_task[s["task_id"]].append(r)
     out = {"simulations": len(raw["simulations"]), "avg_reward": sum(rewards) / len(rewards), "terms": terms,
-           "tool_errors": tool_errors, "hallucinated": halluc, "tool_calls": calls,
+           "tool_errors": tool_errors, "hallucinated": halluc, "tool_calls": calls, "transfers": transfers,
            "agent_tokens": tokens if with_usage else None}
     max_k = min(raw["info"]["num_trials"], min(len(v) for v in per_task.values()))
     for k in range(1, max_k + 1):
@@ -161,6 +165,7 @@ def test_summary_numbers_are_the_files(runs, tmp_path):
         assert cell(page, "tool_errors", n) == str(exp["tool_errors"])
         assert cell(page, "tool_calls", n) == str(exp["tool_calls"])
         assert cell(page, "hallucinated", n) == str(exp["hallucinated"])
+        assert cell(page, "transfers", n) == str(exp["transfers"])
         for reason, count in exp["terms"].items():
             assert cell(page, f"term:{reason}", n) == str(count)
         ks = [k for k in exp if k.startswith("pass^")]
@@ -171,7 +176,8 @@ def test_summary_numbers_are_the_files(runs, tmp_path):
         assert cell(page, "agent_tokens", n) == ("n/a" if tok is None else f"{tok[0]:,} + {tok[1]:,}")
     exp_a = expected(json.loads(a.read_text()))
     assert exp_a["hallucinated"] > 0 and exp_a["tool_errors"] > 0 and 0 < exp_a["avg_reward"] < 1  # a real mix
-    assert expected(json.loads(b.read_text()))["agent_tokens"][0] > 0  # the stub reports usage
+    exp_b = expected(json.loads(b.read_text()))
+    assert exp_b["agent_tokens"][0] > 0 and exp_b["transfers"] > 0  # the stub reports usage; some hand over
     assert page.count("<script") == len(json_blocks(page)) + 1 == 16 + 6 + 1  # details: one block each; one script
 
 
