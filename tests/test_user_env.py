@@ -447,3 +447,20 @@ def test_info_tools_are_the_tasks_user_tools_as_the_simulator_is_offered_them():
         seen.add(len(names))
     assert 0 in seen and len(seen) > 1  # some tasks offer no user tools, others a subset
     assert len(u.action_space.tools) == len(u.user_tools) > max(seen)  # actions span the whole toolkit
+
+
+def test_scripted_agent_plans_are_dropped_with_their_episodes_and_branches():
+    import gc
+
+    env = gym.make("tau2/telecom-user-v0")
+    plans = env.unwrapped.agent._agents
+    env.reset(seed=0, options={"task_index": 0})
+    env.step("My phone has no service.")
+    assert len(plans) == 1
+    twins = [env.unwrapped.clone() for _ in range(5)]
+    assert len(plans) == 6
+    del twins
+    gc.collect()
+    assert len(plans) == 1  # dropped branches took their plans with them
+    env.step(f"Bye {STOP}")
+    assert plans == {}  # and a finished episode its own

@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import json
 import logging
+import weakref
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
@@ -317,6 +318,7 @@ class UserEnv(Tau2Env):
             done(loop.episode_id)
 
     def _finish(self) -> tuple[Any, float, bool, bool, dict]:
+        self._forget_episode()
         obs, reward, _, _, info = super()._finish()
         reason = self.loop.termination_reason  # type: ignore[union-attr]
         terminated = reason in USER_TERMINAL_REASONS
@@ -352,6 +354,8 @@ class UserEnv(Tau2Env):
             agents = getattr(self.agent, "_agents", None)  # ScriptedPolicy: one agent object per episode id
             if isinstance(agents, dict) and self.loop.episode_id in agents:
                 agents[new.loop.episode_id] = copy.copy(agents[self.loop.episode_id])
+                # a branch dropped mid-episode (tree search drops most) must not leave its plan behind
+                weakref.finalize(new, agents.pop, new.loop.episode_id, None)
         return new
 
     def _info(self) -> dict[str, Any]:
