@@ -92,7 +92,7 @@ class OpenAIUserConfig:
     cache_dir: Optional[str] = field(
         default=None, metadata={"help": "Folder of cached replies (see tau2_gym.usercache): a request seen before at temperature 0 or with a seed is answered from it, without a call."})
     transport: str = field(
-        default="auto", metadata={"help": "HTTP client of the async path: 'aiohttp' (lean, for high concurrency), 'openai' (the SDK), 'auto' (aiohttp when installed). Sync calls use the SDK."})
+        default="auto", metadata={"help": "HTTP client of the async path: 'auto' (a minimal HTTP/1.1 client for http:// endpoints, aiohttp for https when installed, else the SDK), 'aiohttp', 'openai' (the SDK). Sync calls use the SDK."})
     input_cost_per_token: float = field(default=0.0, metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost)."})
     output_cost_per_token: float = field(default=0.0, metadata={"help": "USD per completion token for `cost`."})
 
@@ -241,18 +241,20 @@ class OpenAIUserSimulator(UserSimulator):
         return self._client
 
     async def _loop_state(self) -> tuple[Any, asyncio.Semaphore]:
-        """An async client and a semaphore for the running loop (async clients are loop-bound): the lean
-        aiohttp transport (:mod:`tau2_gym.chat_http`) when installed and ``transport`` allows, else AsyncOpenAI."""
+        """An async client and a semaphore for the running loop (async clients are loop-bound): a lean
+        transport of :mod:`tau2_gym.chat_http` (plain HTTP/1.1 for http:// endpoints, aiohttp when installed)
+        unless ``transport='openai'``, else AsyncOpenAI."""
         loop = asyncio.get_running_loop()
         state = self._per_loop.get(loop)
         if state is None:
             from tau2_gym import chat_http
 
             gate = asyncio.Semaphore(self.config.max_concurrency)
-            if self.config.transport == "aiohttp" or (self.config.transport == "auto" and chat_http.available()):
-                client: Any = chat_http.ChatHTTP(self.config.base_url, self._api_key(), self.config.default_headers,
-                                                 self.config.timeout)
-            else:
+            client: Any = None
+            if self.config.transport != "openai":
+                client = chat_http.make_client(self.config.base_url, self._api_key(), self.config.default_headers,
+                                               self.config.timeout, prefer=self.config.transport)
+            if client is None:
                 client = self._openai.AsyncOpenAI(**self._client_kwargs())
             closer = _close_at_loop_end(client)
             state = (client, gate, closer)
@@ -260,13 +262,10 @@ class OpenAIUserSimulator(UserSimulator):
             await closer.__anext__()  # now asyncio.run's shutdown_asyncgens closes the client with the loop
         return state[0], state[1]
 
-    @staticmethod
-    async def _acreate(client: Any, kwargs: dict[str, Any]) -> Any:
-        from tau2_gym.chat_http import ChatHTTP
-
-        if isinstance(client, ChatHTTP):
-            return await client.create(kwargs)
-        return await client.chat.completions.create(**kwargs)
+    def _acreate(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        if isinstance(client, self._openai.AsyncOpenAI):
+            return client.chat.completions.create(**kwargs)
+        return client.create(kwargs)  # tau2_gym.chat_http: the reply's JSON dict
 
     def close(self) -> None:
         """Release the thread pool and the sync HTTP client (async clients die with their loop)."""
