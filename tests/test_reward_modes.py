@@ -111,6 +111,10 @@ def documented_partial(ri):
         checks = ri[key] or []
         if checks:
             scores[name] = sum(bool(c[field]) for c in checks) / len(checks)
+    if "NL_ASSERTION" in ri["reward_basis"]:  # judged: fraction met; skipped (no judge): the factor counted
+        checks = ri["nl_assertions"] or []
+        scores["NL_ASSERTION"] = (sum(bool(c["met"]) for c in checks) / len(checks) if checks
+                                  else ri["reward_breakdown"]["NL_ASSERTION"])
     return sum(PARTIAL_WEIGHTS[c] * s for c, s in scores.items()) / sum(PARTIAL_WEIGHTS[c] for c in scores)
 
 
@@ -203,3 +207,44 @@ def test_invalid_format_penalty_counts_malformed_actions():
             break
     assert info["termination_reason"] == "agent_error" and count == 5
     check_env(InvalidFormatPenalty(gym.make("tau2/mock-v0").unwrapped), skip_render_check=True)
+
+
+@pytest.mark.parametrize("judge", ["pass", "fail"])
+def test_nl_judged_tasks_strict_and_partial_count_the_nl_factor(judge):
+    """Retail tasks whose basis names NL assertions: strict = the evaluator's ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS
+    with the same judge choice, never above default; partial = the formula with the NL component."""
+    envs = {m: gym.make("tau2/retail-v0", reward_mode=m, task_split=None, judge=judge) for m in REWARD_MODES}
+    tasks = [t for t in envs["default"].unwrapped.tasks if "NL_ASSERTION" in basis(t)][:4]
+    assert tasks
+    for task in tasks:
+        for agent in ("oracle", "skip_last_action"):
+            got = {m: play(envs[m], make_agent(agent), task.id) for m in REWARD_MODES}
+            ri = got["default"][1]["reward_info"]
+            assert got["default"][0][-1] == ri["reward"] == got["strict"][1]["tau2_reward"]
+            env = envs["strict"].unwrapped
+            expected = evaluate_simulation(env.domain, env.loop.task, env.loop.messages(), env.loop.termination_reason,
+                                           judge=env.judge,
+                                           evaluation_type=EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS)
+            assert got["strict"][0][-1] == expected["reward"] <= ri["reward"]
+            if ri["reward_basis"] is not None:
+                assert got["partial"][0][-1] == pytest.approx(documented_partial(ri))
+
+
+def test_vector_env_applies_the_reward_mode_like_single_envs(airline_envs, skipped_read_task):
+    ids = [skipped_read_task, "0", "1"]
+    # NextStep autoreset: a finished sub-env restarts on the next step; only the first endings are compared
+    vec = gym.make_vec("tau2/airline-v0", num_envs=len(ids), reward_mode="partial", task_split=None)
+    obs, infos = vec.reset(options=[{"task_id": t} for t in ids])
+    agents = [SkipFirstReadAgent() for _ in ids]
+    for i, a in enumerate(agents):
+        a.reset(infos["task"][i], {"domain": "airline", "solo": False})
+    final = [None] * len(ids)
+    while any(f is None for f in final):
+        obs, rew, term, trunc, infos = vec.step([a.act() for a in agents])
+        for i in range(len(ids)):
+            if (term[i] or trunc[i]) and final[i] is None:
+                final[i] = (float(rew[i]), float(infos["tau2_reward"][i]))
+    for i, task_id in enumerate(ids):
+        rewards, info = play(airline_envs["partial"], SkipFirstReadAgent(), task_id)
+        assert final[i] == (rewards[-1], info["tau2_reward"])
+    assert any(r != raw for r, raw in final)  # partial differs from the raw reward somewhere
