@@ -112,13 +112,14 @@ def screenshot(out: Path, work: Path) -> None:
     pick = next((i for i, s in enumerate(raw["simulations"])
                  if s["reward_info"] and (s["reward_info"].get("info") or {}).get("db_diff")),
                 next(i for i, s in enumerate(raw["simulations"]) if s["reward_info"]["reward"] < 1))
-    driver = browser(1500, 980)
+    driver = browser(1800, 1050)
     try:
         driver.get(html.resolve().as_uri() + f"#s{pick}")
         WebDriverWait(driver, 10).until(lambda d: d.execute_script(
             "return document.querySelectorAll('#detail .conversation .msg').length") > 0)
         driver.execute_script("for (const d of document.querySelectorAll('#detail details.call')) d.open = true;"
-                              "window.scrollTo(0, 0);")
+                              "document.body.style.margin = '0'; document.getElementById('detail').style.width = '50%';"
+                              "window.scrollTo(0, 0);")  # the summary beside the open simulation
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
     finally:
