@@ -5,6 +5,9 @@ that no test task leaks into training data. Two formats: ``messages`` (TRL's con
 applies the chat template) and ``tokens`` (``input_ids`` + ``assistant_masks``, rendered by
 :meth:`tau2_gym.hf.chat.ChatRenderer.episode_ids` -- the construction the GRPO rollout uses -- so SFT and GRPO
 train on the same token contexts).
+
+The split guard (:func:`training_split`) lives here too, shared by the TRL dataset builder and rollout
+function: training helpers default to ``train`` and refuse ``test`` tasks unless ``allow_test_split=True``.
 """
 
 from __future__ import annotations
