@@ -45,3 +45,19 @@ def ok(result: dict[str, Any]) -> Any:
     if "failed" in result:
         raise AssertionError("reference job failed:\n" + result["failed"])
     return result["ok"]
+
+
+def without_db_diff(reward_info: Any) -> Any:
+    """Our reward_info minus the field-level DB diff (tau2-gym adds it on a failed DB check; upstream has none).
+
+    Asserts the diff is there exactly when the DB check failed, so stripping it cannot hide a missing one."""
+    if not isinstance(reward_info, dict):
+        return reward_info
+    info = reward_info.get("info")
+    failed = (reward_info.get("db_check") or {}).get("db_match") is False
+    has = isinstance(info, dict) and "db_diff" in info
+    assert has == failed, ("db_diff present" if has else "db_diff missing", reward_info.get("db_check"))
+    if not has:
+        return reward_info
+    info = {k: v for k, v in info.items() if k not in ("db_diff", "db_diff_truncated")}
+    return {**reward_info, "info": info}
