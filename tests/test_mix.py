@@ -118,7 +118,8 @@ def test_episodes_are_the_component_envs_episodes():
     u = env.unwrapped
     ref_obs, ref_info = ref.reset(options={"task_id": info["task_id"]})
     assert obs == ref_obs and info["tools"] == ref_info["tools"]
-    assert u.action_space.sample()["tool_calls"][0]["function"]["name"] in {t["function"]["name"] for t in info["tools"]}
+    names = {t["function"]["name"] for t in info["tools"]}
+    assert u.action_space.sample()["tool_calls"][0]["function"]["name"] in names  # the running domain's tools
     while True:
         obs, reward, term, trunc, info = env.step(agent.act(obs, info))
         if term or trunc:
@@ -270,6 +271,10 @@ def test_bad_mixtures_fail_early_with_clear_errors():
         gym.make("tau2/mix-v0", domains=["airline"], task_split="train")
     with pytest.raises(ValueError, match="not mixture components"):
         gym.make("tau2/mix-v0", domains=["airline"], domain_kwargs={"retail": {}})
+    with pytest.raises(TypeError, match="unknown tau2 env argument"):  # at construction, not at a first draw
+        gym.make("tau2/mix-v0", domains=["airline", "retail"], domain_kwargs={"retail": {"max_step": 3}})
+    with pytest.raises(ValueError, match="obs_format"):
+        gym.make("tau2/mix-v0", domains=["airline"], obs_format="tokens")
     with pytest.raises(KeyError, match="not a component"):
         mix().reset(options={"domain": "mock"})
 

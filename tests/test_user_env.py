@@ -193,7 +193,8 @@ def test_a_stop_token_inside_a_tool_call_message_does_not_stop():
 @pytest.mark.parametrize("penalty", [0.0, 0.5])
 def test_unreadable_or_empty_customer_turns_end_as_user_error_terminated_with_the_optional_penalty(penalty):
     env = gym.make("tau2/mock-user-v0", user_error_penalty=penalty)
-    for bad in ('<tool_call>{"name": "check_notifications", "arguments": {</tool_call>', "", None, {"role": "assistant"}):
+    broken = '<tool_call>{"name": "check_notifications", "arguments": {</tool_call>'
+    for bad in (broken, "", None, {"role": "assistant"}):
         env.reset(seed=0)
         obs, reward, term, trunc, info = env.step(bad)
         assert term and not trunc and info["termination_reason"] == "user_error"

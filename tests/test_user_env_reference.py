@@ -4,7 +4,8 @@ The agent's turns (upstream: its LLMAgent with the LLM call replaced; ours: a ca
 actions (upstream gym action strings, read by upstream's ``parse_action_string`` and by our ``parser="tau2"``)
 are the recorded oracle episodes of the agent env (oracle and flawed agents). Both envs must produce the same
 trajectory, termination, reward breakdown and per-step rewards; our text observation equals upstream's
-``all_messages_as_observation=True`` string (but at the end, where upstream's is empty). Skipped without TAU2_REFERENCE_PYTHON.
+``all_messages_as_observation=True`` string (but at the end, where upstream's is empty). Skipped without
+TAU2_REFERENCE_PYTHON.
 """
 
 from __future__ import annotations

@@ -235,6 +235,14 @@ class MixEnv(gym.Env):
             raise ValueError(f"domain_kwargs for {extra}, which are not mixture components ({mixture.keys})")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}")
+        from tau2_gym.envs.config import Tau2EnvConfig
+
+        user_only = {"agent", "agent_parser", "user_error_penalty"} if role == "user" else set()
+        for c in mixture.components:  # bad arguments fail here, not at a component's first draw
+            own = domain_kwargs or {}
+            kw = {**env_kwargs, **dict(own.get(c.domain, {})), **dict(own.get(c.key, {}))}
+            Tau2EnvConfig.from_kwargs(domain=c.domain, task_split=c.split,
+                                      **{k: v for k, v in kw.items() if k not in user_only})
         self.mixture = mixture
         self.role = role
         self.render_mode = render_mode
