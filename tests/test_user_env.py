@@ -18,7 +18,7 @@ from tau2_gym import load_domain
 from tau2_gym.agents import OracleAgent, SkipLastActionAgent
 from tau2_gym.domain import domain_names, get_domain_spec
 from tau2_gym.envs import user_env_id
-from tau2_gym.envs.user_env import UserEnv, resolve_agent, user_view
+from tau2_gym.envs.user_env import resolve_agent, user_view
 from tau2_gym.messages import OUT_OF_SCOPE, STOP, TRANSFER
 from tau2_gym.policies import OpenAIAgentPolicy, ScriptedPolicy
 from tau2_gym.results import json_default
