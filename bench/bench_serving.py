@@ -1,99 +1,263 @@
-"""Rollout throughput against a local OpenAI-compatible stub with a fixed per-call latency.
+"""Rollout throughput against local OpenAI-compatible stub servers: ``tau2-gym rollout`` vs upstream ``tau2 run``.
 
-Agent and user are LLMs behind two stub servers (127.0.0.1) that sleep ``--latency`` seconds per request,
-so the run is server-bound: an episode of ``k`` sequential LLM calls cannot take less than ``k * latency``
-and ``concurrency`` episodes in flight give at most ``concurrency / (k * latency)`` episodes/s. We print
-episodes/s, requests/s and the fraction of that limit (requests/s * latency / concurrency), for each
-concurrency, with no user cache, with a cold cache (filling it) and a warm one (user requests -> 0).
+Agent and user are LLMs behind two stub servers (127.0.0.1, one process each, asyncio with keep-alive:
+``tests/openai_stub.py``'s AsyncOpenAIStub) that wait ``--latency`` seconds per request. The run is then
+server-bound: with ``c`` episodes in flight, each a chain of sequential requests, no client can exceed
+``c / latency`` requests/s -- the limit; we print requests/s and episodes/s as the servers saw them (from the
+first request's arrival to the last reply, so process start-up and the results file are outside) and the
+fraction of the limit. Per concurrency, in one run against the same servers, the same tasks and episodes:
 
-    python bench/bench_serving.py [--latency 0.2] [--concurrency 1 8 32] [--episodes 32]
+- the stub alone, driven by a raw asyncio load generator (the ceiling the servers allow),
+- ``tau2-gym rollout`` (CLI, no user cache), then again with a warm ``--user-cache`` (user requests -> 0),
+- upstream ``tau2 run`` (``TAU2_REFERENCE_PYTHON``'s venv, data from ``TAU2_UPSTREAM_DATA_DIR``), pointed at
+  the same servers the way upstream users do (``openai/`` model, ``api_base``/``api_key`` in the LLM args);
+  skipped with a message when ``TAU2_REFERENCE_PYTHON`` is unset.
+
+    python bench/bench_serving.py [--latency 0.2] [--concurrency 1 32 256] [--min-episodes 10]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import multiprocessing
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import AsyncOpenAIStub  # noqa: E402
 
-from tau2_gym.policies import OpenAIAgentPolicy  # noqa: E402
-from tau2_gym.rollout import collect  # noqa: E402
-from tau2_gym.users.openai_user import OpenAIUserSimulator  # noqa: E402
+# mock tasks both sides run cleanly: the env-assertion task raises in evaluation (both sides), the NL one
+# needs a judge (upstream would call its default judge model)
+EXCLUDED = ("create_task_1_with_env_assertions", "create_task_1_nl_eval")
+
+
+def _stub_process(role: str, latency: float, stop_at: int, conn) -> None:
+    def agent_reply(body, n):
+        return {"delay": latency, "then": "Could you tell me more?"}
+
+    def user_reply(body, n):
+        stop = len(body["messages"]) >= stop_at
+        return {"delay": latency, "then": "###STOP###" if stop else f"Please help me (turn {len(body['messages'])})."}
+
+    with AsyncOpenAIStub(agent_reply if role == "agent" else user_reply) as srv:
+        conn.send(srv.base_url)
+        while True:
+            msg = conn.recv()
+            if msg == "stats":
+                conn.send((srv.count, srv.first, srv.last, srv.peak))
+            elif msg == "reset":
+                srv.count, srv.first, srv.last, srv.peak = 0, 0.0, 0.0, 0
+                conn.send(True)
+            else:
+                return
+
+
+class Servers:
+    """The agent and the user stub, each in its own process (no shared GIL with the client or each other)."""
+
+    def __init__(self, latency: float, stop_at: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conns, self.procs, self.urls = [], [], []
+        for role in ("agent", "user"):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_stub_process, args=(role, latency, stop_at, child), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        self.urls = [c.recv() for c in self.conns]
+
+    def reset(self) -> None:
+        for c in self.conns:
+            c.send("reset")
+            c.recv()
+
+    def stats(self) -> dict:
+        got = []
+        for c in self.conns:
+            c.send("stats")
+            got.append(c.recv())
+        (na, fa, la, pa), (nu, fu, lu, pu) = got
+        firsts = [f for f in (fa, fu) if f]
+        window = (max(la, lu) - min(firsts)) if firsts else float("nan")
+        return {"agent": na, "user": nu, "requests": na + nu, "window": window, "peak": pa + pu}
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.send("stop")
+        for p in self.procs:
+            p.join(5)
+
+
+# ------------------------------------------------------------------------------------------ load generator
+
+
+async def _raw_load(urls: list[str], concurrency: int, chain: int, body: bytes) -> None:
+    """``concurrency`` keep-alive connections, each ``chain`` sequential requests alternating agent/user."""
+
+    async def one(k: int) -> None:
+        conns = []
+        for url in urls:
+            host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+            conns.append(await asyncio.open_connection(host, int(port)))
+        req = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: stub\r\nContent-Type: application/json\r\n"
+               b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        for i in range(chain):
+            reader, writer = conns[(i + k) % len(conns)]
+            writer.write(req)
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))
+            await reader.readexactly(length)
+        for _, writer in conns:
+            writer.close()
+
+    await asyncio.gather(*(one(k) for k in range(concurrency)))
+
+
+# ------------------------------------------------------------------------------------------ the two CLIs
+
+
+def _llm_args(url: str) -> str:
+    return json.dumps({"api_base": url, "api_key": "x", "temperature": 0.0})
+
+
+def _common(urls: list[str], task_ids: list[str], concurrency: int, trials: int) -> list[str]:
+    return ["--domain", "mock", "--task-ids", *task_ids, "--num-trials", str(trials),
+            "--agent", "llm_agent", "--agent-llm", "openai/stub-model", "--agent-llm-args", _llm_args(urls[0]),
+            "--user", "user_simulator", "--user-llm", "openai/stub-model", "--user-llm-args", _llm_args(urls[1]),
+            "--max-concurrency", str(concurrency), "--log-level", "ERROR"]
+
+
+def _count_episodes(path: Path) -> int:
+    if path.is_dir():  # upstream v1.0.1 writes <save_to>/results.json
+        path = path / "results.json"
+    data = json.loads(path.read_text())
+    return sum(1 for s in data.get("simulations", []) if s.get("termination_reason") != "infrastructure_error")
+
+
+def run_ours(urls, task_ids, concurrency, trials, out: Path, cache: str | None) -> int:
+    cmd = [sys.executable, "-c", "import sys; from tau2_gym.cli import main; sys.exit(main())", "rollout",
+           *_common(urls, task_ids, concurrency, trials), "--output", str(out), "--no-progress"]
+    if cache:
+        cmd += ["--user-cache", cache]
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        sys.exit(f"tau2-gym rollout failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return _count_episodes(out)
+
+
+def run_upstream(ref_python: str, data_dir: str, urls, task_ids, concurrency, trials, out: Path) -> int:
+    tau2 = Path(ref_python).parent / "tau2"
+    cmd = [str(tau2), "run", *_common(urls, task_ids, concurrency, trials), "--save-to", str(out)]
+    env = {**os.environ, "TAU2_DATA_DIR": data_dir}
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=out.parent)
+    if done.returncode != 0:
+        sys.exit(f"tau2 run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return _count_episodes(out)
+
+
+# ------------------------------------------------------------------------------------------ main
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latency", type=float, default=0.2, help="seconds per LLM request (default: 0.2)")
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--episodes", type=int, default=20,
-                    help="episodes per measurement, at least 4 x concurrency (mock tasks x trials)")
-    ap.add_argument("--user-turns", type=int, default=3, help="user replies before the user stops")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 256])
+    ap.add_argument("--min-episodes", type=int, default=10,
+                    help="episodes per measurement: max(this, --per-slot x concurrency) (default: 10)")
+    ap.add_argument("--per-slot", type=int, default=8,
+                    help="episodes per concurrency slot: the partly filled last wave weighs 1/this (default: 8)")
+    ap.add_argument("--user-turns", type=int, default=3, help="user replies before the user stops (default: 3)")
+    ap.add_argument("--no-upstream", action="store_true", help="skip upstream even when TAU2_REFERENCE_PYTHON is set")
     args = ap.parse_args()
     lat = args.latency
-    stop_at = 2 * args.user_turns + 1
+    ref_python = None if args.no_upstream else os.environ.get("TAU2_REFERENCE_PYTHON")
+    data_dir = os.environ.get("TAU2_UPSTREAM_DATA_DIR") or os.environ.get("TAU2_DATA_DIR")
+    if ref_python and not data_dir:
+        sys.exit("TAU2_REFERENCE_PYTHON is set: also set TAU2_UPSTREAM_DATA_DIR to upstream's data/ folder")
 
-    ctx = multiprocessing.get_context("fork")
-    counts = ctx.Array("i", 2)  # agent, user requests (the servers live in a child process: no shared GIL)
-    parent, child = ctx.Pipe()
-    server = ctx.Process(target=_serve, args=(lat, stop_at, counts, child), daemon=True)
-    server.start()
-    agent_url, user_url = parent.recv()
-    print(f"latency {lat * 1000:.0f} ms per request; mock domain; agent and user both LLM stubs (own process)")
-    print(f"{'concurrency':>11} {'user cache':>10} {'episodes':>8} {'wall s':>7} {'eps/s':>7} {'req/s':>7} "
-          f"{'user req':>8} {'% of limit':>10}")
-    with tempfile.TemporaryDirectory() as tmp:
-        for conc in args.concurrency:
-            cache = os.path.join(tmp, f"cache{conc}")
-            for mode in ("off", "cold", "warm"):
-                policy = OpenAIAgentPolicy(model="stub-model", base_url=agent_url, max_concurrency=conc,
-                                           max_retries=0)
-                user = OpenAIUserSimulator(model="stub-model", base_url=user_url, max_concurrency=conc,
-                                           max_retries=0, cache_dir=None if mode == "off" else cache)
-                a0, u0 = counts[0], counts[1]
-                t0 = time.perf_counter()
-                # enough episodes that the last, partly filled wave does not dominate; mock has 10 tasks
-                trials = max(1, -(-max(args.episodes, 4 * conc) // 10))
-                report = collect(None, policy, user, domain="mock", task_split=None, num_trials=trials,
-                                 concurrency=conc, progress=False, max_retries=0, evaluate=False)
-                wall = time.perf_counter() - t0
-                policy.close()
-                user.close()
-                n = len(report.simulations)
-                failed = report.failed
-                areq, ureq = counts[0] - a0, counts[1] - u0
-                rps = (areq + ureq) / wall
-                # server-bound limit: `conc` sequential request chains, each request `lat` seconds
-                frac = rps * lat / conc
-                print(f"{conc:>11} {mode:>10} {n:>8} {wall:>7.2f} {n / wall:>7.2f} {rps:>7.1f} {ureq:>8} "
-                      f"{100 * frac:>9.1f}%" + (f"  ({failed} failed)" if failed else ""))
-    parent.send("stop")
-    server.join(5)
+    from tau2_gym import load_domain
+
+    task_ids = [t.id for t in load_domain("mock").tasks(None, "base") if t.id not in EXCLUDED]
+    servers = Servers(lat, stop_at=2 * args.user_turns + 1)
+    print(f"latency {lat * 1000:.0f} ms per request; mock domain, {len(task_ids)} tasks; agent and user LLM stubs "
+          f"(one process each); limit = concurrency / latency")
+    if not ref_python:
+        print("upstream: skipped (set TAU2_REFERENCE_PYTHON=/path/to/venv/bin/python and TAU2_UPSTREAM_DATA_DIR "
+              "to measure tau2 run on the same servers)")
+    rows = []
+    body = json.dumps({"model": "stub-model", "messages": [{"role": "user", "content": "x" * 2000}] * 6}).encode()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for conc in args.concurrency:
+                trials = -(-max(args.min_episodes, args.per_slot * conc) // len(task_ids))
+                episodes = trials * len(task_ids)
+                row = {"c": conc, "limit": conc / lat, "episodes": episodes}
+
+                def measure(name, fn):
+                    servers.reset()
+                    n = fn()
+                    st = servers.stats()
+                    row[name] = {"eps": n / st["window"], "rps": st["requests"] / st["window"],
+                                 "frac": st["requests"] / st["window"] / (conc / lat), "user": st["user"],
+                                 "req_per_ep": st["requests"] / max(1, n), "n": n}
+
+                chain = max(8, round(episodes * 7 / conc))
+                measure("stub", lambda: asyncio.run(_raw_load(servers.urls, conc, chain, body)) or 0)
+                measure("ours", lambda: run_ours(servers.urls, task_ids, conc, trials,
+                                                 Path(tmp) / f"ours{conc}.json", None))
+                cache = os.path.join(tmp, f"cache{conc}")
+                run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"cold{conc}.json", cache)
+                measure("warm", lambda: run_ours(servers.urls, task_ids, conc, trials,
+                                                 Path(tmp) / f"warm{conc}.json", cache))
+                if ref_python:
+                    measure("upstream", lambda: run_upstream(ref_python, data_dir, servers.urls, task_ids, conc,
+                                                             trials, Path(tmp) / f"up{conc}.json"))
+                rows.append(row)
+                _print_row(row)
+    finally:
+        servers.close()
+    print()
+    _print_table(rows)
 
 
-def _serve(lat: float, stop_at: int, counts, conn) -> None:
-    def count(i: int) -> None:
-        with counts.get_lock():
-            counts[i] += 1
+def _print_row(row: dict) -> None:
+    parts = [f"c={row['c']}: {row['episodes']} episodes"]
+    for name in ("stub", "ours", "warm", "upstream"):
+        m = row.get(name)
+        if m:
+            parts.append(f"{name} {m['rps']:.1f} req/s ({100 * m['frac']:.1f}%)"
+                         + (f", {m['eps']:.2f} eps/s, {m['req_per_ep']:.2f} req/ep, {m['user']} user req"
+                            if name != "stub" else ""))
+    print("; ".join(parts), flush=True)
 
-    def agent_reply(body, n):
-        count(0)
-        return {"delay": lat, "then": "Could you tell me more?"}
 
-    def user_reply(body, n):
-        count(1)
-        text = "###STOP###" if len(body["messages"]) >= stop_at else f"Please help me (turn {len(body['messages'])})."
-        return {"delay": lat, "then": text}
+def _print_table(rows: list[dict]) -> None:
+    def cell(m, key, fmt):
+        return format(m[key], fmt) if m else "-"
 
-    with OpenAIStub(agent_reply) as agent_srv, OpenAIStub(user_reply) as user_srv:
-        conn.send((agent_srv.base_url, user_srv.base_url))
-        conn.recv()
+    def pct(m):
+        return f"{100 * m['frac']:.1f}%" if m else "-"
+
+    cols = ["concurrency", "limit req/s", "stub alone", "ours eps/s", "ours req/s", "ours % limit", "upstream eps/s",
+            "upstream req/s", "upstream % limit", "ours warm cache eps/s (user req)"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "|".join("-" * (len(c) + 1) + ":" for c in cols) + "|")
+    for r in rows:
+        o, u, w, s = r.get("ours"), r.get("upstream"), r.get("warm"), r.get("stub")
+        cells = [str(r["c"]), f"{r['limit']:.1f}", pct(s), cell(o, "eps", ".2f"), cell(o, "rps", ".1f"), pct(o),
+                 cell(u, "eps", ".2f"), cell(u, "rps", ".1f"), pct(u), f"{w['eps']:.2f} ({w['user']})" if w else "-"]
+        print("| " + " | ".join(c.rjust(len(h)) for c, h in zip(cells, cols)) + " |")
 
 
 if __name__ == "__main__":
