@@ -113,13 +113,17 @@ def branching(data_dir) -> dict:
     policy = oracle_policy(0.0)
     out = {}
     for task_id in TASKS:
-        best_of_n(env, policy, n=N, depth=DEPTH, seed=0, options={"task_id": task_id})  # warm caches
-        runs = [best_of_n(env, policy, n=N, depth=DEPTH, seed=s, options={"task_id": task_id}) for s in range(3)]
-        branches = sum(r.branches for r in runs)
-        seconds = sum(r.seconds for r in runs)
-        out[task_id] = {"branches_per_second": branches / seconds, "steps_per_branch":
-                        sum(r.branch_steps for r in runs) / branches, "clone_share":
-                        sum(r.clone_seconds for r in runs) / seconds, "reward": runs[0].reward}
+        for label, kwargs in (("", {}), (", value=None", {"value": None})):
+            # default value: a branch still running after `depth` turns is scored as if the customer hung up
+            # (one evaluation per such branch); value=None skips that (those branches tie)
+            best_of_n(env, policy, n=N, depth=DEPTH, seed=0, options={"task_id": task_id}, **kwargs)  # warm caches
+            runs = [best_of_n(env, policy, n=N, depth=DEPTH, seed=s, options={"task_id": task_id}, **kwargs)
+                    for s in range(3)]
+            branches = sum(r.branches for r in runs)
+            seconds = sum(r.seconds for r in runs)
+            out[task_id + label] = {"branches_per_second": branches / seconds, "steps_per_branch":
+                                    sum(r.branch_steps for r in runs) / branches, "clone_share":
+                                    sum(r.clone_seconds for r in runs) / seconds, "reward": runs[0].reward}
     return out
 
 
