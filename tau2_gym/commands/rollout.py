@@ -132,7 +132,7 @@ def _json_arg(text: str, flag: str) -> dict:
 
 
 def _llm_settings(model: str, args: dict, base_url: Optional[str], key_env: str, retries: Optional[int],
-                  timeout: float) -> dict[str, Any]:
+                  timeout: float, flag: str = "--llm-args") -> dict[str, Any]:
     """OpenAI client config fields from tau2-style LLM args (temperature etc. known; the rest passed through)."""
     args = dict(args)
     # tau2 run points litellm at a server through llm-args; litellm strips the `openai/` provider prefix.
@@ -141,6 +141,12 @@ def _llm_settings(model: str, args: dict, base_url: Optional[str], key_env: str,
     api_key = args.pop("api_key", None)
     if model.startswith("openai/"):
         model = model[len("openai/"):]
+    from tau2_gym.llm_params import model_family, tau2_run_args
+
+    args, dropped = tau2_run_args(model, args)  # what tau2 run's litellm (drop_params=True) would send
+    if dropped:
+        print(f"note: {flag} {sorted(dropped)} not sent to {model!r}: tau2 run's litellm drops them for the "
+              f"{model_family(model)!r} model family (see tau2_gym.llm_params)", file=sys.stderr)
     out: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, "api_key_env": key_env, "timeout": timeout,
                            "temperature": args.pop("temperature", None)}
     for name in ("top_p", "max_tokens", "seed"):
@@ -160,7 +166,7 @@ def build_policy(args: argparse.Namespace, solo: bool) -> Any:
     if args.agent in LLM_AGENTS:
         settings = _llm_settings(args.agent_llm, _json_arg(args.agent_llm_args, "--agent-llm-args"),
                                  args.agent_base_url, args.agent_api_key_env, args.request_retries,
-                                 args.request_timeout)
+                                 args.request_timeout, "--agent-llm-args")
         settings["max_concurrency"] = max(1, args.max_concurrency)
         settings["capture_tokens"] = args.capture_tokens
         return OpenAIAgentPolicy(OpenAIAgentConfig(**settings))
@@ -179,7 +185,7 @@ def build_user(args: argparse.Namespace, solo: bool) -> Any:
 
         settings = _llm_settings(args.user_llm, _json_arg(args.user_llm_args, "--user-llm-args"),
                                  args.user_base_url, args.user_api_key_env, args.request_retries,
-                                 args.request_timeout)
+                                 args.request_timeout, "--user-llm-args")
         settings["max_concurrency"] = max(1, args.max_concurrency)
         settings["cache_dir"] = args.user_cache
         return OpenAIUserSimulator(OpenAIUserConfig(**settings))
