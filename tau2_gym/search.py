@@ -270,15 +270,19 @@ class HFTurnPolicy:
     parsed as :class:`~tau2_gym.hf.policy.PolicyRunner` does (chat template with the env's tools; Hermes/Qwen,
     JSON or the tokenizer's own tool-call format). Sampling is seeded from the ``rng`` it is given
     (``torch.manual_seed``: torch's global generator), so a search with it is reproducible from its seed.
-    ``generation``: :class:`~tau2_gym.hf.generation.HFGenerator` arguments (``temperature``, ``top_p``, ...).
+    ``generation``: :class:`~tau2_gym.hf.generation.HFGenerator` arguments (``temperature``, ``top_p``, ...);
+    or pass any :class:`~tau2_gym.hf.generation.Generator` backend as ``generator=`` (``model`` is then unused).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 256, parser: Any = "auto",
-                 **generation: Any) -> None:
-        from tau2_gym.hf.policy import hf_runner
+                 generator: Any = None, **generation: Any) -> None:
+        from tau2_gym.hf.policy import PolicyRunner, hf_runner
 
-        generation.setdefault("do_sample", True)
-        self.runner = hf_runner(model, tokenizer, max_new_tokens=max_new_tokens, parser=parser, **generation)
+        if generator is not None:
+            self.runner = PolicyRunner(generator, tokenizer, parser=parser, max_new_tokens=max_new_tokens)
+        else:
+            generation.setdefault("do_sample", True)
+            self.runner = hf_runner(model, tokenizer, max_new_tokens=max_new_tokens, parser=parser, **generation)
 
     def __call__(self, observation: Any, info: dict[str, Any], rng: np.random.Generator) -> Any:
         import torch
@@ -289,7 +293,8 @@ class HFTurnPolicy:
         tools = list(info.get("tools") or [])
         context = runner.renderer.prompt_ids(observation, tools)
         torch.manual_seed(int(rng.integers(0, 2**63 - 1)))
-        generation = runner.generator.generate([context], [runner.max_new_tokens])[0]
+        with runner.generator.session():
+            generation = runner.generator.generate([context], [runner.max_new_tokens])[0]
         tokens = list(generation.token_ids)
         if tokens and tokens[-1] in runner.generator.stop_ids:
             tokens = tokens[:-1]

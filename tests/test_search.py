@@ -94,18 +94,33 @@ def test_branch_score_counts_the_checks_that_passed():
     assert branch_score(1.0, {"reward_info": None}) == (1.0, 0.0)
 
 
-def test_hf_policy_samples_reproducibly_in_a_search():
+def test_hf_policy_in_a_search_parses_its_turns_and_samples_reproducibly():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from hfutil import tiny
+    from hfutil import ForceScript, oracle_scripts, set_threads, tiny
 
+    from tau2_gym.hf.chat import ChatRenderer
+    from tau2_gym.hf.generation import HFGenerator
     from tau2_gym.search import HFTurnPolicy
 
+    set_threads()
     model, tok = tiny()
+    make = lambda: gym.make("tau2/mock-v0")  # noqa: E731
+    # the tiny model forced to write the oracle's turns as template text: the policy's rendering, generation
+    # and tool-call parsing carry them to the env, and the searched episode is solved
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    scripts, base, rewards = oracle_scripts(renderer, make, ["create_task_1"])
+    forced = HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)])
+    res = best_of_n(make(), HFTurnPolicy(None, tok, generator=forced, max_new_tokens=200), n=2, seed=0,
+                    options={"task_id": "create_task_1"})
+    assert res.reward == rewards["create_task_1"] == 1.0
+    assert res.actions[0]["tool_calls"][0]["function"]["name"] == "create_task"
+
+    # sampling: the same seed gives the same candidates, different branches different ones
     policy = HFTurnPolicy(model, tok, max_new_tokens=8, temperature=1.0)
-    env = gym.make("tau2/mock-v0")
+    env = make()
     obs, info = env.reset(seed=0, options={"task_id": "create_task_1"})
     a = search_turn(env, obs, info, policy, n=2, depth=1, seed=3)
     b = search_turn(env, obs, info, policy, n=2, depth=1, seed=3)
     assert a.candidates == b.candidates and a.scores == b.scores
-    assert a.candidates[0] != a.candidates[1]  # different branch generators, different samples
+    assert a.candidates[0] != a.candidates[1]
