@@ -72,6 +72,14 @@ class SearchResult:
     seconds: float = 0.0  # wall time of the whole search
 
     @property
+    def simulation_run(self) -> Optional[dict[str, Any]]:
+        """The searched episode's trajectory as a tau2 ``SimulationRun`` dict (saveable, re-scorable)."""
+        from tau2_gym.records import as_dict
+
+        run = self.info.get("simulation_run")
+        return None if run is None else as_dict(run)
+
+    @property
     def branches_per_second(self) -> float:
         return self.branches / self.seconds if self.seconds > 0 else 0.0
 

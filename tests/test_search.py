@@ -40,7 +40,7 @@ def test_best_of_n_beats_the_weak_policy_it_searches_with():
     assert any(t.chosen != 0 for t in res.turns)  # the search did overrule the first sample somewhere
     # the env ends holding the searched episode, whose actions are the chosen candidates
     run = env.unwrapped.simulation_run()
-    assert run["reward_info"]["reward"] == res.reward
+    assert run["reward_info"]["reward"] == res.reward and res.simulation_run == run
     assert [t.action for t in res.turns] == res.actions
     # the oracle's own plan (epsilon 0) solves it: the search's winners are its steps
     assert _play(env, oracle_policy(0.0), 0) == 1.0
