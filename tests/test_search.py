@@ -38,9 +38,9 @@ def test_best_of_n_beats_the_weak_policy_it_searches_with():
     assert res.terminated and res.info["termination_reason"] == "user_stop"
     assert res.branches == 4 * len(res.turns) and res.branch_steps >= res.branches
     assert any(t.chosen != 0 for t in res.turns)  # the search did overrule the first sample somewhere
-    # the env ends holding the searched episode, whose actions are the chosen candidates
+    # the env ends holding the (last) searched episode, whose actions are the chosen candidates
     run = env.unwrapped.simulation_run()
-    assert run["reward_info"]["reward"] == res.reward and res.simulation_run == run
+    assert run["reward_info"]["reward"] == searched[-1].reward and searched[-1].simulation_run == run
     assert [t.action for t in res.turns] == res.actions
     # the oracle's own plan (epsilon 0) solves it: the search's winners are its steps
     assert _play(env, oracle_policy(0.0), 0) == 1.0
