@@ -115,9 +115,12 @@ def test_two_actors_give_the_single_process_episodes_and_rewards(tmp_path):
     saved = json.loads(out.read_text())
     assert _stable(saved["info"]) == _stable(single.results["info"])
     assert [t["id"] for t in saved["tasks"]] == [str(t) for t in range(8)]
-    # and the single-process collector resumes it: nothing left to run
+    # each collector resumes the other's output: nothing left to run (and no actor is started for nothing)
     again = collect(None, "oracle", None, output=str(out), **AIRLINE)
     assert again.ran == 0 and again.resumed == 16
+    again = collect_ray(None, "oracle", None, output=str(single.output), on_pool=pytest.fail, **AIRLINE)
+    assert again.ran == 0 and again.resumed == 16
+    assert [r["id"] for r in again.simulations] == [r["id"] for r in single.simulations]
 
 
 def test_a_killed_actor_loses_and_duplicates_nothing(tmp_path, single_process):
