@@ -122,10 +122,6 @@ class EpisodeActor:
         """The episode's SimulationRun record (``_Runner.run_episode``: retries inside, never raises)."""
         return await self.runner.run_episode(self.tasks[task_id], trial, seed)
 
-    def close(self) -> None:
-        for obj in (self.policy, self.user):
-            _close(obj)
-
 
 # ------------------------------------------------------------------------------------------ the driver
 
@@ -223,6 +219,16 @@ class _Pool:
         self.actors.clear()
 
 
+def _check_picklable(ray: Any, obj: Any, name: str) -> None:
+    """Fail before any actor starts if ``obj`` cannot travel to one, saying what to pass instead."""
+    try:
+        ray.cloudpickle.dumps(obj)
+    except Exception as exc:  # noqa: BLE001 - any pickling failure gets the same advice
+        raise TypeError(f"the {name} ({type(obj).__name__}) cannot be sent to Ray actors ({type(exc).__name__}: "
+                        f"{exc}); pass a zero-argument factory instead, e.g. functools.partial("
+                        f"{type(obj).__name__}, config), so that each actor builds its own") from None
+
+
 def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
                 config: Optional[RolloutConfig] = None, num_actors: int = 2, address: Optional[str] = None,
                 actor_options: Optional[dict] = None, max_actor_restarts: Optional[int] = None,
@@ -298,6 +304,8 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
                 logger.warning("%d actor(s) x num_cpus=%s exceed the cluster's %s CPUs: the rest wait until CPUs "
                                "free up (or join); for LLM-bound actors pass actor_options={'num_cpus': 0.25}",
                                min(num_actors, len(todo)), options.get("num_cpus"), cpus)
+            for obj, name in ((policy, "policy"), (user, "user simulator"), (cfg.judge, "judge")):
+                _check_picklable(ray, obj, name)
             actor_cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
                                          "output": None, "progress": False})
             tasks_ref = ray.put(selected)

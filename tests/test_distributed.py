@@ -188,3 +188,16 @@ def test_cli_without_ray_names_the_extra(tmp_path, monkeypatch):
         main(["rollout", "--agent", "oracle", "--user", "oracle", "--num-tasks", "1", "--no-progress",
               "--output", str(tmp_path / "x.json"), "--ray"])
     assert not (tmp_path / "x.jsonl").exists()  # refused before anything ran
+
+
+def test_an_unpicklable_llm_client_is_refused_with_the_factory_advice(tmp_path):
+    import threading as th
+
+    class Held(SlowOracle):
+        def __init__(self):
+            super().__init__()
+            self.lock = th.Lock()  # as an LLM client's
+
+    with pytest.raises(TypeError, match=r"zero-argument factory"):
+        collect_ray(None, Held(), None, output=str(tmp_path / "x.json"), **RUN)
+    assert not json.loads((tmp_path / "x.json").read_text())["simulations"]
