@@ -528,6 +528,9 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
         assert f"agent: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens" in detail.text
         path = artifacts_dir(tmp_path) / "report.png"
         assert driver.save_screenshot(str(path)) and path.stat().st_size > 10_000
+        print(f"screenshot: {path}")
+        detail.find_element(By.CSS_SELECTOR, "a.close").click()
+        WebDriverWait(driver, 5).until(lambda d: not d.find_element(By.ID, "detail").is_displayed())
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
         assert load < 10

@@ -58,6 +58,11 @@
                                         " \u00b7 " + d.run));
     var close = add(head, el("a", "close", "\u00d7"));
     close.href = "#"; close.title = "close";
+    close.addEventListener("click", function (ev) {  // close without jumping to the top of the page
+      ev.preventDefault();
+      history.pushState(null, "", location.pathname + location.search);
+      route();
+    });
     var facts = [["reward", d.reward === null ? "not scored" : fmt(d.reward)], ["termination", d.term],
                  ["simulation id", d.id], ["seed", d.seed], ["duration (s)", d.dur === null ? "" : fmt(d.dur)],
                  ["messages", d.m.length]];
