@@ -126,13 +126,20 @@ def reward_if_stopped(env: Any) -> Score:
 
 def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy, *, n: int = 4,
                 depth: Optional[int] = None, seed: Any = 0, value: Optional[Callable[[Any], Score]] = reward_if_stopped,
-                max_branch_turns: int = 200, timing: Optional[dict[str, float]] = None) -> TurnSearch:
+                max_branch_turns: int = 200, timing: Optional[dict[str, float]] = None,
+                vector: Any = None) -> TurnSearch:
     """Try ``n`` sampled actions at the current agent turn of ``env`` (which is left as it is).
 
     Branch ``j`` is a clone of ``env`` that takes candidate ``j`` (sampled by ``policy`` with the generator
     ``default_rng([*seed, j])``) and then plays on with the same policy and generator for up to ``depth``
     further agent turns (None: to the end, at most ``max_branch_turns``); a branch still running then is scored
     by ``value`` (module docstring). Returns the record of the turn; its ``action`` is the best candidate.
+
+    ``vector``: a :class:`~tau2_gym.vector.Tau2VectorEnv` with at least ``n`` sub-envs and ``env``'s user
+    simulator (``user=vec.user``): the branches then run in its sub-envs ``0..n-1`` in lockstep, every round's
+    user turns answered in one batch (an LLM user's requests go out together). Same draws, same branches:
+    with a deterministic user the result equals the one-by-one search's. ``env``'s wrappers other than a
+    ``TimeLimit`` (which the env applies itself) do not act on vector branches.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
@@ -140,15 +147,38 @@ def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy
         raise ValueError(f"depth must be >= 0 or None; got {depth}")
     seed_words = list(seed) if isinstance(seed, (list, tuple)) else [int(seed)]
     limit = max_branch_turns if depth is None else min(depth, max_branch_turns)
-    candidates: list[Any] = []
+    rngs = [np.random.default_rng([*seed_words, j]) for j in range(n)]
+    run = _branches_in_vector if vector is not None else _branches_one_by_one
+    candidates, ends, steps = run(env, observation, info, policy, rngs, limit, timing, vector)
     scores: list[Score] = []
-    steps = finished = 0
-    for j in range(n):
-        rng = np.random.default_rng([*seed_words, j])
-        t0 = time.perf_counter()
-        branch = clone_env(env)
-        if timing is not None:
-            timing["clone"] = timing.get("clone", 0.0) + time.perf_counter() - t0
+    finished = 0
+    for reward, done, binfo, branch in ends:
+        if done:
+            finished += 1
+            scores.append(branch_score(reward, binfo))
+        else:
+            scores.append(value(branch) if value is not None else UNKNOWN)  # None: all cut-off branches tie
+        if vector is None:
+            branch.close()
+    chosen = max(range(n), key=lambda j: (scores[j], -j))
+    return TurnSearch(turn=-1, candidates=candidates, scores=scores, chosen=chosen, branch_steps=steps,
+                      finished=finished)
+
+
+def _timed_clone(make: Callable[[], Any], timing: Optional[dict[str, float]]) -> Any:
+    t0 = time.perf_counter()
+    out = make()
+    if timing is not None:
+        timing["clone"] = timing.get("clone", 0.0) + time.perf_counter() - t0
+    return out
+
+
+def _branches_one_by_one(env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int,
+                         timing: Optional[dict], vector: Any) -> tuple[list, list, int]:
+    """Each branch cloned (with its wrappers) and played to its end or cut-off before the next one starts."""
+    candidates, ends, steps = [], [], 0
+    for rng in rngs:
+        branch = _timed_clone(lambda: clone_env(env), timing)
         action = policy(observation, info, rng)
         candidates.append(action)
         obs, reward, term, trunc, binfo = branch.step(action)
@@ -158,24 +188,39 @@ def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy
             obs, reward, term, trunc, binfo = branch.step(policy(obs, binfo, rng))
             steps += 1
             turns += 1
-        if term or trunc:
-            finished += 1
-            scores.append(branch_score(reward, binfo))
-        else:
-            scores.append(value(branch) if value is not None else UNKNOWN)  # None: all cut-off branches tie
-        branch.close()
-    chosen = max(range(n), key=lambda j: (scores[j], -j))
-    return TurnSearch(turn=-1, candidates=candidates, scores=scores, chosen=chosen, branch_steps=steps,
-                      finished=finished)
+        ends.append((reward, term or trunc, binfo, branch))
+    return candidates, ends, steps
+
+
+def _branches_in_vector(env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int,
+                        timing: Optional[dict], vector: Any) -> tuple[list, list, int]:
+    """All branches in sub-envs of ``vector``, stepped together (user turns batched per round)."""
+    n = len(rngs)
+    if vector.num_envs < n:
+        raise ValueError(f"vector= has {vector.num_envs} sub-envs; the search needs n={n}")
+    for j in range(n):
+        _timed_clone(lambda j=j: vector.set_slot(j, env), timing)
+    candidates = [policy(observation, info, rngs[j]) for j in range(n)]
+    state = vector.step_slots(range(n), candidates)
+    steps, turns = n, 0
+    active = [j for j in range(n) if not (state[j][2] or state[j][3])]
+    while active and turns < limit:
+        state.update(vector.step_slots(active, [policy(state[j][0], state[j][4], rngs[j]) for j in active]))
+        steps += len(active)
+        turns += 1
+        active = [j for j in active if not (state[j][2] or state[j][3])]
+    ends = [(state[j][1], state[j][2] or state[j][3], state[j][4], vector.envs[j]) for j in range(n)]
+    return candidates, ends, steps
 
 
 def best_of_n(env: Any, policy: Policy, *, n: int = 4, depth: Optional[int] = None, seed: int = 0,
               options: Optional[dict] = None, value: Optional[Callable[[Any], Score]] = reward_if_stopped,
-              max_turns: int = 200) -> SearchResult:
+              max_turns: int = 200, vector: Any = None) -> SearchResult:
     """Play one episode of ``env`` (bare or wrapped, reset here with ``seed`` and ``options``) choosing every
     agent action by :func:`search_turn`: ``n`` branches per turn, rolled out ``depth`` agent turns (None: to
     the end). The chosen action is then taken in ``env`` itself, which ends holding the searched episode
     (``env.unwrapped.simulation_run()``). Deterministic from ``seed`` given a deterministic user simulator.
+    ``vector``: run each turn's branches in a vector env's sub-envs, user turns batched (see :func:`search_turn`).
     """
     if not isinstance(env.unwrapped, Tau2Env):
         raise TypeError(f"best_of_n needs a tau2 env; got {type(env.unwrapped).__name__}")
@@ -190,7 +235,7 @@ def best_of_n(env: Any, policy: Policy, *, n: int = 4, depth: Optional[int] = No
     turn = 0
     while not (term or trunc) and turn < max_turns:
         record = search_turn(env, obs, info, policy, n=n, depth=depth, seed=[seed, turn], value=value,
-                             timing=timing)
+                             timing=timing, vector=vector)
         record.turn = turn
         result.turns.append(record)
         result.branches += n

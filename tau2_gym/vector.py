@@ -643,6 +643,51 @@ class Tau2VectorEnv(VectorEnv):
             self._truncations[j] = self._truncations[src]
             self._autoreset_envs[j] = self._autoreset_envs[src]
 
+    def set_slot(self, index: int, env: Any) -> None:
+        """Sub-env ``index`` continues a clone of ``env``'s live episode (``env``: a standalone tau2 env, bare or
+        wrapped; its wrappers are not carried over -- a ``TimeLimit``'s limit is, the env applies it itself).
+        Its user turns are then answered in this vector env's batches, so ``env`` must use this vector env's
+        user simulator object (``user=vec.user``). With :meth:`step_slots`, this is how a search runs its branches
+        with batched user turns (:func:`tau2_gym.search.search_turn` with ``vector=``)."""
+        i = self._slot_index(index)
+        base = env.unwrapped
+        if base.user is not self.user:
+            raise ValueError("set_slot needs an env answered by this vector env's user simulator: build it with "
+                             "user=vec.user (the vector env batches every sub-env's user turns with its own)")
+        twin = base.clone()
+        twin._run_user = _noop
+        twin._observation = _noop
+        self.envs[i] = twin
+        if not hasattr(self, "_obs"):
+            self._obs = [None] * self.num_envs
+        self._obs[i] = self._observe(twin) if twin.loop is not None else None
+        final = twin._final
+        self._rewards[i] = 0.0 if final is None else final[1]
+        self._terminations[i] = False if final is None else final[2]
+        self._truncations[i] = False if final is None else final[3]
+        self._autoreset_envs[i] = final is not None
+
+    def step_slots(self, indices: Sequence[int], actions: Sequence[Any]) -> dict[int, tuple]:
+        """Step only sub-envs ``indices`` with ``actions`` (the others wait where they are), their user turns
+        answered together, one batch per round. Returns ``{i: (obs, reward, terminated, truncated, info)}`` with
+        each sub-env's own (unbatched) info. No autoreset here: an ended sub-env repeats its final transition
+        (with a warning, as a single env does) until it is reset; the next :meth:`step` resets it (NextStep)."""
+        idx = [self._slot_index(i) for i in indices]
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"step_slots: indices repeat: {list(indices)}")
+        if len(idx) != len(actions):
+            raise ValueError(f"step_slots: {len(idx)} indices but {len(actions)} actions")
+        if not hasattr(self, "_obs"):
+            raise RuntimeError("call reset() before step_slots()")
+        results, _ = self._gc_paused_call(self._advance, idx, list(actions))
+        for i, (obs, reward, term, trunc, _) in results.items():
+            self._obs[i] = obs
+            self._rewards[i] = reward
+            self._terminations[i] = term
+            self._truncations[i] = trunc
+            self._autoreset_envs[i] = term or trunc
+        return results
+
     def _slot_index(self, index: Any) -> int:
         if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
             raise TypeError(f"a sub-env index must be an int; got {type(index).__name__}")

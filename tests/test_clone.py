@@ -274,3 +274,34 @@ def test_a_clone_pickles_and_continues():
     revived = pickle.loads(pickle.dumps(twin))
     assert _run(revived, script[2:]) == _run(twin, script[2:])
     assert np.isfinite(_run(env, script[2:])[-1][1])
+
+
+def test_vector_env_set_slot_and_step_slots_move_only_the_given_sub_envs():
+    from tau2_gym.users.scripted import OracleUser
+    from tau2_gym.vector import Tau2VectorEnv
+
+    user = OracleUser()
+    vec = Tau2VectorEnv(3, domain="airline", user=user)
+    vec.reset(seed=0, options={"task_id": "8"})
+    env = _start("tau2/airline-v0", "7", user=user)
+    script = _plan(env)
+    env.step(script[0])
+    vec.set_slot(2, env)  # slot 2 now continues env's episode (task 7) ...
+    assert vec.envs[2].task.id == "7" and vec.envs[0].task.id == "8"
+    before = [(s.loop.step_count, len(s.loop.trajectory)) for s in vec.envs[:2]]
+    ref = env.unwrapped.clone()
+    out = vec.step_slots([2], [script[1]])  # ... and steps alone: slots 0 and 1 wait
+    assert [(s.loop.step_count, len(s.loop.trajectory)) for s in vec.envs[:2]] == before
+    expected = ref.step(script[1])
+    assert out[2][0] == expected[0] and out[2][1:4] == expected[1:4]
+    rest = _run(ref, script[2:])
+    for action in script[2:]:
+        res = vec.step_slots([2], [action])[2]
+        if res[2] or res[3]:
+            break
+    assert res[1] == rest[-1][1] == 1.0
+    with pytest.raises(ValueError):
+        vec.step_slots([0, 0], ["a", "b"])
+    with pytest.raises(ValueError):
+        vec.set_slot(1, _start("tau2/airline-v0", "7"))  # another user simulator object
+    vec.close()

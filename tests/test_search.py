@@ -124,3 +124,26 @@ def test_hf_policy_in_a_search_parses_its_turns_and_samples_reproducibly():
     b = search_turn(env, obs, info, policy, n=2, depth=1, seed=3)
     assert a.candidates == b.candidates and a.scores == b.scores
     assert a.candidates[0] != a.candidates[1]
+
+
+def test_branches_in_a_vector_env_batch_the_user_turns_and_search_alike():
+    from tau2_gym.users.scripted import OracleUser
+    from tau2_gym.vector import Tau2VectorEnv
+
+    user = OracleUser()
+    env = gym.make("tau2/airline-v0", user=user)
+    vec = Tau2VectorEnv(4, domain="airline", user=user)
+    vec.reset(seed=0)
+    weak = oracle_policy(epsilon=0.3)
+    alone = best_of_n(env, weak, n=4, seed=5, options=TASK)
+    alone_messages = _messages(env)
+    batched = best_of_n(env, weak, n=4, seed=5, options=TASK, vector=vec)
+    assert batched.actions == alone.actions and [t.scores for t in batched.turns] == [t.scores for t in alone.turns]
+    assert batched.branch_steps == alone.branch_steps and batched.reward == alone.reward == 1.0
+    assert _messages(env) == alone_messages
+    assert vec.user_requests > vec.user_batches > 0  # several branches' user turns per batch
+    with pytest.raises(ValueError):  # the vector env must answer with the env's own simulator
+        best_of_n(gym.make("tau2/airline-v0"), weak, n=2, seed=0, options=TASK, vector=vec)
+    with pytest.raises(ValueError):
+        best_of_n(env, weak, n=5, seed=0, options=TASK, vector=vec)
+    vec.close()
