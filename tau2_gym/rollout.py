@@ -51,7 +51,20 @@ __all__ = ["RolloutConfig", "RolloutReport", "collect", "acollect", "trial_seeds
            "INFRASTRUCTURE_ERROR"]
 
 INFRASTRUCTURE_ERROR = "infrastructure_error"
+HALF_DUPLEX = "half_duplex"  # upstream's CommunicationMode of text runs (SimulationRun.mode)
 LOG_FORMAT = 1
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the working directory, as upstream records ``info.git_commit``; else "unknown"."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    head = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    return head or "unknown"
 
 
 def trial_seeds(seed: int, num_trials: int) -> list[int]:
@@ -383,6 +396,7 @@ class _Runner:
         self.tools = tools
         self.judge = judge
         self.policy_inline = _offline(policy)
+        self._git_commit: Optional[str] = None
         self.user_inline = user is not None and _offline(user)
 
     # --------------------------------------------------------------- one episode
@@ -444,6 +458,7 @@ class _Runner:
         from tau2_gym.cost import episode_usage
 
         run.update(episode_usage(run["messages"]))  # agent_usage / user_usage, as upstream's newer files
+        run["mode"], run["policy"] = HALF_DUPLEX, self.domain.policy(cfg.solo, task)  # upstream v1.0.1 records both per simulation
         if loop.error is not None:
             run["info"]["error"] = loop.error
         return run
@@ -470,7 +485,7 @@ class _Runner:
         now = datetime.now().isoformat()
         return {"id": str(uuid.uuid4()), "task_id": task.id, "timestamp": now, "start_time": now, "end_time": now,
                 "duration": 0.0, "termination_reason": INFRASTRUCTURE_ERROR, "agent_cost": None, "user_cost": None,
-                "agent_usage": None, "user_usage": None,
+                "agent_usage": None, "user_usage": None, "mode": HALF_DUPLEX, "policy": self.domain.policy(cfg.solo, task),
                 "reward_info": None, "messages": [], "trial": trial, "seed": seed, "skipped": False,
                 "info": {"error": str(last), "error_type": type(last).__name__, "error_traceback": tb,
                          "failed_after_attempts": attempts, "data_version": self.domain.data_version_record()}}
@@ -506,8 +521,10 @@ class _Runner:
             "implementation": type(self.policy).__name__, "llm": None, "llm_args": None}
         if cfg.solo and agent_info.get("implementation") == "llm_agent":
             agent_info["implementation"] = "llm_agent_solo"
+        if self._git_commit is None:
+            self._git_commit = git_commit()
         return {
-            "git_commit": "unknown",
+            "git_commit": self._git_commit,
             "num_trials": cfg.num_trials,
             "max_steps": cfg.max_steps,
             "max_errors": cfg.max_errors,
@@ -522,7 +539,8 @@ class _Runner:
 
     def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:
         return {"timestamp": datetime.now().isoformat(), "info": self.results_info(seed_list),
-                "tasks": [t.model_dump(mode="json") for t in self.tasks], "simulations": runs}
+                "tasks": [t.model_dump(mode="json") for t in self.tasks], "simulations": runs,
+                "simulation_index": None}  # upstream fills it only in its "dir" storage format
 
 
 def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]] = None) -> list[Task]:

@@ -286,3 +286,22 @@ def test_two_runs_on_one_output_are_refused(tmp_path):
     finally:
         holder.close()
     assert collect(["0"], "oracle", domain="airline", output=str(out), progress=False).ran == 1
+
+
+def test_results_carry_upstreams_v1_0_1_keys(tmp_path, monkeypatch):
+    import subprocess
+
+    from tau2_gym import load_domain
+
+    report = collect(["create_task_1"], "oracle", domain="mock", progress=False, output=str(tmp_path / "r.json"))
+    saved = json.loads((tmp_path / "r.json").read_text())
+    run = saved["simulations"][0]
+    assert run["mode"] == "half_duplex"  # upstream's CommunicationMode of text runs
+    assert run["policy"] == load_domain("mock").policy()  # the policy the agent was shown
+    assert "agent_usage" in run and "user_usage" in run
+    assert "simulation_index" in saved and saved["simulation_index"] is None  # upstream: only its dir format
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert report.results["info"]["git_commit"] == (head.stdout.strip() if head.returncode == 0 else "unknown")
+    monkeypatch.chdir(tmp_path)  # not a git working tree: "unknown", as upstream
+    other = collect(["create_task_1"], "oracle", domain="mock", progress=False)
+    assert other.results["info"]["git_commit"] == "unknown"
