@@ -285,8 +285,9 @@ def is_openai_message(d: Any) -> bool:
     if d.get("role") == "tool":
         return "tool_call_id" in d and ("id" not in d or "requestor" not in d)
     calls = d.get("tool_calls")
-    if isinstance(calls, list) and any(isinstance(c, dict) and "function" in c for c in calls):
-        return True
+    if isinstance(calls, list) and any(isinstance(c, dict) and ("function" in c or isinstance(c.get("arguments"), str))
+                                       for c in calls):
+        return True  # (flat calls with JSON-string arguments, as some forks store them, read the same way)
     return isinstance(d.get("content"), list)
 
 

@@ -128,7 +128,12 @@ def test_openai_format_messages_rescore_like_tau2_messages(tmp_path, capsys, com
         chat = copy.deepcopy(raw)
         for sim in chat["simulations"][::2]:  # every other simulation in the env's chat format
             sim["messages"] = to_openai_messages(messages_from_dicts(sim["messages"]))
-        converted = sum(any(m.get("tool_calls") for m in s["messages"]) for s in chat["simulations"][::2])
+        for sim in chat["simulations"][1::4]:  # and some with flat calls whose arguments are JSON text
+            for m in sim["messages"]:
+                for c in m.get("tool_calls") or ():
+                    c["arguments"] = json.dumps(c["arguments"])
+        converted = sum(any(m.get("tool_calls") for m in s["messages"]) for i, s in enumerate(chat["simulations"])
+                        if i % 2 == 0 or i % 4 == 1)
         assert converted > 0  # (texts alone read the same in both forms)
         if name == "telecom":  # user tool calls ride on role "user" messages, their results answer them
             assert any(m["role"] == "user" and m.get("tool_calls") for s in chat["simulations"][::2]
