@@ -11,7 +11,8 @@ environment with ``set_state`` replaying the trajectory so far (what upstream's 
 
 Branching throughput: best-of-n search (:mod:`tau2_gym.search`) on airline with rollouts of depth 5 -- every
 branch = ``clone_env`` + the candidate step + up to 5 policy steps (scripted oracle policy and oracle user, so
-the figure is the env's own cost, no LLM).
+the figure is the env's own cost, no LLM). Then with an LLM customer (a local stub with a fixed latency):
+branches one by one vs in a vector env whose rounds send the user turns together.
 
     python bench/bench_clone.py          # TAU2_REFERENCE_PYTHON=... (+ TAU2_UPSTREAM_DATA_DIR=...) adds upstream
 """
@@ -127,6 +128,39 @@ def branching(data_dir) -> dict:
     return out
 
 
+LATENCY = 0.05  # seconds per user-simulator request at the local stub
+
+
+def llm_user_branching() -> dict:
+    """Best-of-n with an LLM customer (a local OpenAI-compatible stub answering after LATENCY): branches one by
+    one (every user turn a request of its own) vs in a vector env (each round's user turns sent together)."""
+    from openai_stub import OpenAIStub
+
+    from tau2_gym.search import best_of_n
+    from tau2_gym.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.vector import Tau2VectorEnv
+
+    lines = ["Could you look up my reservation?", "What are my options?", "Please go ahead."]
+
+    def chatty(obs, info, rng):  # every turn is text for the customer: every step waits for the user LLM
+        return lines[int(rng.integers(len(lines)))]
+
+    out = {}
+    with OpenAIStub(lambda body, n: {"delay": LATENCY, "then": "I see, thanks. Anything else?"}) as server:
+        user = OpenAIUserSimulator(model="stub", base_url=server.base_url, max_retries=0)
+        env = gym.make("tau2/airline-v0", user=user)
+        vec = Tau2VectorEnv(N, domain="airline", user=user)
+        vec.reset(seed=0)
+        for label, kwargs in (("one by one", {}), ("vector env (batched)", {"vector": vec})):
+            sent = len(server.requests)
+            res = best_of_n(env, chatty, n=N, depth=3, seed=0, options={"task_id": "7"}, max_turns=4, value=None,
+                            **kwargs)
+            out[label] = {"seconds": res.seconds, "branches": res.branches, "requests": len(server.requests) - sent}
+        vec.close()
+        user.close()
+    return out
+
+
 UPSTREAM = """
 import copy
 import tau2.user.user_simulator as us
@@ -216,6 +250,11 @@ def main() -> None:
             rows.append((f"upstream, task {item['task_id']}: 1 / (rebuild+replay to step "
                          f"{key.split('@')[1]}) (upper bound)", "", f"{1 / theirs[key]['rebuild']:,.1f}", ""))
     print_table("Branching throughput on airline (best-of-n search, scripted oracle policy and user)", rows)
+    llm = llm_user_branching()
+    rows = [(f"{label}: {v['branches']} branches, {v['requests']} user requests", fmt_time(v["seconds"]),
+             "", f"{v['branches'] / v['seconds']:.1f} branches/s") for label, v in llm.items()]
+    print_table(f"Best-of-{N} on airline with an LLM customer ({1000 * LATENCY:.0f} ms per request, local stub; "
+                "depth 3, 4 turns, every agent turn text)", rows)
     if theirs is None:
         print("\n(set TAU2_REFERENCE_PYTHON and TAU2_UPSTREAM_DATA_DIR to measure upstream in the same run)")
 
