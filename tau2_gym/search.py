@@ -18,6 +18,9 @@ A branch cut off by ``depth`` scores ``value(branch_env)``; the default, :func:`
 branch's trajectory so far the same way, as if the customer had hung up now (so a branch that is still on track
 outranks one that already failed with less done).
 Ties go to the lowest branch index, so the search is deterministic given the seed (and a deterministic user).
+
+Branches run one by one, or (``vector=``) in the sub-envs of a :class:`~tau2_gym.vector.Tau2VectorEnv`, in
+lockstep, each round's user turns answered in one batch -- what an LLM customer needs to be fast.
 """
 
 from __future__ import annotations
