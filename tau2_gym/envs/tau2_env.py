@@ -441,9 +441,10 @@ class Tau2Env(gym.Env):
         keeps) the clone and the original produce the same trajectory and reward; otherwise they diverge
         freely. The clone gets a new episode id (``episode_id=`` to choose one): saved runs stay distinct.
 
-        Cost: about 50-300 µs for airline episodes of 8-40 messages (each message is copied once, the DBs'
-        changed records only); ``bench/bench_clone.py`` measures it against upstream's rebuild and replay. Through wrappers use :func:`clone_env` (``gym.make`` returns a
-        wrapper chain; ``env.unwrapped.clone()`` is the bare env).
+        Cost: about 35-90 µs for airline episodes of 8-40 messages (each message is copied once, the DBs'
+        changed records only); ``bench/bench_clone.py`` measures it against upstream's rebuild and replay.
+        Through wrappers use :func:`clone_env` (``gym.make`` returns a wrapper chain; ``env.unwrapped.clone()``
+        is the bare env).
         """
         new = _shallow(self)  # not copy.copy: that goes through __getstate__ (made for pickling)
         new._np_random = _copy_rng(self._np_random)
