@@ -104,3 +104,16 @@ def test_model_family_rules_equal_litellms_in_the_reference_venv():
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
     for (m, a), want in zip(cases, theirs):
         assert tau2_run_args(m, a)[0] == want, (m, a)
+
+
+def test_tau2_run_flags_without_effect_on_text_runs_are_accepted_and_said(tmp_path, capsys):
+    out = tmp_path / "compat.json"
+    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle", "--no-progress",
+                 "--output", str(out), "--task-ids", "create_task_1", "--auto-resume", "--xml-prompt",
+                 "--user-persona", '{"verbosity": "minimal"}', "--hallucination-retries", "0",
+                 "--llm-log-mode", "all"]) == 0
+    captured = capsys.readouterr()
+    for flag in ("--user-persona", "--xml-prompt", "--hallucination-retries", "--llm-log-mode"):
+        assert f"note: {flag} has no effect" in captured.err
+    # the rest of tau2 run's end-of-run panel
+    assert "terminations: user_stop 1" in captured.out and "DB match: 1 / 1 (100.0%)" in captured.out

@@ -120,6 +120,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ray-actors", type=int, default=2, help="Ray actors, each running episodes (default: 2)")
     g.add_argument("--log-level", default="ERROR", help="log level (default: ERROR)")
 
+    g = parser.add_argument_group("tau2 run flags without effect on text runs (accepted so scripts keep working)")
+    g.add_argument("--auto-resume", action="store_true",
+                   help="tau2 run's answer to its resume prompt; here resuming the same --output is always automatic")
+    g.add_argument("--user-persona", default=None,
+                   help="tau2 run v1.0.1 parses it but hands it to no text-mode user: no effect there or here")
+    g.add_argument("--hallucination-retries", type=int, default=3,
+                   help="tau2 run v1.0.1: full-duplex (voice) runs only; no effect on text runs")
+    xml = g.add_mutually_exclusive_group()
+    xml.add_argument("--xml-prompt", action="store_true",
+                     help="tau2 run v1.0.1: the audio-native agent's prompt format only; no effect on llm_agent")
+    xml.add_argument("--no-xml-prompt", action="store_true", help="see --xml-prompt")
+    g.add_argument("--llm-log-mode", choices=("all", "latest"), default=None,
+                   help="tau2 run: only with --verbose-logs (LLM call files), which is not built here; each agent "
+                        "and user message keeps the server's raw response in raw_data instead")
+
 
 def _json_arg(text: str, flag: str) -> dict:
     try:
@@ -231,6 +246,20 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
         lines.append("  ".join(ks))
     if infra:
         lines.append(f"infrastructure errors: {infra} (re-run them by running the same command again)")
+    scored_runs = [r for r in report.simulations
+                   if r.get("termination_reason") != "infrastructure_error" and r.get("reward_info") is not None]
+    if scored_runs:  # the rest of tau2 run's end-of-run panel: terminations, DB match, cost per conversation
+        ends: dict[str, int] = {}
+        for r in scored_runs:
+            ends[str(r.get("termination_reason"))] = ends.get(str(r.get("termination_reason")), 0) + 1
+        lines.append("terminations: " + ", ".join(f"{k} {v}" for k, v in sorted(ends.items(), key=lambda kv: -kv[1])))
+        checks = [((r["reward_info"].get("db_check") or {}).get("db_match")) for r in scored_runs]
+        checked = [c for c in checks if c is not None]
+        if checked:
+            matched = sum(1 for c in checked if c)
+            lines.append(f"DB match: {matched} / {len(checked)} ({100 * matched / len(checked):.1f}%)")
+        costs = [float(r.get("agent_cost") or 0.0) for r in scored_runs]
+        lines.append(f"avg agent cost per conversation: ${sum(costs) / len(costs):.4f}")
     if report.nl_unjudged:
         lines.append(f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
                      "(see reward_info.info.nl; --judge openai:MODEL grades them)")
@@ -270,6 +299,11 @@ def run(args: argparse.Namespace) -> int:
     if args.agent in UNSUPPORTED_AGENTS:
         print(f"error: --agent {args.agent}: {UNSUPPORTED_AGENTS[args.agent]}", file=sys.stderr)
         return 2
+    for flag, given in (("--user-persona", args.user_persona is not None), ("--xml-prompt", args.xml_prompt),
+                        ("--no-xml-prompt", args.no_xml_prompt), ("--llm-log-mode", args.llm_log_mode is not None),
+                        ("--hallucination-retries", args.hallucination_retries != 3)):
+        if given:
+            print(f"note: {flag} has no effect on text runs (as in tau2 run v1.0.1); ignored", file=sys.stderr)
     solo = args.agent == "llm_agent_solo" or args.solo
     output = Path(args.output) if args.output else default_output(args)
     if not output.suffix:
