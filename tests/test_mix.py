@@ -292,3 +292,22 @@ def test_user_role_mixes_customer_envs():
     assert info["role"] == "user" and type(env.unwrapped.active).__name__ == "UserEnv"
     obs, *_ = env.step("Hello, I need help.")
     assert obs[0]["role"] == "system" and obs[-1]["role"] == "user"  # the agent's answer, role-flipped
+
+
+def test_the_curriculum_records_the_task_reward_not_a_shaped_one():
+    from tau2_gym.agents import SkipLastActionAgent
+
+    env = gym.make("tau2/mix-v0", domains=["airline"], reward_mode="partial", curriculum="success")
+    m = env.unwrapped.mixture
+    shaped = 0
+    for i in range(6):
+        obs, info = env.reset(seed=i, options={"task_index": i})
+        agent = SkipLastActionAgent()
+        agent.reset(info["task"], info)
+        while True:
+            obs, reward, term, trunc, info = env.step(agent.act(obs, info))
+            if term or trunc:
+                break
+        assert m.history["airline"][-1] == info["tau2_reward"]
+        shaped += reward != info["tau2_reward"]
+    assert shaped  # partial credit differed from the task reward somewhere

@@ -183,7 +183,8 @@ class MixEnv(gym.Env):
 
     ## Rewards
     The component env's (upstream's tau2 reward at the end). Finished episodes are recorded in the mixture
-    (``mixture.record``), which the curriculum uses.
+    (``mixture.record``) with the task's reward (``info["tau2_reward"]`` when a ``reward_mode`` shaped the
+    returned one), which the curriculum uses.
 
     ## Starting State
     ``reset(seed)`` seeds ``np_random``, which draws the component and then the component env's seed (so its
@@ -296,7 +297,9 @@ class MixEnv(gym.Env):
         if (terminated or truncated) and not self._recorded:  # once (a step after the end repeats it)
             assert self.component is not None
             self._recorded = True
-            self.mixture.record(self.component.key, reward)
+            # the task's own reward (a reward_mode or penalty shapes `reward`; success is the task's)
+            task_reward = info.get("tau2_reward", reward)
+            self.mixture.record(self.component.key, reward if task_reward is None else task_reward)
         return obs, reward, terminated, truncated, self._info(info)
 
     def _info(self, info: dict) -> dict:
