@@ -185,6 +185,30 @@ class OpenAIAgentPolicy(AgentPolicy):
         out["implementation"] = self.implementation
         return out
 
+    PROBE_TEXT = "tau2-gym token capture probe: reply with one word."
+
+    def probe_tokens(self) -> dict[str, Any]:
+        """Ask the server once, before a run, whether it returns what ``capture_tokens`` needs.
+
+        One short request (``max_tokens=1``) with the capture options; returns ``{"logprobs", "token_ids",
+        "prompt_token_ids"}`` (booleans) and ``error`` (None, or why the probe itself failed).
+        """
+        kw: dict[str, Any] = {"model": self.config.model, "messages": [{"role": "user", "content": self.PROBE_TEXT}],
+                              "max_tokens": 1}
+        capture = self._client.request_kwargs(AgentTurnRequest(  # the capture options of a real request
+            episode_id="probe", system_prompt="", messages=[], tools=[], task=None))  # type: ignore[arg-type]
+        for name in ("logprobs", "top_logprobs", "extra_body"):
+            if name in capture:
+                kw[name] = capture[name]
+        try:
+            raw = self._client._sync_client().chat.completions.create(**kw)
+            rec = token_record(raw.to_dict() if hasattr(raw, "to_dict") else raw.model_dump())
+        except Exception as exc:  # noqa: BLE001 - reported, the run decides
+            return {"logprobs": False, "token_ids": False, "prompt_token_ids": False,
+                    "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return {"logprobs": rec["completion_logprobs"] is not None, "token_ids": rec["completion_token_ids"] is not None,
+                "prompt_token_ids": rec["prompt_token_ids"] is not None, "error": None}
+
     def close(self) -> None:
         self._client.close()
 

@@ -51,6 +51,12 @@ def _run(tmp_path, vllm: bool, *flags):
                      "--max-steps", "6", "--max-retries", "0", "--no-progress", "--output", str(out), *flags])
         requests, sent = list(srv.requests), list(srv.sent)
     assert code == 0
+    if "--capture-tokens" in flags:  # the probe before the run: one short request, said on stderr
+        from tau2_gym.policies import OpenAIAgentPolicy
+
+        probe, requests, sent = requests[0], requests[1:], sent[1:]
+        assert probe["messages"] == [{"role": "user", "content": OpenAIAgentPolicy.PROBE_TEXT}]
+        assert probe["max_tokens"] == 1 and probe["logprobs"] is True
     (run,) = json.loads(out.read_text())["simulations"]
     replies = [m for m in run["messages"] if m["role"] == "assistant" and m.get("raw_data")]
     return requests, sent, replies
@@ -67,11 +73,14 @@ def test_vllm_token_ids_and_logprobs_are_kept_as_sent(tmp_path, capsys):
         assert raw["completion_logprobs"] == s["completion_logprobs"]
         assert raw["prompt_token_ids"] == s["prompt_token_ids"]
         assert raw["completion_top_logprobs"][0][0]["logprob"] == s["completion_logprobs"][0]
-    assert f"logprobs in {len(sent)} of {len(sent)} agent replies, token ids in {len(sent)}" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert f"logprobs in {len(sent)} of {len(sent)} agent replies, token ids in {len(sent)}" in captured.out
+    assert "token capture: the agent server returns logprobs, token_ids, prompt_token_ids" in captured.err
 
 
-def test_openai_logprobs_without_ids_and_ids_from_token_strings(tmp_path):
+def test_openai_logprobs_without_ids_and_ids_from_token_strings(tmp_path, capsys):
     requests, sent, replies = _run(tmp_path, False, "--capture-tokens")
+    assert "token capture: the agent server returns logprobs" in capsys.readouterr().err  # all 'openai' asks for
     assert all(r["logprobs"] is True and "return_token_ids" not in r for r in requests)
     for msg, s in zip(replies, sent):
         assert msg["raw_data"]["completion_logprobs"] == s["completion_logprobs"]
@@ -87,3 +96,18 @@ def test_without_the_flag_no_logprobs_are_requested(tmp_path):
     requests, _, replies = _run(tmp_path, True)
     assert all("logprobs" not in r for r in requests)
     assert all("completion_logprobs" not in m["raw_data"] for m in replies)
+
+
+def test_a_server_without_logprobs_is_reported_before_the_run(tmp_path, capsys):
+    out = tmp_path / "plain.json"
+    with OpenAIStub(["Hello, how can I help?"]) as srv:  # returns no logprobs, no ids
+        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
+                     "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
+                     "--max-steps", "4", "--max-retries", "0", "--no-progress", "--output", str(out),
+                     "--capture-tokens", "vllm"])
+    assert code == 0
+    lines = capsys.readouterr().err.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("rollout: mock"))
+    # said at the start, right after the run's first line, before any episode ran
+    assert lines[start + 1].startswith("token capture: WARNING the agent server returns no logprobs, token_ids, "
+                                       "prompt_token_ids")

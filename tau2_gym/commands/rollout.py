@@ -211,6 +211,21 @@ def build_user(args: argparse.Namespace, solo: bool) -> Any:
     return resolve_user(args.user)
 
 
+def token_probe_line(probe: dict, mode: str) -> str:
+    """What the agent server returns for --capture-tokens, said before the run starts."""
+    if probe.get("error"):
+        return f"token capture: the probe request failed ({probe['error']}); capture is checked per reply"
+    have = [n for n in ("logprobs", "token_ids", "prompt_token_ids") if probe.get(n)]
+    missing = [n for n in ("logprobs", "token_ids", "prompt_token_ids") if not probe.get(n)
+               and (mode == "vllm" or n == "logprobs")]
+    if not missing:
+        return f"token capture: the agent server returns {', '.join(have)}"
+    return (f"token capture: WARNING the agent server returns no {', '.join(missing)}"
+            + (f" (it does return {', '.join(have)})" if have else "")
+            + ": those fields will be None on every reply; server_trajectory() needs prompt and completion ids "
+              "(vLLM: --capture-tokens vllm; OpenAI returns logprobs only)")
+
+
 def default_output(args: argparse.Namespace) -> Path:
     def tag(s: str) -> str:
         return s.replace("/", "_").replace(":", "_")
@@ -336,6 +351,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, "
           f"output {output}", file=sys.stderr)
+    if args.capture_tokens and hasattr(policy, "probe_tokens"):
+        print(token_probe_line(policy.probe_tokens(), args.capture_tokens), file=sys.stderr)
     try:
         if getattr(args, "ray", None) is not None:  # tau2_gym.distributed: the episodes run on Ray actors
             from tau2_gym.distributed import cli_collect
