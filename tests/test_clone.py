@@ -9,6 +9,7 @@ OpenAI-compatible stub; the vector env's per-slot clone and in-place branching.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
@@ -229,6 +230,12 @@ def test_clone_with_an_llm_user_shares_the_client_and_sees_its_own_history():
         b = _run(twin, ["Thanks, bye"])
         assert a[-1][6] == b[-1][6] == "user_stop" and a[-1][1] == b[-1][1]
         assert [m["content"] for m in _messages(env)][-1] == [m["content"] for m in _messages(twin)][-1]
+        # copy.deepcopy works with an LLM user too (its client is shared, not copied) and steps alike
+        env.reset(seed=2, options={"task_id": "7"})
+        env.step("How can I help?")
+        deep = copy.deepcopy(env)
+        assert deep.unwrapped.user is user and deep.unwrapped.loop is not env.unwrapped.loop
+        assert _run(deep, ["Thanks, bye"])[-1][1:] == _run(env, ["Thanks, bye"])[-1][1:]
         user.close()
 
 

@@ -419,6 +419,17 @@ class Tau2Env(gym.Env):
             state["tasks"] = tuple(shared[i] for i in ids)
         self.__dict__.update(state)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Tau2Env":
+        # everything deep-copied as pickling would carry it, except the user simulator and the judge: they hold
+        # clients, locks and thread pools (an OpenAI user cannot even be copied) and keep no per-episode state
+        for shared in (self.user, self.judge, self.config.user, self.config.judge):
+            if shared is not None and not isinstance(shared, str):
+                memo[id(shared)] = shared
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return new
+
     @staticmethod
     def _shared_tasks(domain: Any, config: Tau2EnvConfig) -> dict[str, Task]:
         return {t.id: t for t in domain.tasks(config.task_set, None)}
