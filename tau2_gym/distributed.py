@@ -28,10 +28,10 @@ are; an LLM client holds locks and sockets, so pass a zero-argument factory inst
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
-import time
 from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
@@ -173,17 +173,20 @@ class _Pool:
         self.actors[slot] = self.make()
         self.load[slot] = 0
 
-    def submit(self, queue: collections.deque) -> None:
-        """Fill every actor up to ``per_actor`` episodes in flight, least loaded first."""
+    def submit(self, queue: collections.deque) -> list:
+        """Fill every actor up to ``per_actor`` episodes in flight, least loaded first; the new refs."""
+        refs = []
         while queue:
             free = [s for s in self.actors if self.load[s] < self.per_actor]
             if not free:
-                return
+                break
             slot = min(free, key=lambda s: self.load[s])
             item = queue.popleft()
             ref = self.actors[slot].run.remote(*item)
             self.inflight[ref] = (slot, item)
             self.load[slot] += 1
+            refs.append(ref)
+        return refs
 
     def done(self, ref: Any) -> tuple:
         slot, item = self.inflight.pop(ref)
@@ -217,6 +220,56 @@ class _Pool:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors.clear()
+
+
+async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set, commit: Callable) -> None:
+    """Hand out ``queue`` and commit the records as they come back, until nothing is queued or in flight.
+
+    Every call's result is awaited as an asyncio future (Ray resolves it by callback), so a completion costs the
+    same with 10 or 10,000 episodes in flight -- no ``ray.wait`` scan over all of them.
+    """
+    arrived: asyncio.Queue = asyncio.Queue()
+
+    async def watch(ref: Any) -> None:
+        try:
+            arrived.put_nowait((ref, await ref, None))
+        except ray.exceptions.RayActorError as exc:
+            arrived.put_nowait((ref, None, exc))
+
+    watchers: set = set()
+
+    def hand_out() -> None:
+        for ref in pool.submit(queue):
+            task = asyncio.ensure_future(watch(ref))
+            watchers.add(task)
+            task.add_done_callback(watchers.discard)
+
+    hand_out()
+    try:
+        while pool.inflight:
+            got = [await arrived.get()]
+            while not arrived.empty():  # all that arrived meanwhile: one group commit
+                got.append(arrived.get_nowait())
+            batch = []
+            for ref, run, exc in got:
+                if ref not in pool.inflight:
+                    continue  # its actor died and its item is queued again: this late result is not used
+                if exc is not None:  # the first of this actor's refs to fail re-queues all its items
+                    queue.extendleft(reversed(pool.died(ref, exc)))
+                    continue
+                pool.done(ref)
+                key = _key(run)
+                if key in written:  # cannot happen (one call per unfinished item); never write twice
+                    logger.error("episode %s came back twice; the second record is dropped", key)
+                    continue
+                written.add(key)
+                batch.append(run)
+            if batch:
+                commit(batch)
+            hand_out()
+    finally:
+        for task in list(watchers):
+            task.cancel()
 
 
 def _check_picklable(ray: Any, obj: Any, name: str) -> None:
@@ -315,37 +368,17 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
                          min(num_actors, len(todo)), max(1, cfg.concurrency), restarts)
             if on_pool is not None:
                 on_pool(pool)
-            queue = collections.deque(todo)
-            pool.submit(queue)
-            while pool.inflight:
-                refs = list(pool.inflight)
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)  # all that finished meanwhile
-                if not ready:
-                    ready, _ = ray.wait(refs, num_returns=1)
-                batch = []
-                for ref in ready:
-                    try:
-                        run = ray.get(ref)
-                    except ray.exceptions.RayActorError as exc:
-                        if ref in pool.inflight:  # the first of this actor's refs to fail re-queues them all
-                            queue.extendleft(reversed(pool.died(ref, exc)))
-                        continue
-                    pool.done(ref)
-                    key = _key(run)
-                    if key in written:  # cannot happen (one call per unfinished item); never write twice
-                        logger.error("episode %s came back twice; the second record is dropped", key)
-                        continue
-                    written.add(key)
-                    batch.append(run)
-                if batch:
-                    if log is not None:
-                        log.write(batch)  # one fsync for the group; only then do they count as done
-                    for run in batch:
-                        records[_key(run)] = run
-                        ran += 1
-                        failed += run.get("termination_reason") == INFRASTRUCTURE_ERROR
-                        progress.add(run)
-                pool.submit(queue)
+            def commit(batch: list[dict]) -> None:
+                nonlocal ran, failed
+                if log is not None:
+                    log.write(batch)  # one fsync for the group; only then do they count as done
+                for run in batch:
+                    records[_key(run)] = run
+                    ran += 1
+                    failed += run.get("termination_reason") == INFRASTRUCTURE_ERROR
+                    progress.add(run)
+
+            asyncio.run(_stream(ray, pool, collections.deque(todo), written, commit))
     except BaseException:
         interrupted = True
         raise
