@@ -66,7 +66,7 @@ def test_engine_never_names_a_domain():
 
     engine = pathlib.Path(domain_mod.__file__).parent
     names = ("airline", "retail", "telecom", "mock")
-    core = ["db.py", "tools.py", "environment.py", "domain.py", "replay.py", "messages.py", "tasks.py",
+    core = ["db.py", "tools.py", "environment.py", "domain.py", "rebuild.py", "db_diff.py", "playback.py", "messages.py", "tasks.py",
             "evaluation.py", "turn_loop.py", "results.py", "prompts.py"]
     for f in core:
         words = list(_code_words(engine / f))
