@@ -23,6 +23,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -206,9 +207,13 @@ def main() -> None:
 
                 def measure(name, fn):
                     servers.reset()
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
                     n = fn()
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
                     st = servers.stats()
                     row[name] = {"eps": n / st["window"], "rps": st["requests"] / st["window"],
+                                 "cpu_ms": 1000 * cpu / max(1, st["requests"]),
                                  "frac": st["requests"] / st["window"] / (conc / lat), "user": st["user"],
                                  "req_per_ep": st["requests"] / max(1, n), "n": n}
 
@@ -237,8 +242,8 @@ def _print_row(row: dict) -> None:
         m = row.get(name)
         if m:
             parts.append(f"{name} {m['rps']:.1f} req/s ({100 * m['frac']:.1f}%)"
-                         + (f", {m['eps']:.2f} eps/s, {m['req_per_ep']:.2f} req/ep, {m['user']} user req"
-                            if name != "stub" else ""))
+                         + (f", {m['eps']:.2f} eps/s, {m['req_per_ep']:.2f} req/ep, {m['user']} user req, "
+                            f"{m['cpu_ms']:.2f} ms CPU/req (process incl. start-up)" if name != "stub" else ""))
     print("; ".join(parts), flush=True)
 
 
@@ -250,13 +255,14 @@ def _print_table(rows: list[dict]) -> None:
         return f"{100 * m['frac']:.1f}%" if m else "-"
 
     cols = ["concurrency", "limit req/s", "stub alone", "ours eps/s", "ours req/s", "ours % limit", "upstream eps/s",
-            "upstream req/s", "upstream % limit", "ours warm cache eps/s (user req)"]
+            "upstream req/s", "upstream % limit", "CPU ms/req ours / upstream", "ours warm cache eps/s (user req)"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "|".join("-" * (len(c) + 1) + ":" for c in cols) + "|")
     for r in rows:
         o, u, w, s = r.get("ours"), r.get("upstream"), r.get("warm"), r.get("stub")
         cells = [str(r["c"]), f"{r['limit']:.1f}", pct(s), cell(o, "eps", ".2f"), cell(o, "rps", ".1f"), pct(o),
-                 cell(u, "eps", ".2f"), cell(u, "rps", ".1f"), pct(u), f"{w['eps']:.2f} ({w['user']})" if w else "-"]
+                 cell(u, "eps", ".2f"), cell(u, "rps", ".1f"), pct(u),
+                 f"{cell(o, 'cpu_ms', '.2f')} / {cell(u, 'cpu_ms', '.2f')}", f"{w['eps']:.2f} ({w['user']})" if w else "-"]
         print("| " + " | ".join(c.rjust(len(h)) for c, h in zip(cells, cols)) + " |")
 
 

@@ -293,8 +293,10 @@ class _AgentClient(OpenAIUserSimulator):
         usage = _usage(raw)
         logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
                     self.config.model, reason)
+        if getattr(self.config, "capture_tokens", None) is not None:
+            raw = {**raw, **token_record(raw)}
         return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),
-                "usage": usage, "cost": self._cost(raw, usage)}
+                "usage": usage, "cost": self._cost(raw, usage), "raw_data": raw}
 
     def _error(self, reason: str, attempts: int) -> PolicyError:  # type: ignore[override]
         where = self.config.base_url or "the default OpenAI endpoint"

@@ -418,6 +418,7 @@ class _Runner:
                            enforce_protocol=cfg.enforce_protocol, agent_can_stop=self.agent_can_stop,
                            timeout=cfg.timeout, seed=seed)
         calls = 0
+        rejected: Optional[dict] = None
         try:
             loop.start()
             while loop.status != tl.DONE:
@@ -440,6 +441,8 @@ class _Runner:
                                                    first_id=calls, timestamp="")  # submit_agent stamps it
                 except ActionError as exc:
                     loop.abort_agent(exc.reason, exc.record)
+                    if exc.record is None and type(action) is dict and isinstance(action.get("raw_data"), dict):
+                        rejected = action  # not in the trajectory (as in the env); its reply is kept in info
                     continue
                 calls += len(msg.tool_calls or ())
                 loop.submit_agent(msg)
@@ -461,6 +464,13 @@ class _Runner:
         run["mode"], run["policy"] = HALF_DUPLEX, self.domain.policy(cfg.solo, task)  # upstream v1.0.1 records both per simulation
         if loop.error is not None:
             run["info"]["error"] = loop.error
+        if rejected is not None:  # the reply that ended the episode: its usage and (captured) tokens
+            from tau2_gym.cost import sum_usage
+
+            run["info"]["rejected_agent_reply"] = {"raw_data": rejected["raw_data"], "usage": rejected.get("usage"),
+                                                   "cost": rejected.get("cost")}
+            run["agent_usage"] = sum_usage([run.get("agent_usage"), rejected.get("usage")])  # it was paid for
+            run["agent_cost"] = float(run.get("agent_cost") or 0.0) + float(rejected.get("cost") or 0.0)
         return run
 
     async def run_episode(self, task: Task, trial: int, seed: int) -> dict:

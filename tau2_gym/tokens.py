@@ -30,12 +30,17 @@ class TokenTrajectoryError(ValueError):
 
 
 def _replies(run: dict) -> list[dict]:
-    """The agent replies that came from the server (the fixed greeting and env/user turns have no tokens)."""
+    """The agent replies that came from the server (the fixed greeting and env/user turns have no tokens), and
+    last the reply that ended the episode unread (a malformed call: ``info.rejected_agent_reply``) -- the policy
+    produced it, so it is trained on (reward 0)."""
     out = []
     for m in run.get("messages") or []:
         raw = m.get("raw_data") if m.get("role") == "assistant" else None
         if isinstance(raw, dict) and "completion_token_ids" in raw:
             out.append(raw)
+    rejected = ((run.get("info") or {}).get("rejected_agent_reply") or {}).get("raw_data")
+    if isinstance(rejected, dict) and "completion_token_ids" in rejected:
+        out.append(rejected)
     return out
 
 

@@ -57,3 +57,6 @@ def test_malformed_server_call_is_agent_error_in_env_and_rollout_alike(tmp_path)
     assert rollout_requests == env_requests == 2  # the malformed reply was not re-requested
     assert report.failed == 0 and report.rewards == [env_reward] and report.mean_reward == env_reward
     assert _strip(env.unwrapped.simulation_run()["messages"]) == _strip(run["messages"])  # same trajectory
+    rejected = run["info"]["rejected_agent_reply"]  # not in the trajectory (as in the env), but kept
+    assert rejected["raw_data"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] == '{"user_id": '
+    assert run["agent_usage"] == {"prompt_tokens": 20, "completion_tokens": 10}  # both replies the stub reported

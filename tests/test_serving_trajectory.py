@@ -21,8 +21,15 @@ ROLE = {"system": 1001, "user": 1002, "assistant": 1003, "tool": 1004}
 END = 1000
 
 
+def _args(text):
+    try:
+        return json.loads(text or "{}")
+    except ValueError:  # a malformed call renders as sent
+        return text
+
+
 def _calls(calls):
-    return json.dumps([[c["function"]["name"], json.loads(c["function"]["arguments"] or "{}")] for c in calls or []],
+    return json.dumps([[c["function"]["name"], _args(c["function"]["arguments"])] for c in calls or []],
                       sort_keys=True)
 
 
@@ -72,9 +79,9 @@ def reply(body, n):
                             "arguments": {"user_id": "user_1", "title": "Important Meeting"}}]}
 
 
-def _rollout(tmp_path, broken=False):
+def _rollout(tmp_path, broken=False, replies=reply):
     out = tmp_path / f"run{int(broken)}.json"
-    with RenderingStub(reply, broken=broken) as srv:
+    with RenderingStub(replies, broken=broken) as srv:
         code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
                      "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
                      "--max-steps", "8", "--max-retries", "0", "--no-progress", "--output", str(out),
@@ -119,3 +126,17 @@ def test_a_template_that_rerenders_earlier_turns_is_refused(tmp_path):
     run["messages"] = [m for m in run["messages"] if m["role"] != "assistant"]
     with pytest.raises(TokenTrajectoryError, match="no agent reply carries captured tokens"):
         server_trajectory(run)
+
+
+def test_the_malformed_reply_that_ended_an_episode_is_its_last_policy_turn(tmp_path):
+    def malformed(body, n):  # after the tool result: a call cut off mid-JSON (the episode ends as agent_error)
+        if body["messages"][-1]["role"] == "tool":
+            return {"tool_calls": [{"id": "c1", "name": "get_users", "arguments": '{"user_id": '}]}
+        return reply(body, n)
+
+    run, sent = _rollout(tmp_path, replies=malformed)
+    assert run["termination_reason"] == "agent_error" and len(sent) == 2
+    traj = server_trajectory(run)
+    assert traj.policy_token_ids() == sent[0]["ids"] + sent[1]["ids"]  # the malformed call's tokens, trained on
+    assert traj.prompt_ids + traj.completion_ids == sent[1]["prompt"] + sent[1]["ids"]
+    assert traj.reward == 0.0 and traj.termination_reason == "agent_error"
