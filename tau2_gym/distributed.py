@@ -264,9 +264,9 @@ async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set,
                     continue
                 written.add(key)
                 batch.append(run)
+            hand_out()  # first: the actors' freed slots refill while the batch is fsync'd
             if batch:
                 commit(batch)
-            hand_out()
     finally:
         for task in list(watchers):
             task.cancel()
