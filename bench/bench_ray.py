@@ -5,11 +5,13 @@
 
 1. ``scripted``: oracle agent and oracle user on airline (CPU-bound: the env, the turn loop and the scoring are
    all the work). ``collect`` in this process, then ``collect_ray`` with 1 and 2 actors on a local Ray runtime
-   (``ray.init(num_cpus=2)``). Actor start-up (worker process, imports, domain load) is timed apart, up to the
-   moment every actor answers; episodes/s count the episodes after that. "driver CPU / episode" is this
-   process's CPU time over the run divided by the episodes: what the single writer (result fetch, JSON line,
-   fsync'd group append, next hand-out) costs per episode -- the bound on a cluster's episodes/s. "overhead /
-   episode" is the Ray run's wall per episode with 1 actor minus the single process's.
+   (``ray.init(num_cpus=2)``), best of ``--repeat`` runs by wall time. Actor start-up (worker process, imports,
+   domain load) is timed apart, up to the moment every actor answers; episodes/s count the episodes after
+   that. "driver CPU" is this process's CPU time (all its threads, Ray's included) per episode; "total CPU"
+   adds the actors' (sampled from /proc); "Ray's extra CPU" is total minus the single process's. The
+   "driver only" rows run collect_ray's own hand-out/commit loop against an actor that returns a canned
+   record (2 KiB as these episodes, ~50 KiB as a long LLM episode; the last with ``--wide`` in flight, each
+   "episode" 2 s): the single writer's cost per episode, which bounds a cluster's episodes/s.
 2. ``serving``: agent and user behind local OpenAI-compatible stubs that sleep ``--latency`` s per request (own
    process), mock domain: the server-bound case. Single process with concurrency 2C vs 2 actors x C.
 3. ``vector``: would a Ray-backed ``Tau2VectorEnv`` pay? The oracle workload of ``bench_vector.py`` stepped
@@ -145,6 +147,7 @@ def scripted(args) -> None:
         rows.append(transport(record, tmp))
         big = dict(record, messages=list(record["messages"]) * max(1, (100 * 1024) // max(1, len(json.dumps(record)))))
         rows.append(transport(big, tmp, n=1000))
+        rows.append(transport(big, tmp, n=3 * args.wide, window=args.wide, delay=2.0))
     print(f"\n1. scripted oracle episodes, airline: {n} episodes (50 tasks x {args.trials} trials), "
           f"concurrency {args.concurrency} per collector; best of {args.repeat} by wall time; "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
@@ -153,44 +156,50 @@ def scripted(args) -> None:
 
 
 class Echo:
-    """An actor that hands back a canned episode record: Ray's per-episode transport cost, nothing else."""
+    """An actor that hands back a canned episode record (after ``delay`` s): the driver's cost, nothing else."""
 
-    def __init__(self, record: dict) -> None:
-        self.record = record
+    def __init__(self, record: dict, delay: float) -> None:
+        self.record, self.delay = record, delay
+
+    def info(self) -> dict:
+        return {"pid": os.getpid()}
 
     async def run(self, task_id: str, trial: int, seed: int) -> dict:
-        return self.record
+        if self.delay:
+            import asyncio
+
+            await asyncio.sleep(self.delay)
+        return dict(self.record, seed=seed)
 
 
-def transport(record: dict, tmp: str, n: int = 3000, window: int = 64) -> tuple:
-    """The driver's share of an episode: hand-out, result fetch, and the log append (JSON line, group fsync),
-    with ``window`` episodes in flight on one actor that does no work."""
+def transport(record: dict, tmp: str, n: int = 3000, window: int = 64, delay: float = 0.0) -> tuple:
+    """The driver's share of an episode through collect_ray's own loop (``distributed._stream``): hand-out,
+    result, the log append (JSON line, group fsync); ``window`` episodes in flight on one actor that does no
+    work but wait ``delay`` s."""
+    import asyncio
+    import collections
+
+    from tau2_gym.distributed import _Pool, _stream
     from tau2_gym.rollout import _Log
 
     ray = _ray()
-    actor = ray.remote(Echo).options(max_concurrency=window, num_cpus=1).remote(record)
-    ray.get(actor.run.remote("0", 0, 0))
+    remote = ray.remote(Echo).options(max_concurrency=window, num_cpus=1)
+    pool = _Pool(ray, lambda: remote.remote(record, delay), 1, window, 0)
+    ray.get([a.info.remote() for a in pool.actors.values()])
     path = Path(tmp) / "echo.jsonl"
     if path.exists():
         path.unlink()
     log = _Log(path)
+    queue = collections.deque(("0", 0, k) for k in range(n))
     c0, t0 = time.process_time(), time.perf_counter()
-    pending, sent = set(), 0
-    while sent < n or pending:
-        while sent < n and len(pending) < window:
-            pending.add(actor.run.remote("0", 0, sent))
-            sent += 1
-        ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
-        if not ready:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-        pending.difference_update(ready)
-        log.write([ray.get(r) for r in ready])
+    asyncio.run(_stream(ray, pool, queue, set(), log.write))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     log.close()
-    ray.kill(actor)
+    assert path.read_bytes().count(b"\n") == n
+    pool.kill_all()
     size = len(json.dumps(record))
-    return (f"Ray transport + log only ({size / 1024:.0f} KiB records)", "-", f"{n / wall:.0f}", fmt_time(wall / n),
-            fmt_time(cpu / n), "-", "-")
+    return (f"driver only: {size / 1024:.0f} KiB records, {window} in flight", "-", f"{n / wall:.0f}",
+            fmt_time(wall / n), fmt_time(cpu / n), "-", "-")
 
 
 def _serve(lat: float, stop_at: int, conn) -> None:
@@ -356,6 +365,7 @@ def main() -> None:
                     choices=["scripted", "serving", "vector"])
     ap.add_argument("--trials", type=int, default=8, help="scripted: trials of the 50 airline tasks (default: 8)")
     ap.add_argument("--concurrency", type=int, default=32, help="scripted: episodes in flight per collector")
+    ap.add_argument("--wide", type=int, default=4096, help="scripted: in flight in the wide driver-only row")
     ap.add_argument("--repeat", type=int, default=3, help="scripted: runs per row, the fastest kept (default: 3)")
     ap.add_argument("--latency", type=float, default=0.05, help="serving: seconds per LLM request (default: 0.05)")
     ap.add_argument("--serving-concurrency", type=int, default=8, help="serving: in flight per actor (default: 8)")
