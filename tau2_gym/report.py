@@ -5,7 +5,8 @@ once and then at one conversation. The summary (per-domain metrics, pass^k with 
 task x trial grid, component failures, tasks that flipped between runs) is rendered here, in Python, so it
 reads without JavaScript; each simulation's details (conversation, checks, DB diff) are embedded as one small
 ``<script type="application/json">`` block and rendered only when clicked, so a 10,000-simulation report
-opens as fast as its summary. The file loads nothing from the network (inline CSS/JS/SVG, and a
+opens as fast as its summary (``compress=True``: gzip chunks of 64 simulations instead, several times smaller
+for long conversations, unpacked by the browser on first use). The file loads nothing from the network (inline CSS/JS/SVG, and a
 Content-Security-Policy that only allows the report's own script by hash).
 
 Metrics are ``tau2-gym eval``'s (:class:`tau2_gym.commands.eval.Tally`): infrastructure errors and
@@ -32,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from tau2_gym.commands.eval import Tally, pass_hat_k
 
-__all__ = ["ReportError", "Run", "load_run", "build_report", "write_report", "BOOTSTRAP_SAMPLES"]
+__all__ = ["ReportError", "Run", "RunSummary", "load_run", "summarise", "flips", "build_report", "write_report",
+           "bootstrap_ci", "BOOTSTRAP_SAMPLES"]
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
