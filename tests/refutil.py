@@ -60,4 +60,4 @@ def without_db_diff(reward_info: Any) -> Any:
     if not has:
         return reward_info
     info = {k: v for k, v in info.items() if k not in ("db_diff", "db_diff_truncated")}
-    return {**reward_info, "info": info}
+    return {**reward_info, "info": info or None}  # the env-only evaluation type has no other info
