@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from datautil import LEGACY
+from refutil import without_db_diff
 
 from test_evaluation_cases import build_cases, ending, execute, gold_steps
 from tau2_gym.cli import main
@@ -258,15 +259,6 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
 
 
 # ------------------------------------------------------------------------------------ upstream round trip
-
-
-def without_db_diff(reward_info: dict) -> dict:
-    """Our reward_info minus the field-level DB diff, which tau2-gym adds and upstream does not have."""
-    out = copy.deepcopy(reward_info)
-    if isinstance(out.get("info"), dict):
-        for key in ("db_diff", "db_diff_truncated"):
-            out["info"].pop(key, None)
-    return out
 
 
 def _scores(dom, case) -> bool:
