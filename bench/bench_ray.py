@@ -145,7 +145,9 @@ def scripted(args) -> None:
                          fmt_time(wall / n), fmt_time(cpu / n), fmt_time(total / n),
                          fmt_time((total - single_cpu) / n)))
         rows.append(transport(record, tmp))
-        big = dict(record, messages=list(record["messages"]) * max(1, (100 * 1024) // max(1, len(json.dumps(record)))))
+        big = dict(record)
+        while len(json.dumps(big)) < 48 * 1024:  # a long LLM episode's size: many turns of text
+            big["messages"] = list(big["messages"]) * 2
         rows.append(transport(big, tmp, n=1000))
         rows.append(transport(big, tmp, n=3 * args.wide, window=args.wide, delay=2.0))
     print(f"\n1. scripted oracle episodes, airline: {n} episodes (50 tasks x {args.trials} trials), "
