@@ -147,3 +147,13 @@ def test_branches_in_a_vector_env_batch_the_user_turns_and_search_alike():
     with pytest.raises(ValueError):
         best_of_n(env, weak, n=5, seed=0, options=TASK, vector=vec)
     vec.close()
+
+
+def test_the_best_of_n_example_runs(capsys):
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "best_of_n.py"
+    runpy.run_path(str(example), run_name="best_of_n_example")["main"](["--episodes", "2"])
+    out = capsys.readouterr().out
+    assert "best-of-4 search: rewards [1.0, 1.0]" in out and "took branch" in out
