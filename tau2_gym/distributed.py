@@ -21,7 +21,8 @@ driver puts them back at the head of the queue and starts a replacement actor (u
 ``max_actor_restarts`` in all; after that the survivors carry on, and with none left the run stops with what
 finished saved). A record is written only once per (task, trial, seed): a re-run episode cannot appear twice.
 
-Policies and users go to the actors by pickle. Scripted ones (``"oracle"``, :class:`OracleUser`) pickle as they
+``collect_ray`` blocks; inside a running event loop (a notebook) use ``await acollect_ray(...)``. Policies and
+users go to the actors by pickle. Scripted ones (``"oracle"``, :class:`OracleUser`) pickle as they
 are; an LLM client holds locks and sockets, so pass a zero-argument factory instead (a class, a
 ``functools.partial``): each actor builds its own client (and its own ``max_concurrency`` limit).
 """
@@ -43,7 +44,7 @@ from tau2_gym.tasks import Task
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["collect_ray", "cli_collect", "RAY_MISSING"]
+__all__ = ["collect_ray", "acollect_ray", "cli_collect", "RAY_MISSING"]
 
 RAY_MISSING = "Ray is not installed; rollouts on Ray need the extra: pip install 'tau2-gym[ray]'"
 
@@ -282,11 +283,11 @@ def _check_picklable(ray: Any, obj: Any, name: str) -> None:
                         f"{type(obj).__name__}, config), so that each actor builds its own") from None
 
 
-def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
-                config: Optional[RolloutConfig] = None, num_actors: int = 2, address: Optional[str] = None,
-                actor_options: Optional[dict] = None, max_actor_restarts: Optional[int] = None,
-                init_kwargs: Optional[dict] = None, on_pool: Optional[Callable[[Any], None]] = None,
-                **settings: Any) -> RolloutReport:
+async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
+                       config: Optional[RolloutConfig] = None, num_actors: int = 2, address: Optional[str] = None,
+                       actor_options: Optional[dict] = None, max_actor_restarts: Optional[int] = None,
+                       init_kwargs: Optional[dict] = None, on_pool: Optional[Callable[[Any], None]] = None,
+                       **settings: Any) -> RolloutReport:
     """:func:`~tau2_gym.rollout.collect` with the episodes run by ``num_actors`` Ray actors.
 
     Args:
@@ -378,7 +379,7 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
                     failed += run.get("termination_reason") == INFRASTRUCTURE_ERROR
                     progress.add(run)
 
-            asyncio.run(_stream(ray, pool, collections.deque(todo), written, commit))
+            await _stream(ray, pool, collections.deque(todo), written, commit)
     except BaseException:
         interrupted = True
         raise
@@ -401,6 +402,20 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
         report = RolloutReport(simulations=runs, results=results, output=out_path, log=lpath, ran=ran,
                                resumed=resumed, failed=failed, interrupted=interrupted)
     return report
+
+
+def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
+                config: Optional[RolloutConfig] = None, **settings: Any) -> RolloutReport:
+    """:func:`acollect_ray` from synchronous code (inside a running event loop, e.g. a notebook, ``await
+    acollect_ray(...)``). Ctrl-C stops the run after saving what finished (run again to resume)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("collect_ray() cannot run inside a running event loop; use `await acollect_ray(...)` "
+                           "there")
+    return asyncio.run(acollect_ray(tasks, policy, user, config=config, **settings))
 
 
 def cli_collect(args: Any, config: RolloutConfig, solo: bool) -> RolloutReport:

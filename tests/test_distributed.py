@@ -15,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from tau2_gym.distributed import collect_ray  # noqa: E402
+from tau2_gym.distributed import acollect_ray, collect_ray  # noqa: E402
 from tau2_gym.policies import AgentPolicy, ScriptedPolicy  # noqa: E402
 from tau2_gym.rollout import collect, log_path, read_log, trial_seeds  # noqa: E402
 
@@ -201,3 +201,20 @@ def test_an_unpicklable_llm_client_is_refused_with_the_factory_advice(tmp_path):
     with pytest.raises(TypeError, match=r"zero-argument factory"):
         collect_ray(None, Held(), None, output=str(tmp_path / "x.json"), **RUN)
     assert not json.loads((tmp_path / "x.json").read_text())["simulations"]
+
+
+def test_acollect_ray_serves_callers_inside_an_event_loop(tmp_path):
+    out = str(tmp_path / "run.json")
+    collect(None, "oracle", None, output=out, num_tasks=2, **RUN)
+
+    async def main():
+        return await acollect_ray(None, "oracle", None, output=out, on_pool=pytest.fail, num_tasks=2, **RUN)
+
+    report = asyncio.run(main())
+    assert report.resumed == 4 and report.ran == 0
+
+    async def wrong():
+        collect_ray(None, "oracle", None, output=out, num_tasks=2, **RUN)
+
+    with pytest.raises(RuntimeError, match="await acollect_ray"):
+        asyncio.run(wrong())
