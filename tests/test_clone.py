@@ -216,6 +216,7 @@ def test_clone_with_an_llm_user_shares_the_client_and_sees_its_own_history():
         env.step("How can I help?")
         twin = env.unwrapped.clone()
         assert twin.user is env.unwrapped.user  # one simulator, one client; the state is the loop's
+        assert clone_env(env).unwrapped.user is user  # through gym.make's wrappers alike
         sent_before = len(server.requests)
         obs_twin, *_ = twin.step("A different question from the clone")
         assert len(server.requests) == sent_before + 1
