@@ -200,7 +200,12 @@ class _Pool:
         lost = [(r, item) for r, (s, item) in self.inflight.items() if s == slot]
         for r, _ in lost:
             del self.inflight[r]
-        self.actors.pop(slot, None)
+        actor = self.actors.pop(slot, None)
+        if actor is not None:
+            try:
+                self.ray.kill(actor)  # dead already, or unreachable: then it must not keep working
+            except Exception:  # noqa: BLE001 - already gone
+                pass
         self.load.pop(slot, None)
         self.deaths += 1
         self.requeued += len(lost)
@@ -231,10 +236,14 @@ async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set,
     """
     arrived: asyncio.Queue = asyncio.Queue()
 
+    # an actor that is gone (RayActorError; also its ActorUnavailableError: treated as gone, and killed to make
+    # sure) loses its episodes in flight only
+    gone = ray.exceptions.RayActorError
+
     async def watch(ref: Any) -> None:
         try:
             arrived.put_nowait((ref, await ref, None))
-        except ray.exceptions.RayActorError as exc:
+        except Exception as exc:  # noqa: BLE001 - sorted out by the loop below (the loop must hear of every call)
             arrived.put_nowait((ref, None, exc))
 
     watchers: set = set()
@@ -255,9 +264,12 @@ async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set,
             for ref, run, exc in got:
                 if ref not in pool.inflight:
                     continue  # its actor died and its item is queued again: this late result is not used
-                if exc is not None:  # the first of this actor's refs to fail re-queues all its items
+                if isinstance(exc, gone):  # the first of this actor's refs to fail re-queues all its items
                     queue.extendleft(reversed(pool.died(ref, exc)))
                     continue
+                if exc is not None:  # the actor is fine but the call raised: a bug, not an episode's failure
+                    raise RuntimeError(f"episode {pool.inflight[ref][1]} failed on its Ray actor: "
+                                       f"{type(exc).__name__}: {exc}") from exc
                 pool.done(ref)
                 key = _key(run)
                 if key in written:  # cannot happen (one call per unfinished item); never write twice
