@@ -218,3 +218,19 @@ def test_acollect_ray_serves_callers_inside_an_event_loop(tmp_path):
 
     with pytest.raises(RuntimeError, match="await acollect_ray"):
         asyncio.run(wrong())
+
+
+class Boom(BaseException):
+    """Escapes the collector's per-episode retry (which catches Exception): as a bug inside an actor would."""
+
+
+class Exploding(SlowOracle):
+    async def agenerate(self, request):
+        raise Boom("bug")
+
+
+def test_a_call_that_raises_on_a_live_actor_stops_the_run_with_its_error(tmp_path):
+    out = tmp_path / "x.json"
+    with pytest.raises(RuntimeError, match="failed on its Ray actor.*Boom"):
+        collect_ray(None, Exploding(), None, num_actors=1, output=str(out), num_tasks=2, **RUN)
+    assert json.loads(out.read_text())["simulations"] == []  # the results file is still written
