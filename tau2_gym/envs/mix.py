@@ -122,7 +122,10 @@ class Mixture:
         return w / w.sum()
 
     def draw(self, rng: np.random.Generator) -> Component:
-        return self.components[int(rng.choice(len(self.components), p=self.probabilities()))]
+        """One component, with the current probabilities (one uniform draw from ``rng``)."""
+        cdf = np.cumsum(self.probabilities())
+        i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+        return self.components[min(i, len(self.components) - 1)]
 
     def record(self, key: str, reward: float) -> None:
         """A finished episode of component ``key`` (a domain name works when it is unambiguous)."""
@@ -187,8 +190,8 @@ class MixEnv(gym.Env):
     returned one), which the curriculum uses.
 
     ## Starting State
-    ``reset(seed)`` seeds ``np_random``, which draws the component and then the component env's seed (so its
-    task draw): same seed, same sequence of components and tasks. ``options={"domain": key}`` forces a
+    ``reset(seed)`` seeds ``np_random``, which draws the component and then, handed to the component env, its
+    task and episode seed: same seed, same sequence of components and tasks. ``options={"domain": key}`` forces a
     component; other options (``task_id``, ``task_index``) go to the component env.
 
     ## Episode End
@@ -283,11 +286,11 @@ class MixEnv(gym.Env):
         options = dict(options or {})
         forced = options.pop("domain", None)
         component = self.mixture.component(str(forced)) if forced is not None else self.mixture.draw(self.np_random)
-        sub_seed = int(self.np_random.integers(0, 2**31 - 1))
         env = self.component_env(component.key)
+        env.np_random = self.np_random  # the component draws its task (and episode seed) from this env's stream
         self.active, self.component = env, component
         self._recorded = False
-        obs, info = env.reset(seed=sub_seed, options=options or None)
+        obs, info = env.reset(options=options or None)
         return obs, self._info(info)
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
