@@ -204,6 +204,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["grpo_rewards"] = [h["rewards/tau2_reward/mean"] for h in logs]
         report["grpo_reward_std"] = [h.get("rewards/tau2_reward/std", 0.0) for h in logs]
         report["grpo_grad_norm"] = [h.get("grad_norm", 0.0) for h in logs]
+        # infrastructure failures (user_error, ...) masked out of the gradient, by reason
+        report["grpo_masked"] = dict(trainer.rollout_func.masked)
         report["after_grpo"] = evaluate(trainer.model, tokenizer, args, tasks, template)
     return report
 
@@ -218,9 +220,10 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         tiny_settings(args)
     start = time.perf_counter()
     report = run(args)
-    for key in ("grpo_rewards", "grpo_reward_std", "grpo_grad_norm"):
+    for key in ("grpo_rewards", "grpo_reward_std", "grpo_grad_norm", "grpo_masked"):
         if key in report:
-            print(f"{key}: {[round(x, 4) for x in report[key]]}")
+            value = report[key]
+            print(f"{key}: {value if isinstance(value, dict) else [round(x, 4) for x in value]}")
     marks = {"before SFT": mean(report["before_sft"]), "after SFT": mean(report["after_sft"])}
     if "after_grpo" in report:
         marks["after GRPO"] = mean(report["after_grpo"])

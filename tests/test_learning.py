@@ -40,3 +40,4 @@ def test_sft_then_grpo_learns_on_the_env_reward(tmp_path):
     assert len(steps) == 4
     assert any(std > 0 and grad > 0 for std, grad in steps), report
     assert all(grad == 0 for std, grad in steps if std == 0)  # no spread in any group: nothing to learn from
+    assert report["grpo_masked"] == {}  # the oracle customer never fails: no episode was masked out
