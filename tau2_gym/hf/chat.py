@@ -231,6 +231,21 @@ class ChatRenderer:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _assistant_ids_text(self, messages: Sequence[dict[str, Any]], k: int,
+                            tools: Optional[Sequence[dict]]) -> Optional[list[int]]:
+        """The fast path of :meth:`assistant_ids` for prefix-preserving renderings (None: use the ids)."""
+        head = self.render_text(messages[:k - 1], tools, add_generation_prompt=True)
+        full = self.render_text(messages[:k], tools, add_generation_prompt=False)
+        head_ends, full_ends = self._stop_positions(head), self._stop_positions(full)
+        start = head_ends[-1] if head_ends else 0
+        if not full_ends or full_ends[-1] <= start or not full.startswith(head[:start]):
+            return None
+        prompt = self.encode(head[start:])
+        turn = self.encode(full[start:full_ends[-1]])
+        if turn[:len(prompt)] != prompt:
+            return None
+        return turn[len(prompt):]
+
     def _turn_suffix_text(self, messages: Sequence[dict[str, Any]], k: int,
                           tools: Optional[Sequence[dict]]) -> TurnSuffix:
         before = self.render_text(messages[:k], tools, add_generation_prompt=False)
@@ -259,6 +274,24 @@ class ChatRenderer:
         """
         if not 0 < k <= len(messages) or messages[k - 1].get("role") != "assistant":
             raise ValueError(f"messages[{k - 1}] is not an assistant message")
+        if self._stop_texts is not None:
+            fast = self._assistant_ids_text(messages, k, tools)
+            if fast is not None:
+                if self._checks_left <= 0:
+                    return fast
+                ref = self.assistant_ids_from_ids(messages, k, tools)
+                if ref == fast:
+                    self._checks_left -= 1
+                else:
+                    logger.info("tokenizing the assistant turn alone differs from tokenizing the whole rendering "
+                                "for this tokenizer; using full renderings")
+                    self._stop_texts = None
+                return ref
+        return self.assistant_ids_from_ids(messages, k, tools)
+
+    def assistant_ids_from_ids(self, messages: Sequence[dict[str, Any]], k: int,
+                               tools: Optional[Sequence[dict]] = None) -> list[int]:
+        """:meth:`assistant_ids` computed on the token ids of both full renderings (the reference method)."""
         head = self.render(messages[:k - 1], tools, add_generation_prompt=True)
         full = self.render(messages[:k], tools, add_generation_prompt=False)
         cut = self._last_stop(full)
