@@ -5,9 +5,7 @@ TypedDicts (``maybe_transform``) and builds pydantic models of the reply -- abou
 with a tau2 conversation -- and its httpx connection pool scans every idle connection per request. The
 rollout's event loop runs on one core, so at 256 episodes in flight against a server answering in 200 ms
 (1,280 requests/s) the SDK caps the run at ~20% of what the server allows; aiohttp posts the same JSON for
-~0.2 ms; for plain ``http://`` endpoints without a proxy (a local vLLM/SGLang, the usual RL setup) a minimal
-HTTP/1.1 keep-alive client on asyncio streams (:class:`_Plain`) does it for ~0.05 ms. The SDK stays the client of
-the sync paths and the fallback for ``https://`` when aiohttp is not installed.
+~0.2 ms. The SDK stays the client of the sync paths and the fallback when aiohttp is not installed.
 
 The contract is the SDK's where it matters to the failure policy: the same URL (``base_url`` +
 ``/chat/completions``; ``OPENAI_BASE_URL`` or OpenAI's endpoint by default), ``Authorization: Bearer``,
@@ -72,24 +70,10 @@ def endpoint(base_url: Optional[str]) -> str:
     return base + "/chat/completions"
 
 
-def plain_http(url: str) -> bool:
-    """Whether ``url`` is ``http://`` with no proxy configured for it: the minimal client can post there."""
-    from urllib.parse import urlsplit
-    from urllib.request import getproxies, proxy_bypass
-
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
-        return False
-    return "http" not in getproxies() or bool(proxy_bypass(parts.hostname))
-
-
 def make_client(base_url: Optional[str], api_key: str, headers: Optional[dict[str, str]] = None,
                 timeout: float = 120.0, prefer: str = "auto") -> Optional[Any]:
-    """The fastest transport for the endpoint: :class:`_Plain` (http, no proxy; not with ``prefer='aiohttp'``),
-    else :class:`ChatHTTP` (aiohttp) when installed, else None (the caller uses the SDK)."""
-    url = endpoint(base_url)
-    if prefer == "auto" and plain_http(url):
-        return _Plain(url, api_key, headers, timeout)
+    """:class:`ChatHTTP` (aiohttp) when installed, else None (the caller uses the SDK). ``prefer`` is kept for
+    callers that name a transport; every choice but the SDK is aiohttp."""
     if available():
         return ChatHTTP(base_url, api_key, headers, timeout)
     return None
@@ -123,110 +107,6 @@ def _parse(status: int, raw: bytes, retry_after: Optional[str]) -> dict:
     if not isinstance(out, dict):
         raise Unreadable(f"response body is not a JSON object: {text[:200]!r}")
     return out
-
-
-class _Plain:
-    """HTTP/1.1 POSTs over asyncio streams with a keep-alive pool, for ``http://`` endpoints (no TLS/proxy).
-
-    Replies with ``Content-Length``, chunked bodies and close-delimited bodies are read; a kept-alive
-    connection the server closed meanwhile is retried once on a fresh one (only when not a byte of the reply
-    arrived). A request cut off midway (cancelled, timed out) closes its connection.
-    """
-
-    def __init__(self, url: str, api_key: str, headers: Optional[dict[str, str]], timeout: float) -> None:
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(url)
-        self.url = url
-        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        path = parts.path or "/"
-        if parts.query:
-            path += "?" + parts.query
-        lines = [f"POST {path} HTTP/1.1", f"Host: {parts.netloc}"]
-        lines += [f"{k}: {v}" for k, v in _request_headers(api_key, headers).items()]
-        self._head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
-        self._timeout = timeout
-        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-
-    async def create(self, kwargs: dict[str, Any]) -> dict:
-        data = _body(kwargs)
-        request = self._head + str(len(data)).encode() + b"\r\n\r\n" + data
-        for attempt in (0, 1):
-            reused = bool(self._idle)
-            if reused:
-                conn = self._idle.pop()
-            else:
-                try:
-                    conn = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self._timeout)
-                except asyncio.TimeoutError:
-                    raise Unreachable(f"connect to {self.host}:{self.port} timed out after {self._timeout}s") from None
-                except OSError as exc:
-                    raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
-            reader, writer = conn
-            keep = False
-            started = False
-            try:
-                writer.write(request)
-                await writer.drain()
-                status_line = await reader.readline()
-                if not status_line:
-                    raise ConnectionResetError("the server closed the connection")
-                started = True
-                lines = []
-                while True:
-                    line = await reader.readline()
-                    if line in (b"\r\n", b"\n", b""):
-                        break
-                    lines.append(line)
-                status, headers = self._head_of(status_line, b"".join(lines))
-                body = await self._read_body(reader, headers)
-                keep = headers.get("connection", "").lower() != "close" and status_line.startswith(b"HTTP/1.1")
-                return _parse(status, body, headers.get("retry-after"))
-            except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
-                if reused and not started and attempt == 0:
-                    continue  # a stale kept-alive connection: once more on a fresh one
-                raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
-            finally:
-                if keep:
-                    self._idle.append(conn)
-                else:
-                    writer.close()
-        raise Unreachable("no connection")  # pragma: no cover - the loop returns or raises
-
-    @staticmethod
-    def _head_of(status_line: bytes, rest: bytes) -> tuple[int, dict[str, str]]:
-        try:
-            status = int(status_line.split(None, 2)[1])
-        except (IndexError, ValueError):
-            raise Unreadable(f"not an HTTP status line: {status_line[:100]!r}") from None
-        headers: dict[str, str] = {}
-        for line in rest.decode("latin-1").splitlines():
-            name, sep, value = line.partition(":")
-            if sep:
-                headers[name.strip().lower()] = value.strip()
-        return status, headers
-
-    @staticmethod
-    async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            parts = []
-            while True:
-                size = int((await reader.readline()).split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    while (await reader.readline()) not in (b"\r\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-        if "content-length" in headers:
-            return await reader.readexactly(int(headers["content-length"]))
-        headers["connection"] = "close"  # delimited by the close
-        return await reader.read()
-
-    async def close(self) -> None:
-        while self._idle:
-            _, writer = self._idle.pop()
-            writer.close()
 
 
 class ChatHTTP:

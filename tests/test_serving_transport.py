@@ -1,6 +1,6 @@
-"""The async transports of rollouts (tau2_gym.chat_http: the plain HTTP/1.1 client for http://, aiohttp, the
+"""The async transports of rollouts (tau2_gym.chat_http: aiohttp, the
 openai SDK) are interchangeable: the same rollout sends the same request bodies and records the same
-trajectories over each; the plain client reads chunked and close-delimited replies and survives a server that
+trajectories over each; the aiohttp client reads chunked and close-delimited replies and survives a server that
 drops kept-alive connections."""
 
 from __future__ import annotations
@@ -69,7 +69,9 @@ async def _read_request(reader):
     return json.loads(await reader.readexactly(length))
 
 
-def test_plain_client_reads_chunked_and_close_delimited_replies_and_retries_dropped_connections():
+def test_client_reads_chunked_and_close_delimited_replies_and_survives_dropped_connections():
+    if not chat_http.available():
+        pytest.skip("aiohttp not installed")
     body = json.dumps(REPLY).encode()
     seen = []
 
@@ -87,7 +89,7 @@ def test_plain_client_reads_chunked_and_close_delimited_replies_and_retries_drop
 
     async def main():
         server, url = await _serve(handler)
-        client = chat_http._Plain(url + "/chat/completions", "k", {"X-Test": "1"}, 5.0)
+        client = chat_http.ChatHTTP(url, "k", {"X-Test": "1"}, 5.0)
         try:
             first = await client.create({"model": "m", "messages": [], "extra_body": {"top_k": 2}})
             await asyncio.sleep(0.05)  # the server has closed the kept-alive connection by now
@@ -104,7 +106,9 @@ def test_plain_client_reads_chunked_and_close_delimited_replies_and_retries_drop
     assert len(seen) == 2
 
 
-def test_plain_client_errors_are_classified_like_the_sdks():
+def test_client_errors_are_classified_like_the_sdks():
+    if not chat_http.available():
+        pytest.skip("aiohttp not installed")
     async def handler(reader, writer):
         await _read_request(reader)
         msg = json.dumps({"error": {"message": "slow down"}}).encode()
@@ -114,7 +118,7 @@ def test_plain_client_errors_are_classified_like_the_sdks():
 
     async def main():
         server, url = await _serve(handler)
-        client = chat_http._Plain(url + "/chat/completions", "k", None, 5.0)
+        client = chat_http.ChatHTTP(url, "k", None, 5.0)
         try:
             with pytest.raises(chat_http.HTTPStatus) as info:
                 await client.create({"model": "m", "messages": []})
@@ -133,16 +137,10 @@ def test_plain_client_errors_are_classified_like_the_sdks():
     assert sim._classify(chat_http.Unreachable("ConnectionRefusedError"))[1]
 
 
-def test_auto_picks_the_plain_client_for_http_and_not_for_https_or_a_proxy(monkeypatch):
+def test_auto_picks_aiohttp_when_installed_else_the_sdk():
     async def kinds():
-        out = [type(chat_http.make_client("http://127.0.0.1:9/v1", "k")).__name__,
-               type(chat_http.make_client("https://example.invalid/v1", "k")).__name__]
-        monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
-        monkeypatch.delenv("no_proxy", raising=False)
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        out.append(type(chat_http.make_client("http://10.1.2.3:8000/v1", "k")).__name__)
-        return out
+        return [type(chat_http.make_client(u, "k")).__name__
+                for u in ("http://127.0.0.1:9/v1", "https://example.invalid/v1")]
 
-    got = asyncio.run(kinds())
-    assert got[0] == "_Plain"
-    assert got[1] == got[2] == ("ChatHTTP" if chat_http.available() else "NoneType")
+    want = "ChatHTTP" if chat_http.available() else "NoneType"
+    assert asyncio.run(kinds()) == [want, want]
