@@ -529,7 +529,11 @@ class _Runner:
             user_info = {"implementation": "dummy_user", "llm": None, "llm_args": None}
         agent_info = dict(self.policy.info()) if hasattr(self.policy, "info") else {
             "implementation": type(self.policy).__name__, "llm": None, "llm_args": None}
-        if cfg.solo and agent_info.get("implementation") == "llm_agent":
+        if cfg.solo and agent_info.get("implementation") != "llm_agent_solo":
+            # upstream's evaluate-trajs reads a file as solo only from this name (with dummy_user); our agent's
+            # own name is kept beside it
+            if agent_info.get("implementation") != "llm_agent":
+                agent_info["tau2_gym_agent"] = agent_info.get("implementation")
             agent_info["implementation"] = "llm_agent_solo"
         if self._git_commit is None:
             self._git_commit = git_commit()

@@ -55,3 +55,24 @@ def test_upstream_reads_and_rescores_our_rollout_results(tmp_path):
             assert row["db_match"] == mine["reward_info"]["db_check"]["db_match"], row
     assert up["metrics"]["infra_error_count"] == 2
     assert up["metrics"]["avg_reward"] == pytest.approx(report.mean_reward)
+
+
+def test_upstream_reads_our_solo_rollout_as_solo(tmp_path):
+    """A solo run of a scripted agent is recorded as ``llm_agent_solo`` (upstream's only solo marker, with
+    ``dummy_user``), so upstream re-scores it in solo mode and agrees; our agent's name is kept beside it."""
+    out = tmp_path / "solo.json"
+    data_dir = os.environ.get("TAU2_UPSTREAM_DATA_DIR")
+    kinds = itertools.cycle([OracleAgent, SkipLastActionAgent])
+    report = collect(None, ScriptedPolicy(lambda: next(kinds)()), domain="telecom", data_dir=data_dir, solo=True,
+                     num_tasks=4, num_trials=1, concurrency=1, output=str(out), progress=False)
+    import json
+
+    info = json.loads(out.read_text())["info"]
+    assert info["agent_info"]["implementation"] == "llm_agent_solo" and info["user_info"]["implementation"] == "dummy_user"
+    assert info["agent_info"]["tau2_gym_agent"]
+    ours = {(r["task_id"], r["trial"]): r for r in report.simulations}
+    assert {r["reward_info"]["reward"] for r in ours.values()} == {0.0, 1.0}
+    up = ok(run_reference("driver_rollout", [{"path": str(out)}])[0])
+    for row in up["simulations"]:
+        mine = ours[(row["task_id"], row["trial"])]
+        assert row["reward"] == mine["reward_info"]["reward"], row
