@@ -165,13 +165,16 @@ def export_dataset(paths: Iterable[str | os.PathLike[str]], output: str | os.Pat
                    **kwargs: Any):
     """Write :func:`export_rows` (``format="messages"``) or their :func:`tokenize_rows` (``"tokens"``, needs
     ``tokenizer``: an object or a local path) as a ``datasets.Dataset`` to ``output`` and return it."""
-    import datasets
-
     if format not in ("messages", "tokens"):
         raise ExportError(f"unknown export format {format!r}; formats: messages, tokens")
     if format == "tokens" and tokenizer is None:
         raise ExportError("the tokens format needs a tokenizer (a local path or a tokenizer object)")
-    rows = export_rows(paths, **kwargs)
+    rows = export_rows(paths, **kwargs)  # input and split errors first, whatever is installed
+    try:
+        import datasets
+    except ImportError:
+        raise ExportError("writing a dataset needs the datasets package: pip install 'tau2-gym[trl]' "
+                          "(or export_rows() for plain rows)") from None
     if format == "tokens":
         rows = tokenize_rows(rows, tokenizer, chat_template=chat_template, data_version=kwargs.get("data_version"))
     if not rows:
