@@ -34,12 +34,10 @@ import collections
 import logging
 import os
 from dataclasses import fields
-from datetime import datetime
-from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tau2_gym.rollout import (INFRASTRUCTURE_ERROR, LOG_FORMAT, RolloutConfig, RolloutReport, _key, _Log, _Progress,
-                              _Runner, log_path, read_log, select_tasks, trial_seeds)
+from tau2_gym.rollout import (INFRASTRUCTURE_ERROR, RolloutConfig, RolloutReport, _key, _Log, _Progress, _Runner,
+                              open_log, output_paths, select_for_run, trial_seeds)
 from tau2_gym.tasks import Task
 
 logger = logging.getLogger("tau2_gym")
@@ -125,33 +123,6 @@ class EpisodeActor:
 
 
 # ------------------------------------------------------------------------------------------ the driver
-
-
-def _open_log(cfg: RolloutConfig, lpath: Path, signature: dict) -> tuple[_Log, dict]:
-    """Lock and read the log, check its header against this run (as ``acollect``), write a header if new."""
-    log = _Log(lpath)
-    try:
-        header, records = read_log(lpath, repair=True)
-        if header is not None:
-            if header.get("domain") != cfg.domain:
-                raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
-                                 "Use another output path (or delete the old files) to start over.")
-            logged = header.get("run", {})
-            changed = {k: (logged.get(k), v) for k, v in signature.items() if k in logged and logged.get(k) != v}
-            if changed and not cfg.allow_config_change:
-                diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                raise ValueError(f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
-                                 "two runs in one results file. Use another output path, or pass "
-                                 "allow_config_change=True (--allow-config-change) to append anyway.")
-            if changed:
-                logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
-                               "mix both", lpath, changed)
-        log.start({"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
-                   "created": datetime.now().isoformat()})
-    except BaseException:
-        log.close()
-        raise
-    return log, records
 
 
 class _Pool:
@@ -324,12 +295,7 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
         cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **settings})
     if num_actors < 1:
         raise ValueError(f"num_actors={num_actors} must be >= 1")
-    from tau2_gym import load_domain
-    from tau2_gym.judges import apply_no_judge_choice, make_judge
-
-    judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
-    domain = load_domain(cfg.domain, cfg.data_dir, cfg.data_version, options=cfg.domain_options)
-    selected = list(apply_no_judge_choice(domain, select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
+    judge, selected = select_for_run(cfg, tasks)
     # the driver's own players only describe the run (signature, results info); the actors build theirs
     info_policy = build_player(policy, "policy")
     info_user = build_player(user, "user", cfg.solo)
@@ -338,15 +304,11 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
     units = [(trial, task) for trial in range(cfg.num_trials) for task in selected]
     order = {(t.id, trial, seeds[trial]): k for k, (trial, t) in enumerate(units)}
 
-    out_path = Path(cfg.output) if cfg.output else None
-    if out_path is not None and out_path.name.endswith(".jsonl"):
-        raise ValueError(f"output={cfg.output!r} must be the results file (.json or .json.gz); its .jsonl log "
-                         "is kept beside it")
-    lpath = log_path(out_path) if out_path is not None else None
+    out_path, lpath = output_paths(cfg)
     records: dict[tuple, dict] = {}
     log: Optional[_Log] = None
     if lpath is not None:
-        log, records = _open_log(cfg, lpath, runner.signature())
+        log, records = open_log(cfg, lpath, runner.signature())
     done_keys = {k for k, r in records.items() if r.get("termination_reason") != INFRASTRUCTURE_ERROR}
     todo = [(task.id, trial, seeds[trial]) for trial, task in units if (task.id, trial, seeds[trial]) not in done_keys]
     resumed = len(units) - len(todo)

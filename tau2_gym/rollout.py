@@ -599,6 +599,54 @@ def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str
     return out
 
 
+def select_for_run(cfg: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]]) -> tuple[Any, list[Task]]:
+    """The run's judge and its tasks (the selection, with the no-judge choice applied to NL-judged ones)."""
+    from tau2_gym import load_domain
+    from tau2_gym.judges import apply_no_judge_choice, make_judge
+
+    judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
+    domain = load_domain(cfg.domain, cfg.data_dir, cfg.data_version, options=cfg.domain_options)
+    return judge, list(apply_no_judge_choice(domain, select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
+
+
+def output_paths(cfg: RolloutConfig) -> tuple[Optional[Path], Optional[Path]]:
+    """(results file, its .jsonl log) of the run, or (None, None) without an output."""
+    out_path = Path(cfg.output) if cfg.output else None
+    if out_path is not None and out_path.name.endswith(".jsonl"):
+        raise ValueError(f"output={cfg.output!r} must be the results file (.json or .json.gz); its .jsonl log "
+                         "is kept beside it")
+    return out_path, (log_path(out_path) if out_path is not None else None)
+
+
+def open_log(cfg: RolloutConfig, lpath: Path, signature: dict) -> tuple[_Log, dict]:
+    """Lock and read the log (no other run can append meanwhile), refuse a header of another run unless
+    ``allow_config_change``, write a header if new; returns the log and its records."""
+    log = _Log(lpath)
+    try:
+        header, records = read_log(lpath, repair=True)
+        if header is not None:
+            if header.get("domain") != cfg.domain:
+                raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
+                                 "Use another output path (or delete the old files) to start over.")
+            logged = header.get("run", {})
+            changed = {k: (logged.get(k), v) for k, v in signature.items()  # keys older logs lack: not compared
+                       if k in logged and logged.get(k) != v}
+            if changed and not cfg.allow_config_change:
+                diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                raise ValueError(f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
+                                 "two runs in one results file. Use another output path, or pass "
+                                 "allow_config_change=True (--allow-config-change) to append anyway.")
+            if changed:
+                logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
+                               "mix both", lpath, changed)
+        log.start({"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
+                   "created": datetime.now().isoformat()})
+    except BaseException:
+        log.close()
+        raise
+    return log, records
+
+
 async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
                    config: Optional[RolloutConfig] = None, **settings: Any) -> RolloutReport:
     """Async :func:`collect` (for callers already inside an event loop)."""
@@ -615,51 +663,16 @@ async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, use
         from tau2_gym.envs.tau2_env import resolve_user
 
         user = resolve_user(user)
-    from tau2_gym import load_domain
-    from tau2_gym.judges import apply_no_judge_choice, make_judge
-
-    judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
-    selected = list(apply_no_judge_choice(load_domain(cfg.domain, cfg.data_dir, cfg.data_version, options=cfg.domain_options),
-                                          select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
+    judge, selected = select_for_run(cfg, tasks)
     runner = _Runner(cfg, selected, policy, None if cfg.solo else user, judge)
     seeds = trial_seeds(cfg.seed, cfg.num_trials)
     units = [(trial, task) for trial in range(cfg.num_trials) for task in selected]
     order = {(t.id, trial, seeds[trial]): k for k, (trial, t) in enumerate(units)}
-
-    out_path = Path(cfg.output) if cfg.output else None
-    if out_path is not None and out_path.name.endswith(".jsonl"):
-        raise ValueError(f"output={cfg.output!r} must be the results file (.json or .json.gz); its .jsonl log "
-                         "is kept beside it")
-    lpath = log_path(out_path) if out_path is not None else None
+    out_path, lpath = output_paths(cfg)
     records: dict[tuple, dict] = {}
     log: Optional[_Log] = None
     if lpath is not None:
-        log = _Log(lpath)  # locked before the log is read: no other run can append meanwhile
-        try:
-            header, records = read_log(lpath, repair=True)
-        except BaseException:
-            log.close()
-            raise
-        signature = runner.signature()
-        if header is not None:
-            if header.get("domain") != cfg.domain:
-                log.close()
-                raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
-                                 "Use another output path (or delete the old files) to start over.")
-            logged = header.get("run", {})
-            changed = {k: (logged.get(k), v) for k, v in signature.items()  # keys older logs lack: not compared
-                       if k in logged and logged.get(k) != v}
-            if changed and not cfg.allow_config_change:
-                log.close()
-                diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                raise ValueError(f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
-                                 "two runs in one results file. Use another output path, or pass "
-                                 "allow_config_change=True (--allow-config-change) to append anyway.")
-            if changed:
-                logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
-                               "mix both", lpath, changed)
-        log.start({"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
-                   "created": datetime.now().isoformat()})
+        log, records = open_log(cfg, lpath, runner.signature())
     done_keys = {k for k, r in records.items() if r.get("termination_reason") != INFRASTRUCTURE_ERROR}
     todo = [(trial, task) for trial, task in units if (task.id, trial, seeds[trial]) not in done_keys]
     resumed = len(units) - len(todo)
