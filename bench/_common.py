@@ -90,3 +90,36 @@ def ratio(upstream: Optional[float], ours: Optional[float], suffix: str = "x fas
     if upstream is None or ours is None or ours == 0:
         return "-"
     return f"{upstream / ours:,.0f}{suffix}" if upstream / ours >= 10 else f"{upstream / ours:.1f}{suffix}"
+
+
+def record_oracle(domain: str, data_dir: Any = None, task_ids: Optional[list[str]] = None,
+                  n: Optional[int] = None) -> list[dict]:
+    """Oracle episodes -> per task: the agent's actions (upstream gym strings) and the user's replies, so that
+    a bench can replay the same conversation in our env and in upstream's. Needs ``tests/`` on sys.path."""
+    import gymnasium as gym
+
+    from gymutil import RecordingUser
+    from tau2_gym.agents import OracleAgent
+    from tau2_gym.users.scripted import OracleUser
+
+    env = gym.make(f"tau2/{domain}-v0", data_dir=data_dir, user=RecordingUser(OracleUser()))
+    ids = task_ids if task_ids is not None else [t.id for t in env.unwrapped.tasks[:n]]
+    out = []
+    for task_id in ids:
+        env.unwrapped.user.reset_records()  # one episode's replies per task
+        agent = OracleAgent()
+        obs, info = env.reset(options={"task_id": task_id})
+        agent.reset(info["task"], info)
+        actions = []
+        while True:
+            a = agent.act(obs, info)
+            if a.get("tool_calls"):
+                fn = a["tool_calls"][0]["function"]
+                actions.append(json.dumps({"name": fn["name"], "arguments": json.loads(fn["arguments"])}))
+            else:
+                actions.append(a["content"])
+            obs, r, term, trunc, info = env.step(a)
+            if term or trunc:
+                break
+        out.append({"task_id": task_id, "agent": actions, "user": list(env.unwrapped.user.script), "reward": r})
+    return out

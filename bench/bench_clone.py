@@ -22,23 +22,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import fmt_time, median_time, print_table, ratio, reference_python, run_upstream  # noqa: E402
+from _common import fmt_time, median_time, print_table, ratio, record_oracle, reference_python, run_upstream  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
-from tau2_gym.agents import OracleAgent  # noqa: E402
 from tau2_gym.envs.tau2_env import clone_env  # noqa: E402
-from tau2_gym.users.scripted import OracleUser, ScriptedUser  # noqa: E402
+from tau2_gym.users.scripted import ScriptedUser  # noqa: E402
 
 TASKS = ["44", "39", "42"]  # the airline tasks with the longest oracle plans (20, 12, 11 agent turns)
 POINTS = (0.25, 0.5, 0.95)  # clone after this fraction of the episode's agent steps
@@ -47,29 +44,9 @@ DEPTH, N = 5, 4
 
 
 def _record(data_dir):
-    """Oracle episodes -> per task: agent actions (upstream gym strings) and user replies."""
-    from gymutil import RecordingUser
-
-    env = gym.make("tau2/airline-v0", data_dir=data_dir, user=RecordingUser(OracleUser()))
-    out = []
-    for task_id in TASKS:
-        agent = OracleAgent()
-        obs, info = env.reset(options={"task_id": task_id})
-        agent.reset(info["task"], info)
-        actions = []
-        while True:
-            a = agent.act(obs, info)
-            if a.get("tool_calls"):
-                fn = a["tool_calls"][0]["function"]
-                actions.append(json.dumps({"name": fn["name"], "arguments": json.loads(fn["arguments"])}))
-            else:
-                actions.append(a["content"])
-            obs, r, term, trunc, info = env.step(a)
-            if term or trunc:
-                break
-        assert r == 1.0, (task_id, info.get("reward_info"))
-        out.append({"task_id": task_id, "agent": actions, "user": list(env.unwrapped.user.script)})
-        env.unwrapped.user.reset_records()
+    out = record_oracle("airline", data_dir, task_ids=TASKS)
+    for item in out:
+        assert item["reward"] == 1.0, item["task_id"]
     return out
 
 

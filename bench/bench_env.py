@@ -22,41 +22,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import fmt_time, print_table, ratio, reference_python, run_upstream  # noqa: E402
+from _common import fmt_time, print_table, ratio, record_oracle, reference_python, run_upstream  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
-from tau2_gym.agents import OracleAgent  # noqa: E402
-from tau2_gym.users.scripted import OracleUser, ScriptedUser  # noqa: E402
+from tau2_gym.users.scripted import ScriptedUser  # noqa: E402
 
 DOMAINS = {"mock": 9, "airline": 6, "telecom": 4}  # upstream needs ~25 s per telecom episode
 REPEAT = 5
 
 
 def _record(domain: str, n: int, data_dir):
-    """Oracle episodes -> per task: agent actions (upstream gym strings) and user replies."""
-    from gymutil import RecordingUser
-
-    env = gym.make(f"tau2/{domain}-v0", data_dir=data_dir, user=RecordingUser(OracleUser()))
-    out = []
-    for task in env.unwrapped.tasks[:n]:
-        agent = OracleAgent()
-        obs, info = env.reset(options={"task_id": task.id})
-        agent.reset(info["task"], info)
-        actions = []
-        while True:
-            a = agent.act(obs, info)
-            if a.get("tool_calls"):
-                fn = a["tool_calls"][0]["function"]
-                actions.append(json.dumps({"name": fn["name"], "arguments": json.loads(fn["arguments"])}))
-            else:
-                actions.append(a["content"])
-            obs, r, term, trunc, info = env.step(a)
-            if term or trunc:
-                break
-        out.append({"task_id": task.id, "agent": actions, "user": list(env.unwrapped.user.script)})
-    return out
+    return record_oracle(domain, data_dir, n=n)
 
 
 def ours(scripts: dict, data_dir) -> dict:

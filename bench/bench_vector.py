@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_bytes, fmt_time, print_table, ratio, reference_python, run_upstream  # noqa: E402
+from _common import fmt_bytes, fmt_time, print_table, ratio, record_oracle, reference_python, run_upstream  # noqa: E402
 
 SIZES = (1, 64, 1024, 10000)
 LOOKUP_TURNS = 8
@@ -235,35 +235,10 @@ def single_child(make_agent, kwargs: dict, workload: str, min_seconds: float, mi
 # ------------------------------------------------------------------------------------------- upstream
 
 
-def record_oracle(n_tasks: int, data_dir) -> list[dict]:
+def record_oracle_airline(n_tasks: int, data_dir) -> list[dict]:
     """Oracle episodes as upstream-gym action strings + the user's replies (for AgentGymEnv)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    import gymnasium as gym
-
-    from gymutil import RecordingUser
-    from tau2_gym.agents import OracleAgent
-    from tau2_gym.users.scripted import OracleUser
-
-    env = gym.make("tau2/airline-v0", data_dir=data_dir, user=RecordingUser(OracleUser()))
-    out = []
-    for task in env.unwrapped.tasks[:n_tasks]:
-        agent = OracleAgent()
-        obs, info = env.reset(options={"task_id": task.id})
-        agent.reset(info["task"], info)
-        actions = []
-        while True:
-            a = agent.act(obs, info)
-            if a.get("tool_calls"):
-                fn = a["tool_calls"][0]["function"]
-                actions.append(json.dumps({"name": fn["name"], "arguments": json.loads(fn["arguments"])}))
-            else:
-                actions.append(a["content"])
-            obs, r, term, trunc, info = env.step(a)
-            if term or trunc:
-                break
-        out.append({"task_id": task.id, "agent": actions, "user": list(env.unwrapped.user.script)})
-    return out
-
+    return record_oracle("airline", data_dir, n=n_tasks)
 
 UPSTREAM = """
 import tau2.user.user_simulator as us
@@ -295,7 +270,7 @@ print(json.dumps({"episode": statistics.mean(times), "episodes": len(times), "me
 def upstream_episode(data_dir) -> dict | None:
     if reference_python() is None:
         return None
-    scripts = record_oracle(10, data_dir)
+    scripts = record_oracle_airline(10, data_dir)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(scripts, fh)
     try:
