@@ -30,14 +30,14 @@ records in its run info (a retrieval configuration) that differ from the replay'
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from tau2_gym.messages import (AnyMessage, AssistantMessage, ParticipantMessage, SystemMessage, ToolCall, ToolMessage,
                                UserMessage, message_from_dict)
+from tau2_gym.progress import progress as _progress
 
 __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "compare_trajectories"]
 
@@ -287,30 +287,6 @@ def _setting_warnings(raw: dict, dom: Any) -> list[str]:
     info = raw["info"]
     return [f"the file records {key}={info[key]!r}, the replay runs {key}={value!r} (pass domain_options=...)"
             for key, value in ours.items() if key in info and info[key] != value]
-
-
-def _progress(items: list, enabled: bool) -> Iterator:
-    """tqdm when installed; else a counter line on stderr; nothing when disabled."""
-    if not enabled:
-        yield from items
-        return
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    if tqdm is not None:
-        yield from tqdm(items, desc="replay", unit="sim", file=sys.stderr, leave=False)
-        return
-    n, last = len(items), 0.0
-    for i, item in enumerate(items, 1):
-        yield item
-        now = time.monotonic()
-        if now - last > 0.5 or i == n:
-            last = now
-            sys.stderr.write(f"\rreplay {i}/{n}")
-            sys.stderr.flush()
-    if n:
-        sys.stderr.write("\n")
 
 
 # ------------------------------------------------------------------------------------ driving one simulation
@@ -571,7 +547,7 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
                              "data_version": settings.data_version, "warnings": _setting_warnings(raw, dom)})
         work.extend((sim, i, label, settings, tasks) for i, sim in enumerate(raw["simulations"]))
     try:
-        for sim, i, label, settings, tasks in _progress(work, progress):
+        for sim, i, label, settings, tasks in _progress(work, "replay", progress):
             report.simulations.append(_replay_one(sim, i, label, settings, envs, tasks))
     finally:
         envs.close()

@@ -353,7 +353,7 @@ def test_progress_bar_with_and_without_tqdm(airline_file, capsys, monkeypatch):
     assert "replay" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now raises ImportError
     assert replay([airline_file], progress=True).identical == 6
-    assert "replay 6/6" in capsys.readouterr().err
+    assert "] 6/6" in capsys.readouterr().err
 
 
 def run_cli(*argv):

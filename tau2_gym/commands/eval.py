@@ -28,11 +28,12 @@ import logging
 import math
 import os
 import sys
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
+
+from tau2_gym.progress import progress as _progress
 
 ERROR_KEY = "evaluation_error"
 EXCLUDED_KEY = "evaluation_excluded"
@@ -187,30 +188,6 @@ def _format_row(name: str, t: Tally) -> str:
 
 
 # ------------------------------------------------------------------------------------ progress
-
-
-def _progress(items: list, desc: str, enabled: bool) -> Iterator:
-    if not enabled or not items:
-        yield from items
-        return
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
-    if tqdm is not None:
-        yield from tqdm(items, desc=desc, unit="sim", file=sys.stderr, leave=False)
-        return
-    n = len(items)
-    last = 0.0
-    for i, item in enumerate(items, 1):
-        yield item
-        now = time.monotonic()
-        if now - last > 0.2 or i == n:
-            last = now
-            filled = int(30 * i / n)
-            sys.stderr.write(f"\r{desc} [{'#' * filled}{'.' * (30 - filled)}] {i}/{n}")
-            sys.stderr.flush()
-    sys.stderr.write("\r" + " " * (len(desc) + 50) + "\r")
 
 
 # ------------------------------------------------------------------------------------ one file
