@@ -15,7 +15,7 @@ from tau2_gym import turn_loop as tl
 from tau2_gym.db import DBState, copy_json
 from tau2_gym.envs.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.messages import AssistantMessage, ParticipantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from tau2_gym.messages import Message, ParticipantMessage, ToolMessage
 from tau2_gym.records import Record, as_dict
 from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.tasks import Task
@@ -110,33 +110,25 @@ _SHARED_TYPES = (type(None), str, int, float, bool, bytes)
 def _copy_message(msg: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
     """An independent copy of one stored message (and its tool calls), recorded in ``mapping`` by the id of
     the original so that everything else pointing at the message (the loop's last message, the tool-call
-    log) points at the copy -- scoring relies on that identity (``Environment.replays_to``)."""
-    kind = type(msg)
-    if kind is ToolMessage:
-        new = ToolMessage.__new__(ToolMessage)
-        new.id, new.content, new.requestor, new.error = msg.id, msg.content, msg.requestor, msg.error
-        new.turn_idx, new.timestamp = msg.turn_idx, msg.timestamp
-    elif kind is AssistantMessage or kind is UserMessage:
-        new = kind.__new__(kind)
-        new.content, new.turn_idx, new.timestamp, new.cost = msg.content, msg.turn_idx, msg.timestamp, msg.cost
-        calls = msg.tool_calls
-        if calls is not None:
+    log) points at the copy -- scoring relies on that identity (``Environment.replays_to``).
+
+    A shallow copy shares the immutable fields (texts, flags, numbers); only the containers are copied."""
+    if not isinstance(msg, Message):  # anything else a domain or a simulator put there
+        new = copy.deepcopy(msg, memo)
+        mapping[id(msg)] = new
+        return new
+    new = copy.copy(msg)
+    if isinstance(msg, ParticipantMessage):
+        if msg.tool_calls is not None:
             copies = []
-            for tc in calls:
-                twin = ToolCall.__new__(ToolCall)
-                twin.id, twin.name, twin.requestor = tc.id, tc.name, tc.requestor
+            for tc in msg.tool_calls:
+                twin = copy.copy(tc)
                 twin.arguments = copy_json(tc.arguments)
                 mapping[id(tc)] = twin
                 copies.append(twin)
-            calls = copies
-        new.tool_calls = calls
+            new.tool_calls = copies
         new.usage = None if msg.usage is None else copy_json(msg.usage)
         new.raw_data = None if msg.raw_data is None else copy_json(msg.raw_data)
-    elif kind is SystemMessage:
-        new = SystemMessage.__new__(SystemMessage)
-        new.content, new.turn_idx, new.timestamp = msg.content, msg.turn_idx, msg.timestamp
-    else:  # anything else a domain or a simulator put in the trajectory: the generic copy
-        new = copy.deepcopy(msg, memo)
     mapping[id(msg)] = new
     return new
 
