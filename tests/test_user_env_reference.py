@@ -96,4 +96,4 @@ def canonical(info: dict) -> list[dict]:
     return [canonical_message(m) for m in info["simulation_run"]["messages"]]
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = [pytest.mark.reference, pytest.mark.filterwarnings("ignore::UserWarning")]
