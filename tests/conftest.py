@@ -38,3 +38,10 @@ def upstream_data_dir() -> Path:
 @pytest.fixture(scope="session")
 def upstream_mock_domain(upstream_data_dir):
     return load_domain("mock", upstream_data_dir)
+
+
+@pytest.fixture(autouse=True)
+def _own_llm_cache(tmp_path_factory, monkeypatch):
+    """Each test gets its own default LLM reply cache (``cache="auto"``): tests never share cached replies
+    (a stub's request counts stay what the test sent) and never touch ~/.cache."""
+    monkeypatch.setenv("TAU2_GYM_CACHE_DIR", str(tmp_path_factory.mktemp("llm-cache")))
