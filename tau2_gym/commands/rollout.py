@@ -76,9 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--parser", default=None,
                    help="parse tool-call markup in the agent's replies: hermes (<tool_call> blocks, vLLM without a "
                         "tool parser), json, auto, tau2 (default: none; replies go to the user as they are)")
-    g.add_argument("--capture-tokens", nargs="?", const="openai", default=None, choices=("openai", "vllm"),
+    g.add_argument("--capture-tokens", nargs="?", const="openai", default=None,
+                   choices=("openai", "vllm", "sglang", "auto"),
                    help="keep each agent reply's token logprobs (and ids) on the message's raw_data for off-policy "
-                        "training: requests logprobs/top_logprobs; 'vllm' also asks for vLLM's token ids")
+                        "training: requests logprobs/top_logprobs; 'vllm' / 'sglang' also ask for that server's "
+                        "token ids; 'auto' asks for both (the probe says which server answered)")
     g.add_argument("--agent-can-stop", action="store_true", help="give the agent the `done` tool (upstream gym agent)")
     g.add_argument("--solo", action="store_true", help="solo mode with a scripted agent (llm_agent_solo implies it)")
 
@@ -214,16 +216,21 @@ def build_user(args: argparse.Namespace, solo: bool) -> Any:
 def token_probe_line(probe: dict, mode: str) -> str:
     """What the agent server returns for --capture-tokens, said before the run starts."""
     if probe.get("error"):
-        return f"token capture: the probe request failed ({probe['error']}); capture is checked per reply"
-    have = [n for n in ("logprobs", "token_ids", "prompt_token_ids") if probe.get(n)]
-    missing = [n for n in ("logprobs", "token_ids", "prompt_token_ids") if not probe.get(n)
-               and (mode == "vllm" or n == "logprobs")]
+        hint = (" ('auto' sends vLLM's and SGLang's options, which OpenAI's API refuses: use --capture-tokens openai "
+                "there)" if mode == "auto" else "")
+        return f"token capture: the probe request failed ({probe['error']}){hint}; capture is checked per reply"
+    names = ("logprobs", "token_ids", "prompt_token_ids")
+    have = [n for n in names if probe.get(n)]
+    missing = [n for n in names if not probe.get(n) and (mode != "openai" or n == "logprobs")]
+    family = {"vllm": "vLLM's", "sglang": "SGLang's", "openai": "OpenAI's"}.get(probe.get("server") or "")
+    fields = f" ({family} fields)" if family else ""
     if not missing:
-        return f"token capture: the agent server returns {', '.join(have)}"
+        return f"token capture: the agent server returns {', '.join(have)}{fields}"
     return (f"token capture: WARNING the agent server returns no {', '.join(missing)}"
-            + (f" (it does return {', '.join(have)})" if have else "")
+            + (f" (it does return {', '.join(have)})" if have else "") + fields
             + ": those fields will be None on every reply; server_trajectory() needs prompt and completion ids "
-              "(vLLM: --capture-tokens vllm; OpenAI returns logprobs only)")
+              "(vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with return_token_ids or "
+              "return_prompt_token_ids + return_meta_info; OpenAI returns logprobs only)")
 
 
 def default_output(args: argparse.Namespace) -> Path:
