@@ -28,7 +28,7 @@ from tau2_gym.tasks import Task
 from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall, _usage
 
 __all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
-           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record"]
+           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +128,21 @@ class ScriptedPolicy(AgentPolicy):
 
 # ------------------------------------------------------------------------------------------ OpenAI
 
+#: the values of ``OpenAIAgentConfig.capture_tokens``
+CAPTURE_MODES = (None, "openai", "vllm", "sglang", "auto")
+
+#: the request extensions each capture mode adds (in ``extra_body``): vLLM returns the prompt ids at the top
+#: level and the completion ids per choice (and spells tokens ``token_id:N``); SGLang returns both per choice
+#: (``return_token_ids``, its newer servers), the prompt ids per choice (``return_prompt_token_ids``) and the
+#: engine's ``meta_info`` per choice, whose ``output_token_logprobs`` [logprob, token id, text] entries give the
+#: completion ids on servers without ``return_token_ids`` (``return_meta_info``). Each server ignores the other's.
+CAPTURE_EXTENSIONS: dict[str, dict[str, bool]] = {
+    "openai": {},
+    "vllm": {"return_token_ids": True, "return_tokens_as_token_ids": True},
+    "sglang": {"return_token_ids": True, "return_prompt_token_ids": True, "return_meta_info": True},
+}
+CAPTURE_EXTENSIONS["auto"] = {**CAPTURE_EXTENSIONS["vllm"], **CAPTURE_EXTENSIONS["sglang"]}
+
 
 @dataclass
 class OpenAIAgentConfig(OpenAIUserConfig):
@@ -138,13 +153,15 @@ class OpenAIAgentConfig(OpenAIUserConfig):
     capture_tokens: Optional[str] = field(
         default=None, metadata={"help": "Keep each reply's token ids/logprobs on the message's raw_data: 'openai' "
                                         "(requests logprobs + top_logprobs), 'vllm' (also vLLM's return_token_ids and "
-                                        "return_tokens_as_token_ids); None: off."})
+                                        "return_tokens_as_token_ids), 'sglang' (also SGLang's return_token_ids, "
+                                        "return_prompt_token_ids and return_meta_info), 'auto' (the vLLM and SGLang "
+                                        "options together; the reply shows which server answered); None: off."})
     top_logprobs: int = field(default=1, metadata={"help": "top_logprobs requested with capture_tokens (0-20)."})
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.capture_tokens not in (None, "openai", "vllm"):
-            raise ValueError(f"capture_tokens must be None, 'openai' or 'vllm'; got {self.capture_tokens!r}")
+        if self.capture_tokens not in CAPTURE_MODES:
+            raise ValueError(f"capture_tokens must be one of {CAPTURE_MODES}; got {self.capture_tokens!r}")
 
 
 class OpenAIAgentPolicy(AgentPolicy):
@@ -191,7 +208,8 @@ class OpenAIAgentPolicy(AgentPolicy):
         """Ask the server once, before a run, whether it returns what ``capture_tokens`` needs.
 
         One short request (``max_tokens=1``) with the capture options; returns ``{"logprobs", "token_ids",
-        "prompt_token_ids"}`` (booleans) and ``error`` (None, or why the probe itself failed).
+        "prompt_token_ids"}`` (booleans), ``server`` (the family whose fields came back: ``vllm``, ``sglang``,
+        ``openai`` or None; see :func:`token_record`) and ``error`` (None, or why the probe itself failed).
         """
         kw: dict[str, Any] = {"model": self.config.model, "messages": [{"role": "user", "content": self.PROBE_TEXT}],
                               "max_tokens": 1}
@@ -204,10 +222,10 @@ class OpenAIAgentPolicy(AgentPolicy):
             raw = self._client._sync_client().chat.completions.create(**kw)
             rec = token_record(raw.to_dict() if hasattr(raw, "to_dict") else raw.model_dump())
         except Exception as exc:  # noqa: BLE001 - reported, the run decides
-            return {"logprobs": False, "token_ids": False, "prompt_token_ids": False,
+            return {"logprobs": False, "token_ids": False, "prompt_token_ids": False, "server": None,
                     "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         return {"logprobs": rec["completion_logprobs"] is not None, "token_ids": rec["completion_token_ids"] is not None,
-                "prompt_token_ids": rec["prompt_token_ids"] is not None, "error": None}
+                "prompt_token_ids": rec["prompt_token_ids"] is not None, "server": rec["token_source"], "error": None}
 
     def close(self) -> None:
         self._client.close()
@@ -220,25 +238,44 @@ def token_record(raw: dict) -> dict[str, Any]:
     """Token ids and logprobs of one chat completion (dict form), for off-policy trainers.
 
     ``completion_logprobs``/``completion_tokens`` come from OpenAI's ``choices[0].logprobs.content``;
-    ``completion_token_ids`` from vLLM's ``choices[0].token_ids`` or, failing that, tokens spelled
-    ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``); ``prompt_token_ids`` from vLLM's response field.
-    A value the server did not send is None -- never guessed.
+    ``completion_token_ids`` from ``choices[0].token_ids`` (vLLM; SGLang's ``return_token_ids``), else from
+    tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``), else from SGLang's
+    ``choices[0].meta_info.output_token_logprobs`` ([logprob, token id, text] per token; also the logprobs
+    when the OpenAI field is absent); ``prompt_token_ids`` from the response (vLLM) or ``choices[0]`` (SGLang).
+    ``token_source`` names the server family the fields came from (``vllm``, ``sglang``, ``openai``: logprobs
+    only; None: nothing). A value the server did not send is None -- never guessed; the values are kept as
+    sent (:func:`tau2_gym.tokens.server_trajectory` checks them).
     """
     choices = raw.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
-    entries = ((choice.get("logprobs") or {}).get("content") or []) if isinstance(choice.get("logprobs"), dict) else []
+    lp = choice.get("logprobs")
+    entries = [e for e in (lp.get("content") or []) if isinstance(e, dict)] if isinstance(lp, dict) else []
     tokens = [e.get("token") for e in entries] or None
     logprobs = [e.get("logprob") for e in entries] or None
     top = [e.get("top_logprobs") for e in entries] if entries and any(e.get("top_logprobs") for e in entries) else None
     ids = choice.get("token_ids")
+    # the family, from fields only one of them sends: vLLM's top-level prompt ids and per-choice stop_reason,
+    # SGLang's per-choice prompt ids, meta_info and matched_stop
+    source = "vllm" if "prompt_token_ids" in raw or "stop_reason" in choice else None
     if ids is None and tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
         try:
             ids = [int(t[len("token_id:"):]) for t in tokens]
         except ValueError:
             ids = None
+    meta = choice.get("meta_info")
+    if isinstance(meta, dict) or "prompt_token_ids" in choice or "matched_stop" in choice:
+        source = source or "sglang"
+    triples = meta.get("output_token_logprobs") if isinstance(meta, dict) else None
+    if isinstance(triples, list) and triples and all(isinstance(t, (list, tuple)) and len(t) >= 2 for t in triples):
+        if ids is None:
+            ids = [t[1] for t in triples]
+        if logprobs is None:
+            logprobs = [t[0] for t in triples]
     prompt_ids = raw.get("prompt_token_ids", choice.get("prompt_token_ids"))
+    if source is None and logprobs is not None:
+        source = "openai"
     return {"prompt_token_ids": prompt_ids, "completion_token_ids": ids, "completion_tokens": tokens,
-            "completion_logprobs": logprobs, "completion_top_logprobs": top}
+            "completion_logprobs": logprobs, "completion_top_logprobs": top, "token_source": source}
 
 
 class _AgentClient(OpenAIUserSimulator):
@@ -255,9 +292,8 @@ class _AgentClient(OpenAIUserSimulator):
         if mode is not None:
             kw["logprobs"] = True
             kw["top_logprobs"] = self.config.top_logprobs
-            if mode == "vllm":  # vLLM extensions: ids of prompt and completion, tokens spelled "token_id:N"
-                kw["extra_body"] = {**kw.get("extra_body", {}), "return_token_ids": True,
-                                    "return_tokens_as_token_ids": True}
+            if CAPTURE_EXTENSIONS[mode]:  # the servers' own token-id options
+                kw["extra_body"] = {**kw.get("extra_body", {}), **CAPTURE_EXTENSIONS[mode]}
         return kw
 
     def _to_message(self, response: Any) -> Union[AssistantMessage, dict]:  # type: ignore[override]
