@@ -121,6 +121,12 @@ class EpisodeActor:
         """The episode's SimulationRun record (``_Runner.run_episode``: retries inside, never raises)."""
         return await self.runner.run_episode(self.tasks[task_id], trial, seed)
 
+    def cache_stats(self) -> dict:
+        """This actor's user/judge reply-cache counts (the driver sums them over the actors)."""
+        from tau2_gym.usercache import cache_info
+
+        return cache_info(self.user, self.runner.judge)
+
 
 # ------------------------------------------------------------------------------------------ the driver
 
@@ -189,6 +195,16 @@ class _Pool:
             raise RuntimeError(f"every Ray actor died and the restart budget is spent; last error: "
                                f"{type(error).__name__}: {error}") from error
         return [item for _, item in lost]
+
+    def cache_stats(self, timeout: float = 30.0) -> list[dict]:
+        """Every live actor's cache counts (an actor that does not answer in time is left out)."""
+        out = []
+        for actor in self.actors.values():
+            try:
+                out.append(self.ray.get(actor.cache_stats.remote(), timeout=timeout))
+            except Exception as exc:  # noqa: BLE001 - counts are a report, not the run's outcome
+                logger.warning("a Ray actor's cache counts are unavailable: %s: %s", type(exc).__name__, exc)
+        return out
 
     def kill_all(self) -> None:
         for actor in self.actors.values():
@@ -318,6 +334,7 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
     progress = _Progress(len(units), resumed, cfg.progress)
     started_ray = False
     pool: Optional[_Pool] = None
+    actor_caches: list[dict] = []
     try:
         if todo:
             if not ray.is_initialized():
@@ -359,6 +376,8 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
         raise
     finally:
         if pool is not None:
+            if not interrupted:
+                actor_caches = pool.cache_stats()
             pool.kill_all()
         if started_ray:
             ray.shutdown()
@@ -369,6 +388,13 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
             _close(obj)
         runs = sorted((r for k, r in records.items() if k in order), key=lambda r: order[_key(r)])
         results = runner.results(runs, seeds)
+        if actor_caches:  # the actors asked the LLMs, not the driver's own (idle) players: their counts summed
+            from tau2_gym.usercache import sum_stats
+
+            for name in ("user_cache", "judge_cache"):
+                summed = sum_stats([c.get(name) for c in actor_caches])
+                if summed is not None:
+                    results["info"][name] = summed
         if out_path is not None:
             from tau2_gym.results import write_json_atomic
 

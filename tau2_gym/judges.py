@@ -192,6 +192,8 @@ class OpenAIJudgeConfig:
     max_retries: int = field(default=3, metadata=_help("retries after a failed request"))
     backoff: float = field(default=1.0, metadata=_help("seconds before the first retry, doubled each time"))
     timeout: float = field(default=120.0, metadata=_help("seconds per request"))
+    cache: Optional[str] = field(default="auto", metadata=_help(
+        "reply cache (tau2_gym.usercache): auto = the default file at temperature 0; a path = that file; off"))
 
     def build(self) -> "OpenAIJudge":
         return OpenAIJudge(self)
@@ -315,6 +317,14 @@ class OpenAIJudge(Judge):
         self.config = config
         self.name = f"openai:{config.model}"
         self._client: Any = None
+        from tau2_gym.usercache import open_cache
+
+        # the same cache (and key rule) as the user simulator: a re-evaluation asks nothing twice
+        self.cache = open_cache(config.cache, config.temperature)
+
+    def cache_stats(self) -> dict[str, Any]:
+        """Hits, misses and replies stored by this judge's cache (``on`` False without one)."""
+        return {"on": False} if self.cache is None else self.cache.stats()
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -332,7 +342,22 @@ class OpenAIJudge(Judge):
                                          timeout=self.config.timeout)
         return self._client
 
+    @staticmethod
+    def _content(raw: Any) -> Optional[str]:
+        try:
+            content = raw["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            return None
+        return content if isinstance(content, str) else None
+
     def complete(self, system: str, user: str) -> str:
+        request = {"model": self.config.model,
+                   "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                   "temperature": self.config.temperature}
+        if self.cache is not None:
+            cached = self._content(self.cache.get(request))
+            if cached is not None:
+                return cached
         client = self._get_client()
         attempts = max(0, int(self.config.max_retries)) + 1
         last: Optional[BaseException] = None
@@ -340,14 +365,13 @@ class OpenAIJudge(Judge):
             if attempt:
                 time.sleep(self.config.backoff * (2 ** (attempt - 1)))
             try:
-                response = client.chat.completions.create(
-                    model=self.config.model,
-                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                    temperature=self.config.temperature,
-                )
+                response = client.chat.completions.create(**request)
                 content = response.choices[0].message.content
                 if content is None:
                     raise JudgeError(f"{self.name} answered without text content")
+                if self.cache is not None:
+                    raw = response.to_dict() if hasattr(response, "to_dict") else response.model_dump()
+                    self.cache.put(request, raw)
                 return content
             except JudgeError:
                 raise

@@ -537,6 +537,8 @@ class _Runner:
             agent_info["implementation"] = "llm_agent_solo"
         if self._git_commit is None:
             self._git_commit = git_commit()
+        from tau2_gym.usercache import cache_info
+
         return {
             "git_commit": self._git_commit,
             "num_trials": cfg.num_trials,
@@ -548,7 +550,7 @@ class _Runner:
             "seed": cfg.seed,
             "data_version": self.domain.data_version_record(),
             **dict(self.domain.spec.extra.get("results_info") or {}),
-            **({"user_cache": stats} if (stats := getattr(self.user, "cache_stats", lambda: None)()) else {}),
+            **cache_info(self.user, self.judge),  # tau2_gym.usercache: whether the caches were on, where, counts
         }
 
     def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:

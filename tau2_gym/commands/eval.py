@@ -545,6 +545,10 @@ def run(args: argparse.Namespace) -> int:
         print("per domain:")
         for name, t in per_domain.items():
             print("  " + _format_row(name, t))
+    judge_cache = getattr(judge, "cache_stats", lambda: None)()
+    if judge_cache and judge_cache.get("on"):  # tau2_gym.usercache: a re-evaluation asks the judge nothing twice
+        print(f"judge cache: {judge_cache['hits']} hits, {judge_cache['misses']} misses, {judge_cache['stored']} "
+              f"stored ({judge_cache['path']})")
     if any(t.errors for t in per_domain.values()):
         print(f"note: simulations that could not be scored have reward_info null and the reason under "
               f"info.{ERROR_KEY}", file=sys.stderr)

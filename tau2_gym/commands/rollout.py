@@ -90,9 +90,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--user-llm", default=DEFAULT_LLM, help=f"user model (default: {DEFAULT_LLM})")
     g.add_argument("--user-llm-args", default='{"temperature": 0.0}', help="JSON sampling args for the user")
     g.add_argument("--user-base-url", default=None, help="user endpoint, e.g. http://localhost:8001/v1")
-    g.add_argument("--user-cache", default=None, metavar="DIR",
-                   help="answer repeated user requests (temperature 0 or seeded) from this folder's cached replies "
-                        "instead of calling the user model; safe to share between concurrent runs")
+    cache = g.add_mutually_exclusive_group()
+    cache.add_argument("--user-cache", default=None, metavar="PATH",
+                       help="SQLite file of cached user (and judge) replies: repeated temperature-0 or seeded "
+                            "requests are answered from it; an existing folder means PATH/cache.sqlite; safe to "
+                            "share between concurrent runs (default: on at temperature 0, in "
+                            "$TAU2_GYM_CACHE_DIR/llm-cache.sqlite, else ~/.cache/tau2-gym/llm-cache.sqlite)")
+    cache.add_argument("--no-user-cache", action="store_true",
+                       help="no reply cache: every user (and judge) request goes to the model")
     g.add_argument("--user-api-key-env", default="OPENAI_API_KEY", help="env var holding the user endpoint's key")
 
     g = parser.add_argument_group("run")
@@ -113,6 +118,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--judge", default=None,
                    help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
                         "NL-judged tasks score 0, with a warning) | pass | exclude (they are not run)")
+    g.add_argument("--price-table", default=None, metavar="FILE",
+                   help='JSON (or YAML) prices in litellm\'s model_cost shape, {"model": {"input_cost_per_token": x, '
+                        '"output_cost_per_token": y}}, for agent and user costs (a server-reported usage.cost wins; '
+                        "then this table, then litellm's)")
     g.add_argument("--allow-config-change", action="store_true",
                    help="resume into an output written with other settings (agent, user, models...); default: refuse")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -186,10 +195,44 @@ def build_policy(args: argparse.Namespace, solo: bool) -> Any:
                                  args.request_timeout, "--agent-llm-args")
         settings["max_concurrency"] = max(1, args.max_concurrency)
         settings["capture_tokens"] = args.capture_tokens
+        settings["price_table"] = getattr(args, "price_table", None)
         return OpenAIAgentPolicy(OpenAIAgentConfig(**settings))
     if args.capture_tokens:
         raise ValueError(f"--capture-tokens needs an LLM agent (--agent llm_agent); {args.agent!r} has no tokens")
     return ScriptedPolicy(args.agent)
+
+
+def user_cache_setting(args: argparse.Namespace) -> str:
+    """--user-cache PATH / --no-user-cache / neither ("auto": the default file, at temperature 0 only)."""
+    if getattr(args, "no_user_cache", False):
+        return "off"
+    return args.user_cache or "auto"
+
+
+def judge_with_cache(spec: Optional[str], args: argparse.Namespace) -> Optional[str]:
+    """An ``openai:`` judge spec with the run's cache choice (unless the spec sets its own ``cache=``)."""
+    setting = user_cache_setting(args)
+    if not spec or setting == "auto" or not spec.strip().lower().startswith("openai:") or ",cache=" in spec:
+        return spec
+    return f"{spec},cache={setting}"
+
+
+def cache_lines(info: dict) -> list[str]:
+    """The summary's cache lines, from the results info (summed over Ray actors there)."""
+    lines = []
+    for name, label in (("user_cache", "user cache"), ("judge_cache", "judge cache")):
+        stats = info.get(name)
+        if not isinstance(stats, dict):
+            continue
+        if not stats.get("on"):
+            if stats.get("error"):
+                lines.append(f"{label}: off ({stats['error']}; {stats.get('path')})")
+            elif name == "user_cache":
+                lines.append(f"{label}: off")
+            continue
+        lines.append(f"{label}: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored "
+                     f"({stats['path']})")
+    return lines
 
 
 def build_user(args: argparse.Namespace, solo: bool) -> Any:
@@ -204,8 +247,14 @@ def build_user(args: argparse.Namespace, solo: bool) -> Any:
                                  args.user_base_url, args.user_api_key_env, args.request_retries,
                                  args.request_timeout, "--user-llm-args")
         settings["max_concurrency"] = max(1, args.max_concurrency)
-        settings["cache_dir"] = args.user_cache
-        return OpenAIUserSimulator(OpenAIUserConfig(**settings))
+        settings["cache"] = user_cache_setting(args)
+        settings["price_table"] = getattr(args, "price_table", None)
+        user = OpenAIUserSimulator(OpenAIUserConfig(**settings))
+        stats = user.cache_stats() or {}
+        if stats.get("error"):  # said at start whatever --log-level is: the run goes on, uncached
+            print(f"warning: user cache {stats.get('path')} is unusable ({stats['error']}); running uncached",
+                  file=sys.stderr)
+        return user
     if args.user_cache:
         raise ValueError(f"--user-cache needs an LLM user (--user user_simulator); {args.user!r} makes no calls")
     from tau2_gym.envs.tau2_env import resolve_user
@@ -303,10 +352,7 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
     sides = [t for t in (side("agent"), side("user")) if t]
     if sides:
         lines.append("usage: " + "; ".join(sides))
-    stats = getattr(user, "cache_stats", lambda: None)()
-    if stats is not None:
-        lines.append(f"user cache: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored "
-                     f"({stats['dir']})")
+    lines.extend(cache_lines((getattr(report, "results", None) or {}).get("info") or {}))
     if report.output is not None:
         lines.append(f"results: {report.output}  (log: {report.log})")
     return "\n".join(lines)
@@ -338,7 +384,7 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps, max_errors=args.max_errors, timeout=args.timeout, solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,
             enforce_protocol=args.enforce_communication_protocol, parser=args.parser, concurrency=args.max_concurrency,
-            max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=args.judge,
+            max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=judge_with_cache(args.judge, args),
             allow_config_change=args.allow_config_change, progress=not args.no_progress,
             domain_options=retrieval_options(args))
         if config.task_ids is not None:  # as tau2 run: ids filter the split, in its order; others are refused

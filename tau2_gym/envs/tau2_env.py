@@ -313,7 +313,9 @@ class Tau2Env(gym.Env):
     steps; a stop on the last step still ends as ``max_steps``), ``max_errors`` tool errors in total
     (``too_many_errors``), the wall-clock ``timeout``, or the user simulator failed (``user_error``). The
     registered ids apply no ``TimeLimit``: the limit is upstream's. ``info`` then carries ``termination_reason``,
-    ``reward_info``, ``simulation_run`` (a tau2 ``SimulationRun`` dict) and, for errors, ``error``. A
+    ``reward_info``, ``simulation_run`` (a tau2 ``SimulationRun`` dict), for errors ``error``, and for an LLM
+    user simulator / judge ``user_cache`` / ``judge_cache`` (their reply caches: on, path, hits, misses, stored
+    since they were built). A
     ``gymnasium.wrappers.TimeLimit`` around the env (``gym.make(..., max_episode_steps=N)``) is honoured by the
     env itself: its truncating step ends the episode as ``max_steps``, with the same info. If the
     episode ends during ``reset`` (e.g. the customer stops at once), ``info["episode_over"]`` is True and the
@@ -659,6 +661,9 @@ class Tau2Env(gym.Env):
         if loop.error is not None:
             info["error"] = loop.error
         info["simulation_run"] = loop.simulation_record(reward_info, messages=messages)
+        from tau2_gym.usercache import cache_info  # the user simulator's / judge's reply cache, counts so far
+
+        info.update(cache_info(self.user, self.judge))
         terminated = not loop.truncated
         truncated = loop.truncated
         self._final = (None, reward, terminated, truncated, info)

@@ -89,12 +89,16 @@ class OpenAIUserConfig:
     jitter: float = field(default=0.5, metadata={"help": "Fraction of each delay drawn at random (0: none, 1: full jitter)."})
     empty_retries: int = field(default=3, metadata={"help": "Immediate re-requests after an empty reply (NVIDIA tau2: 3)."})
     max_concurrency: int = field(default=32, metadata={"help": "Requests in flight at once in generate_batch / agenerate."})
+    cache: Optional[str] = field(
+        default="auto", metadata={"help": "Reply cache (tau2_gym.usercache, one SQLite file): 'auto' = the default file ($TAU2_GYM_CACHE_DIR/llm-cache.sqlite, else ~/.cache/tau2-gym/) for temperature-0 requests (user simulator only: an agent client never caches unless given a path); a path = that file for temperature-0 or seeded requests; None/'off' = no cache."})
     cache_dir: Optional[str] = field(
-        default=None, metadata={"help": "Folder of cached replies (see tau2_gym.usercache): a request seen before at temperature 0 or with a seed is answered from it, without a call."})
+        default=None, metadata={"help": "Older name of `cache` (a path); wins over `cache` when set."})
     transport: str = field(
         default="auto", metadata={"help": "HTTP client of the async path: 'auto' (a minimal HTTP/1.1 client for http:// endpoints, aiohttp for https when installed, else the SDK), 'aiohttp', 'openai' (the SDK). Sync calls use the SDK."})
-    input_cost_per_token: float = field(default=0.0, metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost)."})
+    input_cost_per_token: float = field(default=0.0, metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost or price_table knows the model)."})
     output_cost_per_token: float = field(default=0.0, metadata={"help": "USD per completion token for `cost`."})
+    price_table: Optional[str] = field(
+        default=None, metadata={"help": "JSON/YAML file of prices in litellm's model_cost shape ({model: {input_cost_per_token, output_cost_per_token}}); see tau2_gym.cost for the order of precedence."})
 
     def __post_init__(self) -> None:
         if self.max_retries < 0 or self.empty_retries < 0:
@@ -107,6 +111,10 @@ class OpenAIUserConfig:
             raise ValueError(f"timeout must be > 0 seconds; got {self.timeout}")
         if self.transport not in ("auto", "aiohttp", "openai"):
             raise ValueError(f"transport must be 'auto', 'aiohttp' or 'openai'; got {self.transport!r}")
+        if self.price_table is not None:
+            from tau2_gym.cost import load_price_table
+
+            load_price_table(self.price_table)  # a bad file fails here, at construction, not mid-run
         if self.transport == "aiohttp":
             from tau2_gym.chat_http import available
 
@@ -209,10 +217,13 @@ class OpenAIUserSimulator(UserSimulator):
             weakref.WeakKeyDictionary())
         self._rng = random.Random()
         self.cache: Any = None
-        if self.config.cache_dir:
-            from tau2_gym.usercache import ResponseCache
+        setting = self.config.cache_dir if self.config.cache_dir else self.config.cache
+        if setting == "auto" and self.implementation != "user_simulator":
+            setting = None  # an agent client sharing this code: a policy's replies change as it trains
+        if setting is not None:
+            from tau2_gym.usercache import open_cache
 
-            self.cache = ResponseCache(self.config.cache_dir)
+            self.cache = open_cache(setting, self.config.llm_args.get("temperature", self.config.temperature))
 
     def __repr__(self) -> str:
         return f"OpenAIUserSimulator({self.config!r})"
@@ -356,17 +367,10 @@ class OpenAIUserSimulator(UserSimulator):
                            cost=self._cost(raw_data, usage), raw_data=raw_data)
 
     def _cost(self, raw_data: dict, usage: Optional[dict]) -> float:
-        reported = (raw_data.get("usage") or {}).get("cost")
-        if isinstance(reported, (int, float)) and not isinstance(reported, bool):
-            return float(reported)
-        if usage is None:
-            return 0.0
-        prices = (self.config.input_cost_per_token, self.config.output_cost_per_token)
-        if prices == (0.0, 0.0):  # none configured: litellm's table when installed and it knows the model
-            from tau2_gym.cost import model_price
+        from tau2_gym.cost import message_cost  # the order of precedence lives there
 
-            prices = model_price(self.config.model) or prices
-        return (usage["prompt_tokens"] or 0) * prices[0] + (usage["completion_tokens"] or 0) * prices[1]
+        return message_cost(raw_data, usage, self.config.model, self.config.price_table,
+                            (self.config.input_cost_per_token, self.config.output_cost_per_token))
 
     # ------------------------------------------------------------------------------ failure policy
 
@@ -443,8 +447,9 @@ class OpenAIUserSimulator(UserSimulator):
         return msg
 
     def cache_stats(self) -> Optional[dict[str, Any]]:
-        """Hits, misses and entries stored by this simulator's reply cache (None without one)."""
-        return None if self.cache is None else self.cache.stats()
+        """Hits, misses and entries stored by this simulator's reply cache, where it is (``on`` False without
+        one: ``cache`` off, or ``"auto"`` at a temperature other than 0)."""
+        return {"on": False} if self.cache is None else self.cache.stats()
 
     def generate(self, request: UserTurnRequest) -> UserMessage:
         kwargs = self.request_kwargs(request)
