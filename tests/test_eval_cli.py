@@ -253,7 +253,7 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
     assert ri["reward"] == 0.0 and ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 0.0}
     with OpenAIStub([{"status": 503}]) as server:
         assert main(["eval", str(src), "-o", str(tmp_path / "down.json"),
-                     "--judge", f"openai:stub,base_url={server.base_url},max_retries=0"]) == 1
+                     "--judge", f"openai:stub,base_url={server.base_url},max_retries=0,cache=off"]) == 1  # cached: no request
     sim = read(tmp_path / "down.json")["simulations"][0]
     assert sim["reward_info"] is None and "JudgeError" in sim["info"][ERROR_KEY]
 
