@@ -10,7 +10,9 @@ Two ways in:
    (policy tokens interleaved with the env/user turns' template tokens), ``logprobs``, ``env_mask``
    (1 = policy token; TRL masks the rest out of the loss) and the extra fields ``tau2_reward``,
    ``upstream_reward``, ``tau2_masked``, ``reward_info``, ``termination_reason``, ``task_id`` and ``split``,
-   which TRL forwards to reward functions -- :func:`tau2_reward` reads the first. Honest signals: an episode
+   which TRL forwards to reward functions -- :func:`tau2_reward` reads the first. The rollouts of one prompt
+   share one reset seed (``group_seed=True``), hence one user-simulator seed: as in TRL's own groups (one
+   prompt, G samples), the group differs only by what the policy sampled. Honest signals: an episode
    that failed for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed evaluation such
    as an NL judge error) is masked out of the gradient (reward ``None``, the TRL convention, and an all-zero
    ``env_mask``), counted and logged, never trained on as a policy failure; a malformed tool call is the
@@ -37,6 +39,7 @@ size on all processes, so the collective calls line up. With local generation, D
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import logging
@@ -353,7 +356,7 @@ class Tau2Rollout:
                  seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
                  logits_processor: Optional[Sequence[Any]] = None,
                  env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True,
-                 split: Optional[str] = "train", allow_test_split: bool = False) -> None:
+                 split: Optional[str] = "train", allow_test_split: bool = False, group_seed: bool = True) -> None:
         self.env_kwargs = dict(env_kwargs or {})
         self.env_kwargs.setdefault("obs_format", "messages")
         if self.env_kwargs["obs_format"] != "messages":
@@ -364,6 +367,8 @@ class Tau2Rollout:
         self.chat_template = chat_template
         self.chat_template_kwargs = chat_template_kwargs
         self.seed = seed
+        self.group_seed = bool(group_seed)
+        self._calls = 0
         self.use_vllm = use_vllm
         self.batch_size = batch_size
         self.logits_processor = list(logits_processor or [])
@@ -373,6 +378,7 @@ class Tau2Rollout:
         self._vectors: dict[tuple[str, int], Any] = {}
         self._episodes = 0
         self.last_trajectories: list[Trajectory] = []
+        self.last_seeds: list[Optional[int]] = []
         self.split = split
         self.last_splits: list[str] = []
         self.allow_test_split = bool(allow_test_split)
@@ -466,14 +472,37 @@ class Tau2Rollout:
                             max_new_tokens=min(self.max_new_tokens, budget), max_completion_tokens=budget,
                             max_turns=self.max_turns, chat_template=self.chat_template, chat_template_kwargs=kwargs)
 
+    def episode_seeds(self, refs: Sequence[tuple[str, str]], trainer: Any = None) -> list[Optional[int]]:
+        """The reset seeds of one call's episodes (``refs``: their (domain, task id)); counts the call.
+
+        With ``group_seed`` every episode of one (domain, task) in the call gets one seed, a hash of the base
+        seed (``seed``, else the trainer's ``args.seed``, else 0), the trainer's ``state.global_step`` (a run
+        resumed from a checkpoint does not replay the first steps' seeds), the call number and the task: the
+        same in every process (TRL spreads a group over processes; each calls once per generation) and in
+        every run with that base. Without it, ``seed + i`` over all episodes so far (None without ``seed``: the
+        envs' own RNGs).
+        """
+        call = self._calls
+        self._calls += 1
+        start = self._episodes
+        self._episodes += len(refs)
+        if self.group_seed:
+            base = self.seed if self.seed is not None else getattr(getattr(trainer, "args", None), "seed", None)
+            base = 0 if base is None else int(base)
+            step = getattr(getattr(trainer, "state", None), "global_step", None)
+            key = [base, step if isinstance(step, int) else None, call]
+            return [int.from_bytes(hashlib.sha256(json.dumps(key + [d, t]).encode()).digest()[:4], "big")
+                    & 0x7FFFFFFF for d, t in refs]
+        if self.seed is None:
+            return [None] * len(refs)
+        return [self.seed + start + i for i in range(len(refs))]
+
     def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
         refs = [parse_task_prompt(p) for p in prompts]
         self.last_splits = [self.check_split(d, t) for d, t in refs]
         envs = self._envs([d for d, _ in refs])
-        seeds: list[Optional[int]] = [None] * len(refs)
-        if self.seed is not None:
-            seeds = [self.seed + self._episodes + i for i in range(len(refs))]
-        self._episodes += len(refs)
+        seeds = self.episode_seeds(refs, trainer)
+        self.last_seeds = seeds
         trajectories = self.runner(trainer).run(envs, [{"task_id": t} for _, t in refs], seeds)
         self.last_trajectories = trajectories
         return trajectories
@@ -498,7 +527,8 @@ def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_to
                       seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
                       logits_processor: Optional[Sequence[Any]] = None,
                       env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True,
-                      split: Optional[str] = "train", allow_test_split: bool = False) -> Tau2Rollout:
+                      split: Optional[str] = "train", allow_test_split: bool = False,
+                      group_seed: bool = True) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
     Args:
@@ -510,7 +540,17 @@ def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_to
             Hermes ``<tool_call>``, else JSON).
         chat_template, chat_template_kwargs: template override / variables (default: the trainer's
             ``chat_template_kwargs``).
-        seed: base of the per-episode reset seeds (None: the envs' own RNGs).
+        seed: base of the per-episode reset seeds (None: the trainer's ``args.seed`` with ``group_seed``, else
+            the envs' own RNGs). A reset seed seeds the env's RNG, which draws the user simulator's seed.
+        group_seed: the rollouts of one GRPO group -- the episodes of one (domain, task) in one call; TRL's
+            ``RepeatSampler`` sends each prompt ``num_generations`` times in a batch -- share one reset seed, so
+            they meet the same user simulator (same seed, same sampled customer replies while their histories
+            agree, same opening message) and the group's reward spread comes from the policy alone, which is
+            what GRPO's group baseline assumes (as in TRL without an env: one prompt, G samples of the
+            policy); the seed changes with every call, so the customer still varies
+            over training. A temperature-0 user with the cache on answers the group's identical requests once.
+            Deterministic from the base seed, the call number and the task. Default on; ``False``: a distinct
+            seed per episode (``seed + i``), for user variety inside a group.
         use_vllm: generate through TRL's vLLM backend (default: when the trainer has ``use_vllm=True``).
         batch_size: contexts per ``generate`` call with local generation (None: all active episodes).
         logits_processor: extra logits processors for local generation.
@@ -529,7 +569,7 @@ def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_to
                        chat_template=chat_template, chat_template_kwargs=chat_template_kwargs, seed=seed,
                        use_vllm=use_vllm, batch_size=batch_size, logits_processor=logits_processor,
                        env_factory=env_factory, vectorize=vectorize, split=split,
-                       allow_test_split=allow_test_split)
+                       allow_test_split=allow_test_split, group_seed=group_seed)
 
 
 # ----------------------------------------------------------------------------------------- environment_factory
