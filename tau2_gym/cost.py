@@ -44,6 +44,8 @@ def table_price(table: dict[str, Any], model: str) -> Optional[Prices]:
     """A model's prices in a ``model_cost``-shaped table: exact name, then without its ``provider/`` prefix."""
     for name in (model, model.split("/", 1)[-1]):
         entry = table.get(name)
+        if isinstance(entry, tuple):  # a table read by load_price_table
+            return entry
         if isinstance(entry, dict) and "input_cost_per_token" in entry:
             return float(entry.get("input_cost_per_token") or 0.0), float(entry.get("output_cost_per_token") or 0.0)
     return None
