@@ -38,7 +38,8 @@ def make_request(tools=None, seed=None, episode="e0", history=None) -> UserTurnR
 
 def sim_for(server: OpenAIStub, **kw) -> OpenAIUserSimulator:
     cfg = dict(model="stub-model", base_url=server.base_url, api_key_env=None, timeout=2.0,
-               max_retries=3, backoff_base=0.01, backoff_max=0.05, empty_retries=2)
+               max_retries=3, backoff_base=0.01, backoff_max=0.05, empty_retries=2,
+               cache="off")  # retry tests repeat one request: each must reach the server
     cfg.update(kw)
     return OpenAIUserSimulator(OpenAIUserConfig(**cfg))
 

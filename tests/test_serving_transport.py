@@ -49,7 +49,8 @@ def test_same_rollout_over_each_transport(transport):
     for name in ("auto", transport):
         with OpenAIStub(agent_reply) as a, OpenAIStub(user_reply) as u:
             policy = OpenAIAgentPolicy(model="m", base_url=a.base_url, api_key_env=None, transport=name)
-            user = OpenAIUserSimulator(model="m", base_url=u.base_url, api_key_env=None, transport=name)
+            user = OpenAIUserSimulator(model="m", base_url=u.base_url, api_key_env=None, transport=name,
+                                       cache="off")  # both runs must reach the server
             report = collect(["create_task_1", "update_task_1"], policy, user, domain="mock", num_trials=2,
                              concurrency=4, progress=False)
             out[name] = (_scrub(report.simulations), sorted(json.dumps(r, sort_keys=True) for r in a.requests),
