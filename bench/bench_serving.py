@@ -148,8 +148,7 @@ def _count_episodes(path: Path) -> int:
 def run_ours(urls, task_ids, concurrency, trials, out: Path, cache: str | None) -> int:
     cmd = [sys.executable, "-c", "import sys; from tau2_gym.cli import main; sys.exit(main())", "rollout",
            *_common(urls, task_ids, concurrency, trials), "--output", str(out), "--no-progress"]
-    if cache:
-        cmd += ["--user-cache", cache]
+    cmd += ["--user-cache", cache] if cache else ["--no-user-cache"]  # the cache is on by default at temperature 0
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     if done.returncode != 0:
         sys.exit(f"tau2-gym rollout failed ({done.returncode}):\n{done.stderr[-3000:]}")
