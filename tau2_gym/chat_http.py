@@ -10,8 +10,10 @@ rollout's event loop runs on one core, so at 256 episodes in flight against a se
 The contract is the SDK's where it matters to the failure policy: the same URL (``base_url`` +
 ``/chat/completions``; ``OPENAI_BASE_URL`` or OpenAI's endpoint by default), ``Authorization: Bearer``,
 ``extra_body`` merged into the JSON body, the reply as the parsed JSON dict (what ``ChatCompletion.to_dict()``
-gives). Failures raise :class:`HTTPStatus` (with ``Retry-After``), :class:`Unreachable` or
-:class:`Unreadable`; the caller classifies and retries them.
+gives). Failures raise :class:`HTTPStatus` (with ``Retry-After``), :class:`Unreachable`, :class:`Unreadable` or
+:class:`Deadline`; the caller classifies and retries them. The deadline is aiohttp's ``total`` timeout, which
+bounds the whole request (connect, send, every read): a server dripping bytes cannot hold it open, and no
+extra task per request is needed, as ``asyncio.wait_for`` would create.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import json
 import os
 from typing import Any, Optional
 
-__all__ = ["available", "make_client", "ChatHTTP", "HTTPStatus", "Unreachable", "Unreadable"]
+__all__ = ["available", "make_client", "ChatHTTP", "HTTPStatus", "Unreachable", "Unreadable", "Deadline"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -49,6 +51,10 @@ class Unreachable(Exception):
 
 class Unreadable(Exception):
     """A 2xx answer whose body is not a JSON object."""
+
+
+class Deadline(Exception):
+    """The whole request took longer than its timeout."""
 
 
 def _error_message(text: str) -> str:
@@ -132,8 +138,9 @@ class ChatHTTP:
         except (LookupError, ImportError, ValueError):
             pass
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self.timeout = timeout
         self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                                              timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout))
+                                              timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=timeout))
         self._aiohttp = aiohttp
 
     async def create(self, kwargs: dict[str, Any]) -> dict:
@@ -146,6 +153,8 @@ class ChatHTTP:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("retry-after")
+        except asyncio.TimeoutError as exc:  # aiohttp's total timeout (its socket timeouts subclass it too)
+            raise Deadline(f"request exceeded {self.timeout}s") from exc
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
         return _parse(status, raw, retry_after)

@@ -49,8 +49,9 @@ def drip_url():
     server.server_close()
 
 
-def _sim(url):
-    return OpenAIUserSimulator(model="m", base_url=url, api_key_env=None, timeout=TIMEOUT, max_retries=0)
+def _sim(url, transport="auto"):
+    return OpenAIUserSimulator(model="m", base_url=url, api_key_env=None, timeout=TIMEOUT, max_retries=0,
+                               transport=transport)
 
 
 def test_sync_request_to_dripping_server_ends_within_timeout(drip_url):
@@ -61,8 +62,9 @@ def test_sync_request_to_dripping_server_ends_within_timeout(drip_url):
     assert time.monotonic() - start < TIMEOUT + SLACK
 
 
-def test_async_request_to_dripping_server_ends_within_timeout(drip_url):
-    sim = _sim(drip_url)
+@pytest.mark.parametrize("transport", ["auto", "openai"])  # aiohttp's total timeout; the SDK under wait_for
+def test_async_request_to_dripping_server_ends_within_timeout(drip_url, transport):
+    sim = _sim(drip_url, transport)
 
     async def go():
         start = time.monotonic()

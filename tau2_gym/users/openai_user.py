@@ -273,10 +273,15 @@ class OpenAIUserSimulator(UserSimulator):
             await closer.__anext__()  # now asyncio.run's shutdown_asyncgens closes the client with the loop
         return state[0], state[1]
 
-    def _acreate(self, client: Any, kwargs: dict[str, Any]) -> Any:
-        if isinstance(client, self._openai.AsyncOpenAI):
-            return client.chat.completions.create(**kwargs)
-        return client.create(kwargs)  # tau2_gym.chat_http: the reply's JSON dict
+    async def _acreate(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        """One request under the whole-request deadline (httpx's timeout is per read: a dripping server resets
+        it). ``chat_http`` bounds the request itself; the SDK's request is wrapped in ``wait_for``."""
+        if not isinstance(client, self._openai.AsyncOpenAI):
+            return await client.create(kwargs)  # tau2_gym.chat_http: the reply's JSON dict
+        try:
+            return await asyncio.wait_for(client.chat.completions.create(**kwargs), self.config.timeout)
+        except asyncio.TimeoutError as exc:
+            raise _Deadline(f"request exceeded {self.config.timeout}s") from exc
 
     def close(self) -> None:
         """Release the thread pool and the sync HTTP client (async clients die with their loop)."""
@@ -388,7 +393,7 @@ class OpenAIUserSimulator(UserSimulator):
             return reason, exc.status in _RETRYABLE_STATUS or exc.status >= 500, exc.retry_after
         if isinstance(exc, chat_http.Unreachable):
             return f"connection error ({exc})", True, None
-        if isinstance(exc, (_Deadline, oa.APITimeoutError)):
+        if isinstance(exc, (_Deadline, chat_http.Deadline, oa.APITimeoutError)):
             return f"request timed out after {self.config.timeout}s", True, None
         if isinstance(exc, oa.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
@@ -425,11 +430,11 @@ class OpenAIUserSimulator(UserSimulator):
 
     # ------------------------------------------------------------------------------ entry points
 
-    def _from_cache(self, kwargs: dict[str, Any]) -> Optional[UserMessage]:
+    def _from_cache(self, kwargs: dict[str, Any], key: Optional[str]) -> Optional[UserMessage]:
         """A cached reply as a message (cost 0.0: nothing was paid; usage as the reply recorded), or None."""
-        if self.cache is None:
+        if key is None:
             return None
-        raw = self.cache.get(kwargs)
+        raw = self.cache.get(kwargs, key)
         if raw is None:
             return None
         try:
@@ -440,11 +445,15 @@ class OpenAIUserSimulator(UserSimulator):
         msg.cost = 0.0
         return msg
 
-    def _reply(self, kwargs: dict[str, Any], response: Any) -> UserMessage:
+    def _reply(self, kwargs: dict[str, Any], response: Any, key: Optional[str]) -> UserMessage:
         msg = self._to_message(response)
-        if self.cache is not None and isinstance(getattr(msg, "raw_data", None), dict):
-            self.cache.put(kwargs, msg.raw_data)
+        if key is not None and isinstance(getattr(msg, "raw_data", None), dict):
+            self.cache.put(kwargs, msg.raw_data, key)
         return msg
+
+    def _cache_key(self, kwargs: dict[str, Any]) -> Optional[str]:
+        """The request's cache key, computed once for the lookup and the store (None: not cached)."""
+        return None if self.cache is None else self.cache.key(kwargs)
 
     def cache_stats(self) -> Optional[dict[str, Any]]:
         """Hits, misses and entries stored by this simulator's reply cache, where it is (``on`` False without
@@ -453,14 +462,15 @@ class OpenAIUserSimulator(UserSimulator):
 
     def generate(self, request: UserTurnRequest) -> UserMessage:
         kwargs = self.request_kwargs(request)
-        cached = self._from_cache(kwargs)
+        key = self._cache_key(kwargs)
+        cached = self._from_cache(kwargs, key)
         if cached is not None:
             return cached
         client = self._sync_client()
         tries = _Attempts(self)
         while True:
             try:
-                return self._reply(kwargs, self._bounded_sync(client, kwargs))
+                return self._reply(kwargs, self._bounded_sync(client, kwargs), key)
             except _EmptyResponse:
                 tries.on_empty()
             except Exception as exc:  # noqa: BLE001 - classified; unknown errors become UserSimulatorError
@@ -491,7 +501,8 @@ class OpenAIUserSimulator(UserSimulator):
 
     async def agenerate(self, request: UserTurnRequest) -> UserMessage:
         kwargs = self.request_kwargs(request)
-        cached = self._from_cache(kwargs)
+        key = self._cache_key(kwargs)
+        cached = self._from_cache(kwargs, key)
         if cached is not None:
             return cached
         client, gate = await self._loop_state()
@@ -499,11 +510,7 @@ class OpenAIUserSimulator(UserSimulator):
         async with gate:
             while True:
                 try:
-                    try:  # whole-request deadline: httpx's timeout is per read (a dripping server resets it)
-                        response = await asyncio.wait_for(self._acreate(client, kwargs), self.config.timeout)
-                    except asyncio.TimeoutError as exc:
-                        raise _Deadline(f"request exceeded {self.config.timeout}s") from exc
-                    return self._reply(kwargs, response)
+                    return self._reply(kwargs, await self._acreate(client, kwargs), key)
                 except _EmptyResponse:
                     tries.on_empty()
                 except Exception as exc:  # noqa: BLE001
