@@ -46,8 +46,9 @@ def cacheable(kwargs: dict[str, Any], seeded: bool = True) -> bool:
 
 
 def request_key(kwargs: dict[str, Any]) -> str:
-    body = json.dumps(kwargs, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    """SHA-256 of the canonical JSON body (sorted keys; ASCII escapes, the encoder's fastest path)."""
+    body = json.dumps(kwargs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(body.encode("ascii")).hexdigest()
 
 
 def default_cache_path() -> Path:
@@ -133,7 +134,12 @@ class ResponseCache:
         with self._lock:
             self.misses += 1
 
-    def get(self, kwargs: dict[str, Any]) -> Optional[dict]:
+    def key(self, kwargs: dict[str, Any]) -> Optional[str]:
+        """The request's key, or None when this cache does not keep it (hashing a long conversation costs
+        ~50 us: callers that get and then put compute it once and pass it to both)."""
+        return request_key(kwargs) if cacheable(kwargs, self.seeded) else None
+
+    def get(self, kwargs: dict[str, Any], key: Optional[str] = None) -> Optional[dict]:
         """The cached response for this request, or None (not cacheable, absent or unreadable)."""
         if not cacheable(kwargs, self.seeded):
             return None
@@ -141,7 +147,7 @@ class ResponseCache:
         if conn is None:
             self._miss()
             return None
-        key = request_key(kwargs)
+        key = key or request_key(kwargs)
         try:
             row = conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
         except sqlite3.DatabaseError as exc:
@@ -162,7 +168,7 @@ class ResponseCache:
             self.hits += 1
         return value
 
-    def put(self, kwargs: dict[str, Any], response: dict) -> None:
+    def put(self, kwargs: dict[str, Any], response: dict, key: Optional[str] = None) -> None:
         if not cacheable(kwargs, self.seeded):
             return
         conn = self._conn()
@@ -171,7 +177,7 @@ class ResponseCache:
         try:
             data = json.dumps(response, default=str, ensure_ascii=False)
             conn.execute("INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)",
-                         (request_key(kwargs), kwargs.get("model"), data, time.time()))
+                         (key or request_key(kwargs), kwargs.get("model"), data, time.time()))
         except (sqlite3.Error, TypeError, ValueError) as exc:
             self._disable(f"cannot store a reply: {type(exc).__name__}: {exc}")
             return
