@@ -11,7 +11,12 @@ fraction of the limit. Per concurrency, in one run against the same servers, the
 - ``tau2-gym rollout`` (CLI, no user cache), then again with a warm ``--user-cache`` (user requests -> 0),
 - upstream ``tau2 run`` (``TAU2_REFERENCE_PYTHON``'s venv, data from ``TAU2_UPSTREAM_DATA_DIR``), pointed at
   the same servers the way upstream users do (``openai/`` model, ``api_base``/``api_key`` in the LLM args);
-  skipped with a message when ``TAU2_REFERENCE_PYTHON`` is unset.
+  skipped with a message when ``TAU2_REFERENCE_PYTHON`` is unset. Upstream runs ``--upstream-per-slot``
+  episodes per slot (it is ~100x slower at 32+), and ours is measured again on exactly those episodes.
+
+Episodes of a finite run end at different times, so slots idle while the last wave drains: about half an
+episode per slot, i.e. ~1/(2 x episodes per slot) of the window, for any client. Hence 16 per slot by default;
+the figures at 2 per slot (the upstream comparison) carry ~4x that drain for both sides.
 
     python bench/bench_serving.py [--latency 0.2] [--concurrency 1 32 256] [--min-episodes 10]
 """
@@ -53,9 +58,9 @@ def _stub_process(role: str, latency: float, stop_at: int, conn) -> None:
         while True:
             msg = conn.recv()
             if msg == "stats":
-                conn.send((srv.count, srv.first, srv.last, srv.peak))
+                conn.send((srv.count, srv.first, srv.last, srv.peak, srv.busy))
             elif msg == "reset":
-                srv.count, srv.first, srv.last, srv.peak = 0, 0.0, 0.0, 0
+                srv.count, srv.first, srv.last, srv.peak, srv.busy = 0, 0.0, 0.0, 0, 0.0
                 conn.send(True)
             else:
                 return
@@ -85,10 +90,10 @@ class Servers:
         for c in self.conns:
             c.send("stats")
             got.append(c.recv())
-        (na, fa, la, pa), (nu, fu, lu, pu) = got
+        (na, fa, la, pa, ba), (nu, fu, lu, pu, bu) = got
         firsts = [f for f in (fa, fu) if f]
         window = (max(la, lu) - min(firsts)) if firsts else float("nan")
-        return {"agent": na, "user": nu, "requests": na + nu, "window": window, "peak": pa + pu}
+        return {"agent": na, "user": nu, "requests": na + nu, "window": window, "peak": pa + pu, "busy": ba + bu}
 
     def close(self) -> None:
         for c in self.conns:
@@ -175,8 +180,10 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 256])
     ap.add_argument("--min-episodes", type=int, default=10,
                     help="episodes per measurement: max(this, --per-slot x concurrency) (default: 10)")
-    ap.add_argument("--per-slot", type=int, default=8,
-                    help="episodes per concurrency slot: the partly filled last wave weighs 1/this (default: 8)")
+    ap.add_argument("--per-slot", type=int, default=16,
+                    help="episodes per concurrency slot: the partly filled last wave weighs ~1/(2 x this) (default: 16)")
+    ap.add_argument("--upstream-per-slot", type=int, default=2,
+                    help="episodes per slot for upstream, and for ours again on the same episodes (default: 2)")
     ap.add_argument("--user-turns", type=int, default=3, help="user replies before the user stops (default: 3)")
     ap.add_argument("--no-upstream", action="store_true", help="skip upstream even when TAU2_REFERENCE_PYTHON is set")
     args = ap.parse_args()
@@ -212,6 +219,7 @@ def main() -> None:
                     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
                     st = servers.stats()
                     row[name] = {"eps": n / st["window"], "rps": st["requests"] / st["window"],
+                                 "server_ms": 1000 * st["busy"] / max(1, st["requests"]),
                                  "cpu_ms": 1000 * cpu / max(1, st["requests"]),
                                  "frac": st["requests"] / st["window"] / (conc / lat), "user": st["user"],
                                  "req_per_ep": st["requests"] / max(1, n), "n": n}
@@ -224,9 +232,13 @@ def main() -> None:
                 run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"cold{conc}.json", cache)
                 measure("warm", lambda: run_ours(servers.urls, task_ids, conc, trials,
                                                  Path(tmp) / f"warm{conc}.json", cache))
-                if ref_python:
+                if ref_python:  # fewer episodes (upstream is ~100x slower at 32+); ours again on the same ones
+                    up_trials = -(-max(args.min_episodes, args.upstream_per_slot * conc) // len(task_ids))
+                    row["up_episodes"] = up_trials * len(task_ids)
+                    measure("ours_same", lambda: run_ours(servers.urls, task_ids, conc, up_trials,
+                                                          Path(tmp) / f"same{conc}.json", None))
                     measure("upstream", lambda: run_upstream(ref_python, data_dir, servers.urls, task_ids, conc,
-                                                             trials, Path(tmp) / f"up{conc}.json"))
+                                                             up_trials, Path(tmp) / f"up{conc}.json"))
                 rows.append(row)
                 _print_row(row)
     finally:
@@ -237,12 +249,13 @@ def main() -> None:
 
 def _print_row(row: dict) -> None:
     parts = [f"c={row['c']}: {row['episodes']} episodes"]
-    for name in ("stub", "ours", "warm", "upstream"):
+    for name in ("stub", "ours", "warm", "ours_same", "upstream"):
         m = row.get(name)
         if m:
             parts.append(f"{name} {m['rps']:.1f} req/s ({100 * m['frac']:.1f}%)"
                          + (f", {m['eps']:.2f} eps/s, {m['req_per_ep']:.2f} req/ep, {m['user']} user req, "
-                            f"{m['cpu_ms']:.2f} ms CPU/req (process incl. start-up)" if name != "stub" else ""))
+                            f"{m['cpu_ms']:.2f} ms CPU/req (process incl. start-up)" if name != "stub" else "")
+                         + f", server {m['server_ms']:.1f} ms/req")
     print("; ".join(parts), flush=True)
 
 
@@ -253,15 +266,16 @@ def _print_table(rows: list[dict]) -> None:
     def pct(m):
         return f"{100 * m['frac']:.1f}%" if m else "-"
 
-    cols = ["concurrency", "limit req/s", "stub alone", "ours eps/s", "ours req/s", "ours % limit", "upstream eps/s",
-            "upstream req/s", "upstream % limit", "CPU ms/req ours / upstream", "ours warm cache eps/s (user req)"]
+    cols = ["concurrency", "limit req/s", "stub alone", "ours eps/s", "ours req/s", "ours % limit",
+            "ours warm cache eps/s (user req)", "same episodes as upstream: ours % limit", "upstream eps/s",
+            "upstream req/s", "upstream % limit", "CPU ms/req ours / upstream"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "|".join("-" * (len(c) + 1) + ":" for c in cols) + "|")
     for r in rows:
-        o, u, w, s = r.get("ours"), r.get("upstream"), r.get("warm"), r.get("stub")
+        o, u, w, s, o2 = r.get("ours"), r.get("upstream"), r.get("warm"), r.get("stub"), r.get("ours_same")
         cells = [str(r["c"]), f"{r['limit']:.1f}", pct(s), cell(o, "eps", ".2f"), cell(o, "rps", ".1f"), pct(o),
-                 cell(u, "eps", ".2f"), cell(u, "rps", ".1f"), pct(u),
-                 f"{cell(o, 'cpu_ms', '.2f')} / {cell(u, 'cpu_ms', '.2f')}", f"{w['eps']:.2f} ({w['user']})" if w else "-"]
+                 f"{w['eps']:.2f} ({w['user']})" if w else "-", pct(o2), cell(u, "eps", ".2f"), cell(u, "rps", ".1f"),
+                 pct(u), f"{cell(o2, 'cpu_ms', '.2f')} / {cell(u, 'cpu_ms', '.2f')}"]
         print("| " + " | ".join(c.rjust(len(h)) for c, h in zip(cells, cols)) + " |")
 
 

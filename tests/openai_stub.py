@@ -153,6 +153,7 @@ class AsyncOpenAIStub(OpenAIStub):
         self.count = 0
         self.first = self.last = 0.0
         self.inflight = self.peak = 0
+        self.busy = 0.0  # summed seconds from a request's head read to its reply written
         self._loop: asyncio.AbstractEventLoop | None = None
         self._aserver: asyncio.AbstractServer | None = None
         self._port = 0
@@ -176,6 +177,7 @@ class AsyncOpenAIStub(OpenAIStub):
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                arrived = time.time()
                 lines = head.decode("latin-1").split("\r\n")
                 method = lines[0].split(" ", 1)[0]
                 length, close = 0, False
@@ -194,6 +196,7 @@ class AsyncOpenAIStub(OpenAIStub):
                 data = out.encode()
                 writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n"
                              f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1") + data)
+                self.busy += time.time() - arrived
                 await writer.drain()
                 if close:
                     break
