@@ -160,14 +160,28 @@ def run_ours(urls, task_ids, concurrency, trials, out: Path, cache: str | None) 
     return _count_episodes(out)
 
 
-def run_upstream(ref_python: str, data_dir: str, urls, task_ids, concurrency, trials, out: Path) -> int:
+def run_upstream(ref_python: str, data_dir: str, urls, task_ids, concurrency, trials, out: Path,
+                 timeout: float) -> int:
+    """Episodes upstream finished; a run over ``timeout`` seconds is killed and counted as far as it got (its
+    client has stalled for minutes on some requests at 32+: the bench must still end and say so)."""
     tau2 = Path(ref_python).parent / "tau2"
     cmd = [str(tau2), "run", *_common(urls, task_ids, concurrency, trials), "--save-to", str(out)]
     env = {**os.environ, "TAU2_DATA_DIR": data_dir}
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                          cwd=out.parent)
-    if done.returncode != 0:
-        sys.exit(f"tau2 run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=out.parent)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        try:
+            n = _count_episodes(out)
+        except (OSError, ValueError):
+            n = 0
+        print(f"upstream at c={concurrency}: killed after {timeout:.0f} s with {n} episodes done", flush=True)
+        return n
+    if proc.returncode != 0:
+        sys.exit(f"tau2 run failed ({proc.returncode}):\n{err[-3000:]}")
     return _count_episodes(out)
 
 
@@ -184,6 +198,8 @@ def main() -> None:
                     help="episodes per concurrency slot: the partly filled last wave weighs ~1/(2 x this) (default: 16)")
     ap.add_argument("--upstream-per-slot", type=int, default=2,
                     help="episodes per slot for upstream, and for ours again on the same episodes (default: 2)")
+    ap.add_argument("--upstream-timeout", type=float, default=600.0,
+                    help="seconds before an upstream run is killed and counted as far as it got (default: 600)")
     ap.add_argument("--user-turns", type=int, default=3, help="user replies before the user stops (default: 3)")
     ap.add_argument("--no-upstream", action="store_true", help="skip upstream even when TAU2_REFERENCE_PYTHON is set")
     args = ap.parse_args()
@@ -238,7 +254,8 @@ def main() -> None:
                     measure("ours_same", lambda: run_ours(servers.urls, task_ids, conc, up_trials,
                                                           Path(tmp) / f"same{conc}.json", None))
                     measure("upstream", lambda: run_upstream(ref_python, data_dir, servers.urls, task_ids, conc,
-                                                             up_trials, Path(tmp) / f"up{conc}.json"))
+                                                             up_trials, Path(tmp) / f"up{conc}.json",
+                                                             args.upstream_timeout))
                 rows.append(row)
                 _print_row(row)
     finally:
