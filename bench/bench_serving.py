@@ -265,7 +265,8 @@ def main() -> None:
 
 
 def _print_row(row: dict) -> None:
-    parts = [f"c={row['c']}: {row['episodes']} episodes"]
+    parts = [f"c={row['c']}: {row['episodes']} episodes"
+             + (f" ({row['up_episodes']} for upstream and ours_same)" if "up_episodes" in row else "")]
     for name in ("stub", "ours", "warm", "ours_same", "upstream"):
         m = row.get(name)
         if m:

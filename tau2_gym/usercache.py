@@ -141,13 +141,13 @@ class ResponseCache:
 
     def get(self, kwargs: dict[str, Any], key: Optional[str] = None) -> Optional[dict]:
         """The cached response for this request, or None (not cacheable, absent or unreadable)."""
-        if not cacheable(kwargs, self.seeded):
+        key = key or self.key(kwargs)
+        if key is None:
             return None
         conn = self._conn()
         if conn is None:
             self._miss()
             return None
-        key = key or request_key(kwargs)
         try:
             row = conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
         except sqlite3.DatabaseError as exc:
@@ -169,7 +169,8 @@ class ResponseCache:
         return value
 
     def put(self, kwargs: dict[str, Any], response: dict, key: Optional[str] = None) -> None:
-        if not cacheable(kwargs, self.seeded):
+        key = key or self.key(kwargs)
+        if key is None:
             return
         conn = self._conn()
         if conn is None:
@@ -177,7 +178,7 @@ class ResponseCache:
         try:
             data = json.dumps(response, default=str, ensure_ascii=False)
             conn.execute("INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)",
-                         (key or request_key(kwargs), kwargs.get("model"), data, time.time()))
+                         (key, kwargs.get("model"), data, time.time()))
         except (sqlite3.Error, TypeError, ValueError) as exc:
             self._disable(f"cannot store a reply: {type(exc).__name__}: {exc}")
             return
