@@ -10,5 +10,5 @@ packages += ["tau2_gym.domains"] + [f"tau2_gym.domains.{p}" for p in find_packag
 setup(
     packages=packages,
     package_dir={"tau2_gym": "tau2_gym", "tau2_gym.domains": "domains"},
-    package_data={"tau2_gym.data": ["manifests/*.tsv"], "tau2_gym": ["report_assets/*.css", "report_assets/*.js"]},
+    package_data={"tau2_gym.data": ["manifests/*.tsv"], "tau2_gym.results": ["report_assets/*.css", "report_assets/*.js"]},
 )

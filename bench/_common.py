@@ -99,8 +99,8 @@ def record_oracle(domain: str, data_dir: Any = None, task_ids: Optional[list[str
     import gymnasium as gym
 
     from gymutil import RecordingUser
-    from tau2_gym.agents import OracleAgent
-    from tau2_gym.users.scripted import OracleUser
+    from tau2_gym.players.agents.scripted import OracleAgent
+    from tau2_gym.players.users.scripted import OracleUser
 
     env = gym.make(f"tau2/{domain}-v0", data_dir=data_dir, user=RecordingUser(OracleUser()))
     ids = task_ids if task_ids is not None else [t.id for t in env.unwrapped.tasks[:n]]

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.evaluation import evaluate_simulation  # noqa: E402
-from tau2_gym.messages import AssistantMessage, ToolCall, UserMessage, messages_to_dicts  # noqa: E402
-from tau2_gym.rebuild import initial_environment  # noqa: E402
+from tau2_gym.scoring.evaluation import evaluate_simulation  # noqa: E402
+from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage, messages_to_dicts  # noqa: E402
+from tau2_gym.scoring.rebuild import initial_environment  # noqa: E402
 
 TASK = "task_073"
 N_LIVE = 200

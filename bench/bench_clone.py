@@ -9,7 +9,7 @@ and toolkits only (not the conversation, which would still need the orchestrator
 environment with ``set_state`` replaying the trajectory so far (what upstream's evaluator does), and a
 ``deepcopy`` of the live tool environment.
 
-Branching throughput: best-of-n search (:mod:`tau2_gym.search`) on airline with rollouts of depth 5 -- every
+Branching throughput: best-of-n search (:mod:`tau2_gym.training.search`) on airline with rollouts of depth 5 -- every
 branch = ``clone_env`` + the candidate step + up to 5 policy steps (scripted oracle policy and oracle user, so
 the figure is the env's own cost, no LLM). Then with an LLM customer (a local stub with a fixed latency):
 branches one by one vs in a vector env whose rounds send the user turns together.
@@ -35,7 +35,7 @@ import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
 from tau2_gym.envs.tau2_env import clone_env  # noqa: E402
-from tau2_gym.users.scripted import ScriptedUser  # noqa: E402
+from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
 
 TASKS = ["44", "39", "42"]  # the airline tasks with the longest oracle plans (20, 12, 11 agent turns)
 POINTS = (0.25, 0.5, 0.95)  # clone after this fraction of the episode's agent steps
@@ -85,7 +85,7 @@ def ours(scripts: list, data_dir) -> dict:
 
 def branching(data_dir) -> dict:
     """Best-of-N search with depth-5 rollouts over whole airline episodes: branches per second."""
-    from tau2_gym.search import best_of_n, oracle_policy
+    from tau2_gym.training.search import best_of_n, oracle_policy
 
     env = gym.make("tau2/airline-v0", data_dir=data_dir)
     policy = oracle_policy(0.0)
@@ -113,9 +113,9 @@ def llm_user_branching() -> dict:
     one (every user turn a request of its own) vs in a vector env (each round's user turns sent together)."""
     from openai_stub import OpenAIStub
 
-    from tau2_gym.search import best_of_n
-    from tau2_gym.users.openai_user import OpenAIUserSimulator
-    from tau2_gym.vector import Tau2VectorEnv
+    from tau2_gym.training.search import best_of_n
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.envs.vector import Tau2VectorEnv
 
     lines = ["Could you look up my reservation?", "What are my options?", "Please go ahead."]
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.messages import ToolCall  # noqa: E402
+from tau2_gym.core.messages import ToolCall  # noqa: E402
 
 N_LIVE = 2000
 

@@ -27,7 +27,7 @@ from _common import fmt_time, print_table, ratio, record_oracle, reference_pytho
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
-from tau2_gym.users.scripted import ScriptedUser  # noqa: E402
+from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
 
 DOMAINS = {"mock": 9, "airline": 6, "telecom": 4}  # upstream needs ~25 s per telecom episode
 REPEAT = 5

@@ -6,7 +6,7 @@ The results file is the oracle agent + oracle user on every airline task (``--tr
 with ``tau2-gym rollout`` first (not timed). Timed (best of ``--repeat``): building the ``messages`` rows
 (``export_rows``: read + validate the results file, system prompt, OpenAI messages), tokenizing them
 (``tokenize_rows``: the chat template rendering the GRPO rollout uses, per episode, with the tiny byte-level
-tokenizer of ``tau2_gym.hf.tiny``, BPE merges fitted to airline's texts), and the whole ``export_dataset``
+tokenizer of ``tau2_gym.training.hf.tiny``, BPE merges fitted to airline's texts), and the whole ``export_dataset``
 call for each format (rows + ``datasets.Dataset`` + ``save_to_disk``). All 50 tasks are exported
 (``split=None, allow_test_split=True``) so the figure covers the whole task set. Upstream has no export, so
 the table has no upstream column figures.
@@ -43,9 +43,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from tau2_gym.cli import main as cli
-    from tau2_gym.export import export_dataset, export_rows, tokenize_rows
-    from tau2_gym.hf.tiny import domain_corpus, tiny_tokenizer
-    from tau2_gym.results import load_results
+    from tau2_gym.training.export import export_dataset, export_rows, tokenize_rows
+    from tau2_gym.training.hf.tiny import domain_corpus, tiny_tokenizer
+    from tau2_gym.core.results_file import load_results
 
     work = Path(tempfile.mkdtemp(prefix="tau2-bench-export-"))
     try:

@@ -90,7 +90,7 @@ class _Clock:
 
 
 def _single(run: dict, out: str) -> tuple[float, float]:
-    from tau2_gym.rollout import collect
+    from tau2_gym.runner.collect import collect
 
     if os.path.exists(out):
         os.remove(out)
@@ -104,7 +104,7 @@ def _single(run: dict, out: str) -> tuple[float, float]:
 
 def _on_ray(run: dict, out: str, actors: int) -> tuple[float, float, float, float, dict]:
     """(start-up s, wall s after start-up, driver CPU s, actors' CPU s, a record) of one collect_ray."""
-    from tau2_gym.distributed import collect_ray
+    from tau2_gym.runner.ray import collect_ray
 
     for path in (out, out + "l"):
         if os.path.exists(path):
@@ -126,7 +126,7 @@ def _on_ray(run: dict, out: str, actors: int) -> tuple[float, float, float, floa
 
 
 def scripted(args) -> None:
-    from tau2_gym.rollout import collect
+    from tau2_gym.runner.collect import collect
 
     run = dict(domain="airline", num_tasks=50, num_trials=args.trials, progress=False, concurrency=args.concurrency)
     n = 50 * args.trials
@@ -181,8 +181,8 @@ def transport(record: dict, tmp: str, n: int = 3000, window: int = 64, delay: fl
     import asyncio
     import collections
 
-    from tau2_gym.distributed import _Pool, _stream
-    from tau2_gym.rollout import _Log
+    from tau2_gym.runner.ray import _Pool, _stream
+    from tau2_gym.runner.collect import _Log
 
     ray = _ray()
     remote = ray.remote(Echo).options(max_concurrency=window, num_cpus=1)
@@ -220,10 +220,10 @@ def _serve(lat: float, stop_at: int, conn) -> None:
 
 
 def serving(args) -> None:
-    from tau2_gym.distributed import collect_ray
-    from tau2_gym.policies import OpenAIAgentPolicy
-    from tau2_gym.rollout import collect
-    from tau2_gym.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.runner.ray import collect_ray
+    from tau2_gym.players.agents.policies import OpenAIAgentPolicy
+    from tau2_gym.runner.collect import collect
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 
     lat, conc, turns = args.latency, args.serving_concurrency, 3
     ctx = multiprocessing.get_context("fork")
@@ -292,7 +292,7 @@ def _drive(reset, step, n: int, min_steps: int) -> tuple[float, int, int]:
     """Oracle agents stepping envs through ``reset``/``step``; (env wall seconds, vector steps, episodes)."""
     import numpy as np
 
-    from tau2_gym.agents import OracleAgent
+    from tau2_gym.players.agents.scripted import OracleAgent
 
     def agent(task):
         a = OracleAgent()

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from tau2_gym.agents import OracleAgent, SkipLastActionAgent, WrongArgumentsAgent  # noqa: E402
+from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent, WrongArgumentsAgent  # noqa: E402
 from tau2_gym.envs.tau2_env import Tau2Env  # noqa: E402
-from tau2_gym.playback import replay  # noqa: E402
+from tau2_gym.results.replay import replay  # noqa: E402
 
 AGENTS = (OracleAgent, WrongArgumentsAgent, SkipLastActionAgent)
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _common import fmt_bytes, fmt_time, print_table  # noqa: E402
 
-from tau2_gym.report import build_report, load_run, write_report  # noqa: E402
-from tau2_gym.results import read_json_any, write_json_atomic  # noqa: E402
+from tau2_gym.results.report import build_report, load_run, write_report  # noqa: E402
+from tau2_gym.core.results_file import read_json_any, write_json_atomic  # noqa: E402
 from test_report import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, mixed_rollout  # noqa: E402
 
 
@@ -98,7 +98,7 @@ def screenshot(out: Path, work: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     from test_report import MixedPolicy
-    from tau2_gym.rollout import collect
+    from tau2_gym.runner.collect import collect
 
     a = work / "agent_v1.json"
     b = work / "agent_v2.json"

@@ -103,7 +103,7 @@ def gold_calls() -> list[list[tuple[str, dict]]]:
 
 def ours(gold: list[list[tuple[str, dict]]]) -> dict[str, float]:
     from tau2_gym import load_domain
-    from tau2_gym.messages import ToolCall
+    from tau2_gym.core.messages import ToolCall
 
     dom = load_domain("retail")
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _common import fmt_time, print_table, ratio, reference_python  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.evaluation import EvaluationError, clear_cache, evaluate_simulation  # noqa: E402
-from tau2_gym.messages import messages_to_dicts  # noqa: E402
+from tau2_gym.scoring.evaluation import EvaluationError, clear_cache, evaluate_simulation  # noqa: E402
+from tau2_gym.core.messages import messages_to_dicts  # noqa: E402
 from test_evaluation_cases import build_cases  # noqa: E402
 
 DOMAINS = ("mock", "airline", "retail", "telecom")

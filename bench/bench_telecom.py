@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.messages import ToolCall  # noqa: E402
-from tau2_gym.rebuild import initial_environment  # noqa: E402
-from tau2_gym.tasks import _parse_task_file  # noqa: E402
+from tau2_gym.core.messages import ToolCall  # noqa: E402
+from tau2_gym.scoring.rebuild import initial_environment  # noqa: E402
+from tau2_gym.core.tasks import _parse_task_file  # noqa: E402
 
 SMALL_ID = "[mobile_data_issue]user_abroad_roaming_enabled_off[PERSONA:None]"
 BIG_ID = ("[mms_issue]airplane_mode_on|bad_network_preference|bad_wifi_calling|break_apn_mms_setting|"

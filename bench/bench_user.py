@@ -21,10 +21,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from _common import fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
 from openai_stub import OpenAIStub  # noqa: E402
 
-from tau2_gym.parsing import parse_tool_calls  # noqa: E402
-from tau2_gym.tasks import Task  # noqa: E402
-from tau2_gym.users.base import UserTurnRequest  # noqa: E402
-from tau2_gym.users.openai_user import OpenAIUserSimulator  # noqa: E402
+from tau2_gym.core.parsing import parse_tool_calls  # noqa: E402
+from tau2_gym.core.tasks import Task  # noqa: E402
+from tau2_gym.players.users.base import UserTurnRequest  # noqa: E402
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
 
 N_CONCURRENT = 32
 DELAY = 0.2

@@ -94,7 +94,7 @@ class LookupAgent:
         self.n = 0
 
     def act(self, obs=None, info=None) -> dict:
-        from tau2_gym.agents import call_message, text_message
+        from tau2_gym.players.agents.scripted import call_message, text_message
 
         ids, k = self.ids, self.k + self.n
         phase = self.n % 3
@@ -128,8 +128,8 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, s
 
     import tau2_gym  # noqa: F401
     from tau2_gym import load_domain
-    from tau2_gym.agents import OracleAgent
-    from tau2_gym.users.scripted import ScriptedUser
+    from tau2_gym.players.agents.scripted import OracleAgent
+    from tau2_gym.players.users.scripted import ScriptedUser
 
     dom = load_domain("airline", data_dir)
     dom.tasks()

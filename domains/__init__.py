@@ -1,6 +1,6 @@
 """Built-in domains, shipped as ``tau2_gym.domains``. One registration line per domain."""
 
-from tau2_gym.domain import register_domain
+from tau2_gym.core.domain import register_domain
 
 register_domain("mock", "tau2_gym.domains.mock:DOMAIN")
 register_domain("airline", "tau2_gym.domains.airline:DOMAIN")

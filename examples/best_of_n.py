@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 import tau2_gym  # noqa: F401  (registers the envs)
-from tau2_gym.search import best_of_n, oracle_policy
+from tau2_gym.training.search import best_of_n, oracle_policy
 
 
 def play(env, policy, seed: int, task: str) -> float:

@@ -5,7 +5,7 @@
     python examples/quickstart.py --domain retail          # a random task of the base split
 
 The customer is the offline oracle user (it follows the task; no model, no network). The agent is
-:class:`tau2_gym.agents.OracleAgent`, which replays the task's gold actions -- swap in your own policy:
+:class:`tau2_gym.players.agents.scripted.OracleAgent`, which replays the task's gold actions -- swap in your own policy:
 anything that maps the observation (OpenAI chat messages) to an assistant message works as an action.
 """
 
@@ -17,7 +17,7 @@ import json
 import gymnasium as gym
 
 import tau2_gym  # noqa: F401 - registers the tau2/<domain>-v0 environments
-from tau2_gym.agents import OracleAgent
+from tau2_gym.players.agents.scripted import OracleAgent
 
 
 def show(message: dict) -> str:

@@ -66,7 +66,7 @@ def load_policy(args: argparse.Namespace) -> tuple[Any, Any, Optional[str]]:
     if args.tiny:
         import torch
 
-        from tau2_gym.hf.tiny import domain_corpus, tiny_model, tiny_tokenizer
+        from tau2_gym.training.hf.tiny import domain_corpus, tiny_model, tiny_tokenizer
 
         torch.set_num_threads(1)  # a tiny model gains nothing from threads
         tokenizer = tiny_tokenizer(corpus=domain_corpus(args.domain))
@@ -111,7 +111,7 @@ def evaluate(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequen
     import gymnasium as gym
 
     import tau2_gym  # noqa: F401
-    from tau2_gym.hf import hf_runner
+    from tau2_gym.training.hf import hf_runner
 
     was_training = model.training
     model.eval()
@@ -143,7 +143,7 @@ def grpo(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[s
          chat_template: Optional[str] = None) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
-    from tau2_gym.integrations.trl import build_dataset, make_rollout_func, tau2_reward
+    from tau2_gym.training.trl import build_dataset, make_rollout_func, tau2_reward
 
     dataset = build_dataset(args.domain, split=args.split, task_ids=tasks)
     rollout = make_rollout_func(env_kwargs={"user": args.user}, max_new_tokens=args.max_new_tokens,
@@ -185,7 +185,7 @@ def plot(path: str, sft_losses: list[float], grpo_rewards: list[float], marks: d
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The whole pipeline; returns what it measured (also used by tests/test_learning.py)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    from tau2_gym.export import METADATA_COLUMNS, export_dataset
+    from tau2_gym.training.export import METADATA_COLUMNS, export_dataset
 
     out = args.output_dir or tempfile.mkdtemp(prefix="tau2-sft-grpo-")
     os.makedirs(out, exist_ok=True)

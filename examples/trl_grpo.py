@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def load_policy(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(model, tokenizer, chat_template override) for the run."""
     if args.tiny:
-        from tau2_gym.hf.tiny import tiny_model_and_tokenizer
+        from tau2_gym.training.hf.tiny import tiny_model_and_tokenizer
 
         model, tokenizer = tiny_model_and_tokenizer(domain=args.domain)
         return model, tokenizer, None
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> Any:
 
     from trl import GRPOConfig, GRPOTrainer
 
-    from tau2_gym.integrations.trl import build_dataset, make_rollout_func, tau2_reward
+    from tau2_gym.training.trl import build_dataset, make_rollout_func, tau2_reward
 
     model, tokenizer, chat_template = load_policy(args)
     dataset = build_dataset(args.domain, split=args.split, task_set=args.task_set)

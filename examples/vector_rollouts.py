@@ -12,7 +12,7 @@ Point it at OpenAI-compatible endpoints (vLLM, SGLang, OpenAI) for the rollout p
 
 Part 1 steps ``gym.make_vec("tau2/airline-v0", num_envs=N)``: one action per sub-env per step, the customers'
 replies of all episodes answered as one batch per step, finished episodes reset on the next step (Gymnasium's
-NEXT_STEP autoreset). Part 2 collects every (task, trial) episode with :func:`tau2_gym.rollout.collect` into a
+NEXT_STEP autoreset). Part 2 collects every (task, trial) episode with :func:`tau2_gym.runner.collect.collect` into a
 tau2 results file (re-scorable with ``tau2-gym eval``); run it twice -- the second run resumes and has nothing
 left to do.
 """
@@ -27,8 +27,8 @@ import gymnasium as gym
 import numpy as np
 
 import tau2_gym  # noqa: F401 - registers tau2/<domain>-v0
-from tau2_gym.agents import GiveUpAgent, HallucinatingAgent, OracleAgent, SkipLastActionAgent
-from tau2_gym.rollout import collect
+from tau2_gym.players.agents.scripted import GiveUpAgent, HallucinatingAgent, OracleAgent, SkipLastActionAgent
+from tau2_gym.runner.collect import collect
 
 AGENTS = (OracleAgent, OracleAgent, SkipLastActionAgent, GiveUpAgent, HallucinatingAgent)
 
@@ -69,13 +69,13 @@ def vector_env_demo(num_envs: int, steps: int, seed: int) -> None:
 
 def rollout_demo(args: argparse.Namespace) -> None:
     if args.agent_base_url:
-        from tau2_gym.policies import OpenAIAgentPolicy
+        from tau2_gym.players.agents.policies import OpenAIAgentPolicy
 
         policy = OpenAIAgentPolicy(model=args.agent_model, base_url=args.agent_base_url)
     else:
         policy = "oracle"  # the scripted oracle agent
     if args.user_base_url:
-        from tau2_gym.users.openai_user import OpenAIUserSimulator
+        from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 
         user = OpenAIUserSimulator(model=args.user_model, base_url=args.user_base_url)
     else:

@@ -12,14 +12,14 @@ _src_domains = _Path(__file__).resolve().parent.parent / "domains"
 if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().parent / "domains").exists():
     __path__.append(str(_src_domains.parent))  # type: ignore[name-defined]  # noqa: F821
 
-from tau2_gym.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
+from tau2_gym.core.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
 
 __all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain", "replay"]
 
 
 def __getattr__(name: str):  # noqa: ANN202 - lazy exports keep `import tau2_gym` light
     if name == "replay":
-        from tau2_gym.playback import replay
+        from tau2_gym.results.replay import replay
 
         return replay
     raise AttributeError(f"module 'tau2_gym' has no attribute {name!r}")

@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from tau2_gym.envs.actions import ActionError, to_assistant_message
-from tau2_gym.users.base import UserSimulator, UserTurnRequest
+from tau2_gym.core.actions import ActionError, to_assistant_message
+from tau2_gym.players.users.base import UserSimulator, UserTurnRequest
 
 
 class RecordingUser(UserSimulator):

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import torch
 
-from tau2_gym.hf.chat import ChatRenderer
+from tau2_gym.training.hf.chat import ChatRenderer
 
 
 def set_threads() -> None:
@@ -20,7 +20,7 @@ def set_threads() -> None:
 @functools.lru_cache(maxsize=None)
 def tiny(template: str = "chatml") -> tuple[Any, Any]:
     """(model, tokenizer) with merges fitted to the mock domain; template: chatml (ours), qwen2_5 or qwen3 (TRL's)."""
-    from tau2_gym.hf.tiny import tiny_model_and_tokenizer
+    from tau2_gym.training.hf.tiny import tiny_model_and_tokenizer
 
     set_threads()
     chat_template = None
@@ -103,7 +103,7 @@ def oracle_scripts(renderer: ChatRenderer, env_factory: Any, task_ids: list[str]
     """For each task: (key -> the scripted oracle's turns as template text, key -> generation prompts already
     in the first prompt, task_id -> the reward the scripted oracle gets on the plain env). The key is the
     customer's opening message, which identifies the episode in the rendered context."""
-    from tau2_gym.agents import OracleAgent
+    from tau2_gym.players.agents.scripted import OracleAgent
 
     scripts, base, rewards = {}, {}, {}
     for task_id in task_ids:

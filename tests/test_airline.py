@@ -12,8 +12,8 @@ import pytest
 from datautil import LEGACY
 
 from tau2_gym import load_domain
-from tau2_gym.messages import ToolCall
-from tau2_gym.rebuild import gold_environment
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.scoring.rebuild import gold_environment
 
 INITIAL_HASH = "124e39a664b56402bcd09cb8a6a9cece6acb8462337c969799d5658e3250f263"
 MEI = "mei_hernandez_8984"  # gift_card_5309492 98.0, certificate_7502997 250.0, credit_card_2140654

@@ -16,8 +16,8 @@ import pytest
 
 from refutil import ok, run_reference
 from tau2_gym import load_domain
-from tau2_gym.messages import ToolCall
-from tau2_gym.rebuild import initial_environment
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.scoring.rebuild import initial_environment
 
 pytestmark = pytest.mark.reference
 

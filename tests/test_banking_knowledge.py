@@ -19,13 +19,13 @@ import gymnasium as gym
 import pytest
 
 from tau2_gym import load_domain
-from tau2_gym.agents import make_agent
+from tau2_gym.players.agents.scripted import make_agent
 from tau2_gym.domains.banking_knowledge import retrieval as R
 from tau2_gym.domains.banking_knowledge.environment import read_log_allowlist
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, MissingDependency, strip_timing
-from tau2_gym.evaluation import evaluate_simulation
-from tau2_gym.messages import ToolCall
-from tau2_gym.rebuild import gold_environment, initial_environment
+from tau2_gym.scoring.evaluation import evaluate_simulation
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.scoring.rebuild import gold_environment, initial_environment
 
 NAME = "banking_knowledge"
 
@@ -304,7 +304,7 @@ def test_env_copies_and_pickles_keep_the_configuration():
 def test_perturbed_trajectory_loses_the_reward(dom):
     task = dom.task("task_073")
     env = initial_environment(dom, task)
-    from tau2_gym.messages import AssistantMessage, UserMessage
+    from tau2_gym.core.messages import AssistantMessage, UserMessage
 
     msgs = [AssistantMessage(content="Hi! How can I help you today?"), UserMessage(content="help")]
     for i, a in enumerate(task.evaluation_criteria.actions):

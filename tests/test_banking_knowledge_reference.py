@@ -24,10 +24,10 @@ from test_evaluation_cases import build_cases
 from tau2_gym import load_domain
 from tau2_gym.domains.banking_knowledge.retrieval import GOLDEN_PLACEHOLDER, OFFLINE
 from tau2_gym.domains.banking_knowledge.search import strip_timing
-from tau2_gym.evaluation import EvaluationError, evaluate_simulation
-from tau2_gym.judges import CallableJudge
-from tau2_gym.messages import ToolCall, messages_to_dicts
-from tau2_gym.rebuild import gold_environment, initial_environment
+from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
+from tau2_gym.scoring.judges import CallableJudge
+from tau2_gym.core.messages import ToolCall, messages_to_dicts
+from tau2_gym.scoring.rebuild import gold_environment, initial_environment
 
 pytestmark = pytest.mark.reference
 

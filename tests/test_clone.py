@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tau2_gym  # noqa: F401  (registers the envs)
-from tau2_gym.agents import OracleAgent
+from tau2_gym.players.agents.scripted import OracleAgent
 from tau2_gym.envs.tau2_env import Tau2Env, clone_env
 
 
@@ -200,7 +200,7 @@ def test_clone_with_an_llm_user_shares_the_client_and_sees_its_own_history():
     pytest.importorskip("openai")
     from openai_stub import OpenAIStub
 
-    from tau2_gym.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 
     def reply(body: dict, n: int) -> str:
         """Deterministic in the request: the customer repeats how many agent texts it has seen."""
@@ -285,8 +285,8 @@ def test_a_clone_pickles_and_continues():
 
 
 def test_vector_env_set_slot_and_step_slots_move_only_the_given_sub_envs():
-    from tau2_gym.users.scripted import OracleUser
-    from tau2_gym.vector import Tau2VectorEnv
+    from tau2_gym.players.users.scripted import OracleUser
+    from tau2_gym.envs.vector import Tau2VectorEnv
 
     user = OracleUser()
     vec = Tau2VectorEnv(3, domain="airline", user=user)

@@ -22,7 +22,7 @@ def _env(cache: Path, **extra: str) -> dict:
     return env
 
 
-HASH = ("from tau2_gym.domain import load_domain; e = load_domain('mock').make_environment(); "
+HASH = ("from tau2_gym.core.domain import load_domain; e = load_domain('mock').make_environment(); "
         "print(e.get_db_hash(), e.get_user_db_hash())")
 
 
@@ -141,7 +141,7 @@ def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_pa
     else:
         (mock / "policy.md").unlink()
         named = "policy.md"
-    code = ("from tau2_gym.domain import load_domain\nfrom tau2_gym.data import DataError\n"
+    code = ("from tau2_gym.core.domain import load_domain\nfrom tau2_gym.data import DataError\n"
             "try:\n    d = load_domain('mock'); d.make_environment(); list(d.tasks()); d.splits()\n"
             "except DataError as exc:\n    print(exc)\n    assert exc.path and exc.problem and exc.fix, vars(exc)\n")
     proc = _run(_env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data")), "-c", code)
@@ -169,8 +169,8 @@ def test_a_data_error_from_any_command_is_one_line_and_the_traceback_needs_tau2_
     top = _custom(tmp_path)
     (top / "data" / "tau2" / "domains" / "mock" / "db.json").write_text("{")
     env = _env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data"))
-    code = ("import sys\nfrom tau2_gym.cli import main\nfrom tau2_gym.domain import load_domain\n"
-            "import tau2_gym.commands.data as d\nd.run = lambda args: load_domain('mock') and 0\n"
+    code = ("import sys\nfrom tau2_gym.cli import main\nfrom tau2_gym.core.domain import load_domain\n"
+            "import tau2_gym.cli.data as d\nd.run = lambda args: load_domain('mock') and 0\n"
             "sys.exit(main(['data', 'path']))")
     proc = _run(env, "-c", code)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr

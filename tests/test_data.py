@@ -91,7 +91,7 @@ def test_checkout_layouts_are_accepted_and_sources_found(tmp_path):
 
 
 def test_missing_domain_file_is_a_clear_error(tmp_path):
-    from tau2_gym.domain import LoadedDomain, get_domain_spec
+    from tau2_gym.core.domain import LoadedDomain, get_domain_spec
 
     (tmp_path / "tau2" / "domains" / "mock").mkdir(parents=True)
     source = data_mod.resolve(tmp_path)

@@ -232,8 +232,8 @@ def test_unknown_version_is_a_construction_error():
 def test_every_record_names_the_data_version(tmp_path):
     import gymnasium as gym
 
-    from tau2_gym.agents import OracleAgent
-    from tau2_gym.rollout import collect
+    from tau2_gym.players.agents.scripted import OracleAgent
+    from tau2_gym.runner.collect import collect
 
     for version in (V1.name, LEGACY):
         env = gym.make("tau2/mock-v0", data_version=version)

@@ -14,11 +14,11 @@ import pytest
 
 from test_evaluation_cases import build_cases
 from tau2_gym import load_domain
-from tau2_gym.db import dumps_sorted
-from tau2_gym.db_diff import MAX_ENTRIES, db_diff, environment_diff, format_diff
-from tau2_gym.evaluation import EvaluationError, evaluate_simulation
-from tau2_gym.messages import AssistantMessage, ToolCall, UserMessage
-from tau2_gym.rebuild import gold_environment, predicted_environment
+from tau2_gym.core.db import dumps_sorted
+from tau2_gym.core.db_diff import MAX_ENTRIES, db_diff, environment_diff, format_diff
+from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
+from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
+from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
 PERTURBED = ("drop_write", "change_arg", "duplicate_write", "foreign_write")
 

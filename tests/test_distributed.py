@@ -1,4 +1,4 @@
-"""Rollouts on Ray actors (tau2_gym.distributed): same episodes and rewards as the single-process collector, the
+"""Rollouts on Ray actors (tau2_gym.runner.ray): same episodes and rewards as the single-process collector, the
 same resumable log, nothing lost or duplicated when actors die, and the CLI's ``--ray`` (and its error without
 Ray). One local Ray runtime (2 CPUs) serves the whole module: starting one costs seconds."""
 
@@ -15,9 +15,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from tau2_gym.distributed import acollect_ray, collect_ray  # noqa: E402
-from tau2_gym.policies import AgentPolicy, ScriptedPolicy  # noqa: E402
-from tau2_gym.rollout import collect, log_path, read_log, trial_seeds  # noqa: E402
+from tau2_gym.runner.ray import acollect_ray, collect_ray  # noqa: E402
+from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy  # noqa: E402
+from tau2_gym.runner.collect import collect, log_path, read_log, trial_seeds  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors need SlowOracle; tests/ is not on their path
 

@@ -13,14 +13,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tau2_gym
-from tau2_gym.agents import HallucinatingAgent, OracleAgent, StallingAgent
-from tau2_gym.domain import domain_names, get_domain_spec
+from tau2_gym.players.agents.scripted import HallucinatingAgent, OracleAgent, StallingAgent
+from tau2_gym.core.domain import domain_names, get_domain_spec
 from tau2_gym.envs import env_id, register_envs
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.results import Results, SimulationRun, load_results
-from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
-from tau2_gym.users.base import UserSimulatorError
-from tau2_gym.users.scripted import ScriptedUser
+from tau2_gym.core.results_file import Results, SimulationRun, load_results
+from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.players.users.base import UserSimulatorError
+from tau2_gym.players.users.scripted import ScriptedUser
 
 ALL_IDS = register_envs()
 
@@ -49,7 +49,7 @@ def test_every_available_domain_is_registered_with_solo_variants_where_upstream_
     assert "tau2/airline-solo-v0" not in gym.envs.registry and "tau2/retail-solo-v0" not in gym.envs.registry
     for eid in ALL_IDS:
         spec = gym.spec(eid)
-        assert isinstance(spec.entry_point, str) and spec.vector_entry_point == "tau2_gym.vector:Tau2VectorEnv"
+        assert isinstance(spec.entry_point, str) and spec.vector_entry_point == "tau2_gym.envs.vector:Tau2VectorEnv"
         assert spec.max_episode_steps is None  # the step limit is upstream's, counted inside the env
 
 
@@ -317,7 +317,7 @@ def test_simulation_runs_save_into_a_results_file_that_loads_and_rescores(tmp_pa
     env.unwrapped.save_results(path, runs)
     loaded = load_results(path)
     assert isinstance(loaded, Results) and [s.task_id for s in loaded.simulations] == [r["task_id"] for r in runs]
-    pytest.importorskip("tau2_gym.commands.eval")
+    pytest.importorskip("tau2_gym.cli.eval")
     from tau2_gym.cli import main
 
     out = tmp_path / "rescored.json"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from tau2_gym.messages import AssistantMessage, ToolCall
-from tau2_gym.users.scripted import ScriptedUser
+from tau2_gym.core.messages import AssistantMessage, ToolCall
+from tau2_gym.players.users.scripted import ScriptedUser
 
 
 def _call(name, arguments="{}", cid="c1"):

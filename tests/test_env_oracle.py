@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 from datautil import LEGACY
 
-from tau2_gym.agents import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
+from tau2_gym.players.agents.scripted import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
                              StallingAgent, WrongArgumentsAgent)
 
 # task id -> why the oracle cannot reach 1.0 (the gold actions alone do not satisfy the task's own criteria)

@@ -4,9 +4,9 @@ import logging
 
 import pytest
 
-from tau2_gym.environment import ReplayMismatch
-from tau2_gym.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from tau2_gym.rebuild import gold_environment, initial_environment, predicted_environment
+from tau2_gym.core.environment import ReplayMismatch
+from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from tau2_gym.scoring.rebuild import gold_environment, initial_environment, predicted_environment
 
 
 def call(env, name, requestor="assistant", **args):

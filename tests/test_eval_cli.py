@@ -16,9 +16,9 @@ from refutil import without_db_diff
 
 from test_evaluation_cases import build_cases, ending, execute, gold_steps
 from tau2_gym.cli import main
-from tau2_gym.commands.eval import ERROR_KEY, Tally, _progress
-from tau2_gym.evaluation import EvaluationError, evaluate_simulation
-from tau2_gym.messages import messages_to_dicts
+from tau2_gym.cli.eval import ERROR_KEY, Tally, _progress
+from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
+from tau2_gym.core.messages import messages_to_dicts
 
 
 def results_26_3(dom, cases, agent="llm_agent", user="user_simulator", num_trials=1) -> dict:
@@ -236,7 +236,7 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
     task = mock_domain.task("create_task_1")
     data = task.model_dump(mode="json")
     data["evaluation_criteria"].update(reward_basis=["DB", "NL_ASSERTION"], nl_assertions=["The task was created"])
-    from tau2_gym.tasks import Task
+    from tau2_gym.core.tasks import Task
     nl_task = Task.model_validate(data)
     msgs = execute(mock_domain, nl_task, gold_steps(mock_domain, nl_task) + [ending(False)])
     from test_evaluation_cases import Case
@@ -263,7 +263,7 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
 
 def _scores(dom, case) -> bool:
     from reference.driver_eval import stub_judge_reply
-    from tau2_gym.judges import CallableJudge
+    from tau2_gym.scoring.judges import CallableJudge
 
     try:
         evaluate_simulation(dom, case.task, case.messages, case.termination, strict=False,
@@ -320,7 +320,7 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
                 assert without_db_diff(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
             # the same file without its run metadata, its messages in the OpenAI chat format: the same scores
             from test_eval_lenient import strip_metadata
-            from tau2_gym.messages import messages_from_dicts, to_openai_messages
+            from tau2_gym.core.messages import messages_from_dicts, to_openai_messages
 
             bare = strip_metadata(original)
             for sim in bare["simulations"]:
@@ -336,7 +336,7 @@ def test_a_26_3_file_rescored_with_v1_data_warns_and_fresh_tasks_regrades(tmp_pa
     """An oracle run on the legacy data: re-scored with v1.0.1 data it warns (recorded version, stale embedded
     tasks); graded by its embedded tasks the oracle passes, by the data's current tasks (--fresh-tasks) the
     tasks whose gold actions changed upstream fail."""
-    from tau2_gym.rollout import collect
+    from tau2_gym.runner.collect import collect
 
     src = tmp_path / "legacy.json"
     collect(None, "oracle", domain="airline", data_version=LEGACY, task_ids=["0", "7", "9"], output=str(src),

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tau2_gym.cli import main
-from tau2_gym.commands.eval import explain_reward_info
-from tau2_gym.messages import messages_from_dicts, to_openai_messages
-from tau2_gym.results import MAX_LISTED_ERRORS, load_results
+from tau2_gym.cli.eval import explain_reward_info
+from tau2_gym.core.messages import messages_from_dicts, to_openai_messages
+from tau2_gym.core.results_file import MAX_LISTED_ERRORS, load_results
 
 AGENTS = ("oracle", "skip_last_action", "wrong_arguments", "give_up", "hallucinating")
 # (name, domain, task ids or a count, solo): a DB domain, one with user tools, and a solo run
@@ -43,7 +43,7 @@ def write(path: Path, raw: dict) -> Path:
 @pytest.fixture(scope="module")
 def complete(tmp_path_factory) -> dict[str, Path]:
     """One complete results file per run: every scripted agent's episodes of the selection, merged."""
-    from tau2_gym.rollout import collect
+    from tau2_gym.runner.collect import collect
 
     root = tmp_path_factory.mktemp("runs")
     files = {}
@@ -224,8 +224,8 @@ def test_long_error_lists_are_capped(tmp_path, capsys, complete):
 
 def test_diff_lists_exactly_the_changed_stored_rewards(tmp_path, capsys, complete):
     from tau2_gym import load_domain
-    from tau2_gym.evaluation import evaluate_simulation
-    from tau2_gym.tasks import Task
+    from tau2_gym.scoring.evaluation import evaluate_simulation
+    from tau2_gym.core.tasks import Task
 
     raw = read(complete["airline"])
     sims = raw["simulations"]

@@ -16,11 +16,11 @@ import pytest
 from datautil import LEGACY
 from test_evaluation_cases import Case, build_cases, execute, gold_steps, ending
 from tau2_gym import domain_names, load_domain
-from tau2_gym.evaluation import EvaluationError, EvaluationType, evaluate_simulation, premature_reward_info
-from tau2_gym.judges import CallableJudge, make_judge
-from tau2_gym.messages import AssistantMessage, UserMessage
-from tau2_gym.tasks import Task
-from tau2_gym.rebuild import gold_environment, initial_environment, predicted_environment
+from tau2_gym.scoring.evaluation import EvaluationError, EvaluationType, evaluate_simulation, premature_reward_info
+from tau2_gym.scoring.judges import CallableJudge, make_judge
+from tau2_gym.core.messages import AssistantMessage, UserMessage
+from tau2_gym.core.tasks import Task
+from tau2_gym.scoring.rebuild import gold_environment, initial_environment, predicted_environment
 
 SCALE_PER_TASK = 5  # perturbations sampled per task outside mock (mock runs the whole catalogue)
 
@@ -393,8 +393,8 @@ def test_solo_is_refused_by_domains_without_solo_mode():
     ({"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)}, {"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)}),
 ])
 def test_structural_db_comparison_equals_hash_text_comparison(a, b):
-    from tau2_gym.db import dumps_sorted
-    from tau2_gym.db import same_json as _same_json
+    from tau2_gym.core.db import dumps_sorted
+    from tau2_gym.core.db import same_json as _same_json
 
     assert _same_json(a, b) == (dumps_sorted(a) == dumps_sorted(b))
 
@@ -402,9 +402,9 @@ def test_structural_db_comparison_equals_hash_text_comparison(a, b):
 def test_action_matching_fast_path_equals_action_matches():
     """evaluation._matches_any is any(Action.matches(c)) -- checked over calls that differ from the gold one
     in every way the rule distinguishes (extra, missing, changed, int/float-equal, nested, empty, non-dict)."""
-    from tau2_gym.evaluation import _matches_any
-    from tau2_gym.messages import ToolCall
-    from tau2_gym.tasks import Action
+    from tau2_gym.scoring.evaluation import _matches_any
+    from tau2_gym.core.messages import ToolCall
+    from tau2_gym.core.tasks import Action
 
     gold_args = {"a": 1, "b": [1, {"c": "x"}], "d": None}
     variants = [{}, {"a": 1}, {"a": 1.0}, {"a": 2}, {"a": 1, "e": 3}, {"b": [1, {"c": "x"}]},

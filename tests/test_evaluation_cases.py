@@ -14,10 +14,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from tau2_gym.domain import LoadedDomain
-from tau2_gym.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from tau2_gym.rebuild import initial_environment
-from tau2_gym.tasks import Task
+from tau2_gym.core.domain import LoadedDomain
+from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from tau2_gym.scoring.rebuild import initial_environment
+from tau2_gym.core.tasks import Task
 
 GREETING = "Hi! How can I help you today?"
 UNKNOWN_TOOL = "nonexistent_tool_for_tests"
@@ -360,7 +360,7 @@ def build_cases(domain: LoadedDomain, tasks: list[Task], seed: int = 0, per_task
 
 
 def test_gold_trajectory_replays_strictly_and_reaches_the_gold_state(mock_domain):
-    from tau2_gym.rebuild import gold_environment, predicted_environment
+    from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
     for task in mock_domain.tasks(split=None):
         msgs = execute(mock_domain, task, gold_steps(mock_domain, task) + [ending(False)])

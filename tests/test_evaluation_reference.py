@@ -18,9 +18,9 @@ from refutil import ok, run_reference, without_db_diff
 from reference.driver_eval import stub_judge_reply
 from test_evaluation_cases import build_cases
 from tau2_gym import domain_names, load_domain
-from tau2_gym.evaluation import EvaluationError, evaluate_simulation
-from tau2_gym.judges import CallableJudge
-from tau2_gym.messages import messages_to_dicts
+from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
+from tau2_gym.scoring.judges import CallableJudge
+from tau2_gym.core.messages import messages_to_dicts
 
 pytestmark = pytest.mark.reference
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from tau2_gym.cli import main
-from tau2_gym.export import METADATA_COLUMNS, ExportError, export_rows
-from tau2_gym.domain import load_domain
-from tau2_gym.results import load_results
+from tau2_gym.training.export import METADATA_COLUMNS, ExportError, export_rows
+from tau2_gym.core.domain import load_domain
+from tau2_gym.core.results_file import load_results
 
 
 @pytest.fixture(scope="module")
@@ -127,11 +127,11 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
         pytest.importorskip("trl")
     import gymnasium as gym
 
-    from tau2_gym.export import tokenize_rows
-    from tau2_gym.hf.chat import ChatRenderer
-    from tau2_gym.hf.generation import HFGenerator
-    from tau2_gym.hf.policy import PolicyRunner
-    from tau2_gym.integrations.trl import opening_messages
+    from tau2_gym.training.export import tokenize_rows
+    from tau2_gym.training.hf.chat import ChatRenderer
+    from tau2_gym.training.hf.generation import HFGenerator
+    from tau2_gym.training.hf.policy import PolicyRunner
+    from tau2_gym.training.trl import opening_messages
 
     from hfutil import ForceScript, assistant_body, oracle_scripts, tiny
 
@@ -190,8 +190,8 @@ def test_tokens_format_cli_and_errors(tmp_path, mock_results, capsys):
 def test_two_step_trl_sft_run_on_the_export(tmp_path):
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")
-    from tau2_gym.export import export_dataset
-    from tau2_gym.hf.tiny import tiny_model_and_tokenizer
+    from tau2_gym.training.export import export_dataset
+    from tau2_gym.training.hf.tiny import tiny_model_and_tokenizer
 
     results = tmp_path / "mock.json"  # mock: a short policy keeps the sequences (and the test) short
     assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle",

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.results import json_default  # noqa: E402
-from tau2_gym.users.scripted import ScriptedUser  # noqa: E402
+from tau2_gym.core.results_file import json_default  # noqa: E402
+from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
 
 ACTIONS_PER_EXAMPLE = 20
 EXAMPLES = int(os.environ.get("TAU2_FUZZ_EXAMPLES", "510"))

@@ -12,11 +12,13 @@ import warnings
 import gymnasium as gym
 import pytest
 
-from tau2_gym import arithmetic, load_domain
-from tau2_gym.messages import ToolCall
-from tau2_gym.results import json_default
-from tau2_gym.tasks import EnvAssertion, EnvFunctionCall
-from tau2_gym.users.scripted import ScriptedUser
+from tau2_gym import load_domain
+
+from tau2_gym.core import arithmetic
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.core.results_file import json_default
+from tau2_gym.core.tasks import EnvAssertion, EnvFunctionCall
+from tau2_gym.players.users.scripted import ScriptedUser
 
 
 def _nested(depth: int) -> dict:

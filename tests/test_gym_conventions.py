@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 
 import tau2_gym  # noqa: F401  (registers the envs)
-from tau2_gym.users.scripted import ScriptedUser
+from tau2_gym.players.users.scripted import ScriptedUser
 
 _TASK = "7"  # airline: gold actions update and cancel reservations, so the DB changes mid-episode
 
@@ -128,8 +128,8 @@ def _strip_timestamp(results: dict) -> dict:
 def test_vector_env_save_results_writes_the_single_env_format(tmp_path):
     import json
 
-    from tau2_gym.agents import OracleAgent
-    from tau2_gym.results import load_results
+    from tau2_gym.players.agents.scripted import OracleAgent
+    from tau2_gym.core.results_file import load_results
 
     venv = gym.make_vec("tau2/mock-v0", num_envs=2)
     ids = [t.id for t in venv.unwrapped.template.tasks[:2]]
@@ -167,7 +167,7 @@ def test_time_limit_truncation_carries_a_simulation_run_that_saves_and_rescores(
 
     from gymnasium.wrappers import TimeLimit
 
-    from tau2_gym.results import SimulationRun, load_results
+    from tau2_gym.core.results_file import SimulationRun, load_results
 
     limit = 3
     user = ScriptedUser(["I need help with a task."], then="Please go on.")  # never stops on its own
@@ -191,7 +191,7 @@ def test_time_limit_truncation_carries_a_simulation_run_that_saves_and_rescores(
     path = tmp_path / "results.json"
     env.unwrapped.save_results(path, runs)
     assert [s.termination_reason for s in load_results(path).simulations] == ["max_steps", "max_steps"]
-    pytest.importorskip("tau2_gym.commands.eval")
+    pytest.importorskip("tau2_gym.cli.eval")
     from tau2_gym.cli import main
 
     out = tmp_path / "rescored.json"
@@ -271,7 +271,7 @@ def _history_tasks() -> list[tuple[dict, Any]]:
 
 @pytest.mark.parametrize("flags", [_EXCLUDE_ALL, dict(exclude_unset=True)], ids=["all", "exclude_unset"])
 def test_task_dump_excluding_unset_gives_the_files_own_message_dicts(flags):
-    from tau2_gym.tasks import Task
+    from tau2_gym.core.tasks import Task
 
     for raw, task in _history_tasks():
         dumped = task.model_dump(mode="json", **flags)
@@ -317,7 +317,7 @@ def test_task_dump_with_exclude_flags_equals_upstreams_task():
 
     from refutil import reference_python
 
-    from tau2_gym.tasks import Task
+    from tau2_gym.core.tasks import Task
 
     py = reference_python()
     data = os.environ.get("TAU2_UPSTREAM_DATA_DIR")
@@ -339,7 +339,7 @@ def test_task_dump_with_exclude_flags_equals_upstreams_task():
 
 
 def test_time_limit_inside_gymnasiums_sync_vector_env_records_the_truncated_episodes():
-    from tau2_gym.vector import KeepRecordsWhole
+    from tau2_gym.envs.vector import KeepRecordsWhole
 
     user = ScriptedUser(["I need help with a task."], then="Please go on.")
     vec = gym.make_vec("tau2/mock-v0", num_envs=2, vectorization_mode="sync", max_episode_steps=2, user=user,

@@ -3,7 +3,7 @@
 import hashlib
 import json
 
-from tau2_gym.db import BaseData, DBState, dump_hash, dumps_sorted
+from tau2_gym.core.db import BaseData, DBState, dump_hash, dumps_sorted
 
 
 def test_hash_vector_matches_reference_digest():

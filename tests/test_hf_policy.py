@@ -16,9 +16,9 @@ pytest.importorskip("tokenizers")
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
-from tau2_gym.hf.chat import ChatRenderer  # noqa: E402
-from tau2_gym.hf.generation import HFGenerator  # noqa: E402
-from tau2_gym.hf.policy import PolicyRunner  # noqa: E402
+from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402
+from tau2_gym.training.hf.generation import HFGenerator  # noqa: E402
+from tau2_gym.training.hf.policy import PolicyRunner  # noqa: E402
 
 from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402
 
@@ -184,7 +184,7 @@ def test_non_prefix_preserving_template_keeps_the_context_append_only():
 
 def chatty_runner(script, **runner_kw):
     """A runner whose model writes ``script`` to a scripted customer who never stops on its own."""
-    from tau2_gym.users.scripted import ScriptedUser
+    from tau2_gym.players.users.scripted import ScriptedUser
 
     from hfutil import count_gen_prompts
 
@@ -263,7 +263,7 @@ def test_runner_rejects_transcript_observations():
 
 
 def test_vector_env_gives_the_same_trajectories_with_batched_user_turns():
-    from tau2_gym.users.scripted import OracleUser
+    from tau2_gym.players.users.scripted import OracleUser
 
     class CountingUser(OracleUser):
         batches = []
@@ -291,7 +291,7 @@ def test_prefix_space_tokenizer_falls_back_to_full_renderings():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from tau2_gym.hf.tiny import CHATML_TOOLS_TEMPLATE, SPECIAL_TOKENS
+    from tau2_gym.training.hf.tiny import CHATML_TOOLS_TEMPLATE, SPECIAL_TOKENS
 
     raw = Tokenizer(models.BPE(unk_token="<unk>"))
     raw.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")

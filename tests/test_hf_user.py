@@ -17,11 +17,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from tau2_gym.messages import ToolCall  # noqa: E402
-from tau2_gym.parsing import ParsedCall  # noqa: E402
-from tau2_gym.tasks import Task  # noqa: E402
-from tau2_gym.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402
-from tau2_gym.users.hf_user import HFUserConfig, HFUserSimulator  # noqa: E402
+from tau2_gym.core.messages import ToolCall  # noqa: E402
+from tau2_gym.core.parsing import ParsedCall  # noqa: E402
+from tau2_gym.core.tasks import Task  # noqa: E402
+from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402
+from tau2_gym.players.users.hf_user import HFUserConfig, HFUserSimulator  # noqa: E402
 
 CHAT_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\nTOOLS {{ tools | tojson }}<|im_end|>\n{% endif -%}"

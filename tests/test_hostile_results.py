@@ -15,7 +15,7 @@ import pytest
 
 from test_eval_cli import mock_cases, read, results_26_3, write  # noqa: F401 - fixture
 from tau2_gym.cli import main
-from tau2_gym.results import write_json_atomic
+from tau2_gym.core.results_file import write_json_atomic
 
 
 def test_deeply_nested_and_huge_integer_files_are_unreadable_and_others_still_scored(tmp_path, capsys, mock_domain,
@@ -46,7 +46,7 @@ def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys
 
 def test_output_under_a_file_or_unwritable_folder_fails_before_scoring(tmp_path, capsys, mock_domain, mock_cases,
                                                                        monkeypatch):
-    import tau2_gym.commands.eval as ev
+    import tau2_gym.cli.eval as ev
 
     calls = []
     monkeypatch.setattr(ev, "rescore_file", lambda *a, **k: calls.append(1))
@@ -79,7 +79,7 @@ def test_failed_write_leaves_no_temporary_file(tmp_path):
 def test_temporary_file_of_a_killed_write_is_removed_by_the_next_write(tmp_path):
     target = tmp_path / "big.json"
     child = subprocess.Popen([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from tau2_gym.results import write_json_atomic\n"
+        "import sys; from pathlib import Path; from tau2_gym.core.results_file import write_json_atomic\n"
         "write_json_atomic(Path(sys.argv[1]), [{'k': 'v' * 50, 'n': i} for i in range(3_000_000)])"), str(target)])
     try:
         deadline = time.monotonic() + 60
@@ -106,7 +106,7 @@ def test_sigterm_during_a_cli_write_leaves_no_temporary_file(tmp_path):
     child = textwrap.dedent(f"""
         import json, sys, time
         from pathlib import Path
-        import tau2_gym.results as results
+        import tau2_gym.core.results_file as results
         from tau2_gym import cli
 
         def slow_dump(obj, fh, **kw):

@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 
 from tau2_gym import load_domain
-from tau2_gym import messages as msgs
-from tau2_gym.environment import Environment, _parsed, _same_content
-from tau2_gym.envs.actions import _loads
-from tau2_gym.messages import ToolCall, dumps_arguments, now_iso
-from tau2_gym.records import Record
-from tau2_gym.turn_loop import Clock
-from tau2_gym.users.scripted import ScriptedUser
+from tau2_gym.core import messages as msgs
+from tau2_gym.core.environment import Environment, _parsed, _same_content
+from tau2_gym.core.actions import _loads
+from tau2_gym.core.messages import ToolCall, dumps_arguments, now_iso
+from tau2_gym.core.records import Record
+from tau2_gym.core.orchestrator import Clock
+from tau2_gym.players.users.scripted import ScriptedUser
 
 
 @pytest.fixture
@@ -270,7 +270,7 @@ def _run_vector(autoreset_mode: str) -> list:
 
 @pytest.mark.parametrize("autoreset_mode", ["NextStep", "SameStep"])
 def test_vector_infos_after_the_users_turn_are_fresh_infos(autoreset_mode, monkeypatch):
-    from tau2_gym.vector import Tau2VectorEnv
+    from tau2_gym.envs.vector import Tau2VectorEnv
 
     def fresh(self, slot, info):
         return slot._info()

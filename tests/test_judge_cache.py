@@ -1,4 +1,4 @@
-"""The NL judge asks through the LLM reply cache (tau2_gym.usercache): on by default at temperature 0, so a
+"""The NL judge asks through the LLM reply cache (tau2_gym.llm.cache): on by default at temperature 0, so a
 second evaluation of the same NL task makes zero judge requests and gives the same verdict; ``cache=off``
 asks every time; ``tau2-gym eval`` prints the judge's hits and misses."""
 
@@ -15,9 +15,9 @@ from test_eval_cli import results_26_3  # noqa: E402
 from test_evaluation_cases import Case, ending, execute, gold_steps  # noqa: E402
 
 from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.judges import OpenAIJudgeConfig  # noqa: E402
-from tau2_gym.messages import AssistantMessage, UserMessage  # noqa: E402
-from tau2_gym.usercache import default_cache_path  # noqa: E402
+from tau2_gym.scoring.judges import OpenAIJudgeConfig  # noqa: E402
+from tau2_gym.core.messages import AssistantMessage, UserMessage  # noqa: E402
+from tau2_gym.llm.cache import default_cache_path  # noqa: E402
 
 ASSERTIONS = ["The agent greeted the user"]
 TRAJ = [AssistantMessage(content="Hi! How can I help you today?"), UserMessage(content="Hello.")]
@@ -54,7 +54,7 @@ def test_judge_cache_off_and_sampled_judges_ask_every_time(mock_domain, tmp_path
             assert len(server.requests) == 2
     path = tmp_path / "judge.sqlite"  # an explicit path, spelled in the --judge spec
     with OpenAIStub([verdict(True)]) as server:
-        from tau2_gym.judges import make_judge
+        from tau2_gym.scoring.judges import make_judge
 
         for _ in range(2):
             make_judge(f"openai:j,base_url={server.base_url},cache={path}").assess(TRAJ, ASSERTIONS,
@@ -63,7 +63,7 @@ def test_judge_cache_off_and_sampled_judges_ask_every_time(mock_domain, tmp_path
 
 
 def test_a_second_eval_of_an_nl_task_makes_zero_judge_requests(tmp_path, capsys, mock_domain):
-    from tau2_gym.tasks import Task
+    from tau2_gym.core.tasks import Task
 
     data = mock_domain.task("create_task_1").model_dump(mode="json")
     data["evaluation_criteria"].update(reward_basis=["DB", "NL_ASSERTION"], nl_assertions=["The task was created"])

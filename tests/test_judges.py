@@ -10,8 +10,8 @@ import pytest
 from openai_stub import OpenAIStub
 from tau2_gym import load_domain
 from tau2_gym.data import DataSource
-from tau2_gym.evaluation import EvaluationError
-from tau2_gym.judges import (
+from tau2_gym.scoring.evaluation import EvaluationError
+from tau2_gym.scoring.judges import (
     CallableJudge,
     HFJudgeConfig,
     JudgeError,
@@ -24,7 +24,7 @@ from tau2_gym.judges import (
     parse_judge_reply,
     parse_judge_spec,
 )
-from tau2_gym.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 ASSERTIONS = ["The agent greeted the user", "The agent's reply mentions 'refund'"]
 TRAJ = [

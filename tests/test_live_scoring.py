@@ -15,12 +15,12 @@ import gymnasium as gym
 import pytest
 from gymutil import run_episode
 
-from tau2_gym import evaluation
-from tau2_gym.agents import ALL_AGENTS, OracleAgent
-from tau2_gym.environment import Environment
-from tau2_gym.evaluation import evaluate_simulation
-from tau2_gym.messages import ToolCall
-from tau2_gym.rebuild import predicted_environment
+from tau2_gym.scoring import evaluation
+from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent
+from tau2_gym.core.environment import Environment
+from tau2_gym.scoring.evaluation import evaluate_simulation
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.scoring.rebuild import predicted_environment
 
 replays_to_calls: list[bool] = []
 same_writes_calls: list[bool] = []
@@ -169,7 +169,7 @@ def test_no_shortcut_with_a_sync_hook():
 
 def test_trajectory_errors_still_raise_as_upstream():
     """A broken trajectory raises in scoring whether or not a live env is passed (replay's own errors)."""
-    from tau2_gym.evaluation import EvaluationError
+    from tau2_gym.scoring.evaluation import EvaluationError
 
     env, loop, msgs = _oracle_episode()
     tool_at = next(i for i, m in enumerate(msgs) if type(m).__name__ == "ToolMessage")
@@ -183,7 +183,7 @@ def test_trajectory_errors_still_raise_as_upstream():
 def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, spy):
     from dataclasses import replace
 
-    import tau2_gym.domain as domain_mod
+    import tau2_gym.core.domain as domain_mod
     from tau2_gym import load_domain
     from tau2_gym.domains.mock import DOMAIN as MOCK
 
@@ -192,7 +192,7 @@ def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, s
     dom = load_domain("mock-random")
     task = next(t for t in dom.tasks() if t.evaluation_criteria and t.evaluation_criteria.actions
                 and not t.evaluation_criteria.env_assertions)
-    from tau2_gym.turn_loop import TurnLoop
+    from tau2_gym.core.orchestrator import TurnLoop
 
     loop = TurnLoop(dom, task)
     loop.start()
@@ -202,7 +202,7 @@ def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, s
 
 
 def test_identical_is_strict_about_types_and_order():
-    from tau2_gym.evaluation import _identical
+    from tau2_gym.scoring.evaluation import _identical
 
     same = [({"a": [1, {"b": "x"}], "c": 2.5}, {"a": [1, {"b": "x"}], "c": 2.5}), (None, None), ("s", "s")]
     for a, b in same:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tau2_gym.messages import (AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage, from_openai,
+from tau2_gym.core.messages import (AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage, from_openai,
                                message_from_dict, to_openai)
 
 

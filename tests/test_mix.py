@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 
 import tau2_gym  # noqa: F401 - registers the ids
 from tau2_gym import get_domain_spec, load_domain
-from tau2_gym.agents import CLOSING, GiveUpAgent, OracleAgent
+from tau2_gym.players.agents.scripted import CLOSING, GiveUpAgent, OracleAgent
 from tau2_gym.envs.mix import Mixture, domain_summary, episode_infos
 
 WEIGHTS = {"airline": 0.5, "retail": 0.3, "telecom": 0.2}
@@ -280,7 +280,7 @@ def test_bad_mixtures_fail_early_with_clear_errors():
 
 
 def test_default_mixture_is_every_registered_domain_with_equal_weights():
-    from tau2_gym.domain import domain_names
+    from tau2_gym.core.domain import domain_names
 
     m = gym.make("tau2/mix-v0").unwrapped.mixture
     assert m.keys == domain_names() and np.allclose(m.probabilities(), 1 / len(domain_names()))
@@ -295,7 +295,7 @@ def test_user_role_mixes_customer_envs():
 
 
 def test_the_curriculum_records_the_task_reward_not_a_shaped_one():
-    from tau2_gym.agents import SkipLastActionAgent
+    from tau2_gym.players.agents.scripted import SkipLastActionAgent
 
     env = gym.make("tau2/mix-v0", domains=["airline"], reward_mode="partial", curriculum="success")
     m = env.unwrapped.mixture

@@ -14,9 +14,9 @@ import pytest
 from gymutil import run_episode
 from openai_stub import OpenAIStub
 from tau2_gym import load_domain
-from tau2_gym.agents import OracleAgent
+from tau2_gym.players.agents.scripted import OracleAgent
 from tau2_gym.cli import main
-from tau2_gym.evaluation import needs_nl_judge
+from tau2_gym.scoring.evaluation import needs_nl_judge
 
 
 @pytest.fixture(scope="module")

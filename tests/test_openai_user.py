@@ -13,10 +13,10 @@ pytest.importorskip("openai")
 
 from openai_stub import OpenAIStub  # noqa: E402
 
-from tau2_gym.messages import UserMessage  # noqa: E402
-from tau2_gym.tasks import Task  # noqa: E402
-from tau2_gym.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402
-from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
+from tau2_gym.core.messages import UserMessage  # noqa: E402
+from tau2_gym.core.tasks import Task  # noqa: E402
+from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402
+from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {
     "name": "check_status_bar", "description": "Look at the phone's status bar.",
@@ -272,7 +272,7 @@ def test_missing_openai_package_gives_an_install_hint(monkeypatch):
 
 
 def test_user_from_spec_builds_an_openai_user_against_a_local_server():
-    from tau2_gym.users import user_from_spec
+    from tau2_gym.players.users import user_from_spec
 
     with OpenAIStub(["from spec"]) as server:
         sim = user_from_spec(f"openai:stub-model@{server.base_url}")

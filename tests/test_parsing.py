@@ -1,4 +1,4 @@
-"""Tool-call parsing of raw model text (tau2_gym.parsing)."""
+"""Tool-call parsing of raw model text (tau2_gym.core.parsing)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tau2_gym.messages import ToolCall
-from tau2_gym.parsing import ParsedCall, available_parsers, parse_tool_calls, register_parser
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.core.parsing import ParsedCall, available_parsers, parse_tool_calls, register_parser
 
 
 def calls(result: ParsedCall) -> list[tuple]:

@@ -15,7 +15,7 @@ pytest.importorskip("openai")
 from test_serving_cost import UsageStub, user_reply  # noqa: E402
 
 from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.cost import PriceTableError, load_price_table, message_cost, model_price  # noqa: E402
+from tau2_gym.llm.cost import PriceTableError, load_price_table, message_cost, model_price  # noqa: E402
 
 AGENT = (2e-6, 5e-6)
 USER = (1e-7, 4e-7)
@@ -81,7 +81,7 @@ def test_a_bad_price_table_is_refused_before_any_request(tmp_path, capsys, conte
 
 
 def test_a_missing_price_table_names_the_file(tmp_path):
-    from tau2_gym.users.openai_user import OpenAIUserConfig
+    from tau2_gym.players.users.openai_user import OpenAIUserConfig
 
     with pytest.raises(PriceTableError, match=r"nowhere\.json' cannot be read"):
         OpenAIUserConfig(price_table=str(tmp_path / "nowhere.json"))

@@ -2,7 +2,7 @@
 
 import warnings
 
-from tau2_gym.prose import parse_docstring, parse_module
+from tau2_gym.core.upstream_text import parse_docstring, parse_module
 
 
 def test_google_docstring_parts():
@@ -39,7 +39,7 @@ def test_module_prose_via_ast(tmp_path):
 
 def test_fallback_without_sources_warns_once(tmp_path):
     from tau2_gym.data import DataSource
-    from tau2_gym.prompts import agent_system_prompt
+    from tau2_gym.core.prompts import agent_system_prompt
 
     (tmp_path / "domains").mkdir()
     source = DataSource(root=tmp_path, src=None, origin="argument")

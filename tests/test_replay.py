@@ -18,11 +18,11 @@ import gymnasium as gym
 import pytest
 
 import tau2_gym
-from tau2_gym.agents import (HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent, StallingAgent,
+from tau2_gym.players.agents.scripted import (HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent, StallingAgent,
                              WrongArgumentsAgent, call_message)
 from tau2_gym.envs.tau2_env import Tau2Env
-from tau2_gym.playback import ReplayInputError, compare_trajectories, replay
-from tau2_gym.users.playback import PlaybackUser
+from tau2_gym.results.replay import ReplayInputError, compare_trajectories, replay
+from tau2_gym.players.users.playback import PlaybackUser
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -237,7 +237,7 @@ def test_other_edits_are_named_at_their_message(airline_file):
 
 
 def test_compare_trajectories_treats_empty_call_lists_as_none_and_ignores_ids():
-    from tau2_gym.messages import AssistantMessage, ToolCall, ToolMessage
+    from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage
 
     a = [AssistantMessage("hi", tool_calls=[]), ToolMessage("1", "ok")]
     b = [AssistantMessage("hi"), ToolMessage("2", "ok")]
@@ -276,8 +276,8 @@ def test_the_data_version_the_file_records_is_used():
 
 
 def test_playback_user_says_the_record_then_fails():
-    from tau2_gym.messages import ToolCall, UserMessage
-    from tau2_gym.users.base import UserSimulatorError, UserTurnRequest
+    from tau2_gym.core.messages import ToolCall, UserMessage
+    from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest
 
     recorded = UserMessage(None, [ToolCall("toggle", {"on": True}, id="u1", requestor="user")])
     user = PlaybackUser([UserMessage("hello"), recorded])
@@ -315,9 +315,9 @@ def test_a_rollout_against_openai_stub_endpoints_replays_identically(tmp_path):
     pytest.importorskip("openai")
     from openai_stub import OpenAIStub
 
-    from tau2_gym.policies import OpenAIAgentConfig, OpenAIAgentPolicy
-    from tau2_gym.rollout import collect
-    from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+    from tau2_gym.players.agents.policies import OpenAIAgentConfig, OpenAIAgentPolicy
+    from tau2_gym.runner.collect import collect
+    from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
     fast = dict(api_key_env=None, timeout=5.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
 
@@ -435,7 +435,7 @@ def test_tau2_gym_replay_is_the_function_and_import_stays_light():
     assert tau2_gym.replay is replay
     with pytest.raises(ReplayInputError, match="cannot replay a int"):
         replay([3])
-    code = "import sys, tau2_gym; print('tau2_gym.playback' in sys.modules, 'tau2_gym.envs.tau2_env' in sys.modules)"
+    code = "import sys, tau2_gym; print('tau2_gym.results.replay' in sys.modules, 'tau2_gym.envs.tau2_env' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.stdout.split()[0] == "False", proc.stderr
 
@@ -510,8 +510,8 @@ def test_hostile_simulation_records_are_errors_or_replay_never_a_crash(airline_f
 
 def test_domain_options_a_file_records_are_warned_about_and_can_be_given(tmp_path, capsys):
     from tau2_gym.cli import main
-    from tau2_gym.policies import ScriptedPolicy
-    from tau2_gym.rollout import collect
+    from tau2_gym.players.agents.policies import ScriptedPolicy
+    from tau2_gym.runner.collect import collect
 
     class Searcher(OracleAgent):
         name = "searcher"

@@ -13,9 +13,9 @@ import pytest
 
 from gymutil import RecordingUser, raw_task, run_episode
 from refutil import run_reference
-from tau2_gym.agents import ALL_AGENTS, OracleAgent, WrongArgumentsAgent
-from tau2_gym.playback import replay
-from tau2_gym.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent, WrongArgumentsAgent
+from tau2_gym.results.replay import replay
+from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
 from test_turn_loop_reference import JUDGE, MultiCallOracle, StopMidway, mock_tool_user, transfer_user
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]

@@ -20,9 +20,9 @@ import pytest
 
 from tau2_gym import load_domain
 from tau2_gym.cli import main
-from tau2_gym.policies import AgentPolicy, ScriptedPolicy
-from tau2_gym.report import build_report, load_run, summarise
-from tau2_gym.rollout import collect
+from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.results.report import build_report, load_run, summarise
+from tau2_gym.runner.collect import collect
 
 HOSTILE = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><!-- & "q" \u2028'
 
@@ -65,8 +65,8 @@ def runs(tmp_path_factory):
     pytest.importorskip("openai")
     from openai_stub import OpenAIStub
 
-    from tau2_gym.policies import OpenAIAgentConfig, OpenAIAgentPolicy
-    from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+    from tau2_gym.players.agents.policies import OpenAIAgentConfig, OpenAIAgentPolicy
+    from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
     d = tmp_path_factory.mktemp("report")
     a = mixed_rollout(d / "mixed.json")
@@ -97,7 +97,7 @@ def runs(tmp_path_factory):
 
 
 def expected(raw: dict) -> dict:
-    """The summary figures of a results file, computed from its JSON alone (not through tau2_gym.report)."""
+    """The summary figures of a results file, computed from its JSON alone (not through tau2_gym.results.report)."""
     tools = {t["function"]["name"] for t in load_domain(raw["info"]["environment_info"]["domain_name"])
              .agent_tool_schemas()}
     per_task = defaultdict(list)
@@ -191,7 +191,7 @@ def test_pass_hat_intervals_are_seeded_and_bracket_the_value(runs):
 
 
 def test_many_trials_show_a_selection_of_k():
-    from tau2_gym.report import shown_ks
+    from tau2_gym.results.report import shown_ks
 
     assert shown_ks(range(1, 5)) == [1, 2, 3, 4] and shown_ks(range(1, 17)) == list(range(1, 17))
     assert shown_ks(range(1, 201)) == [1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 200]
@@ -325,7 +325,7 @@ def test_compressed_details_unpack_to_the_plain_ones(runs, monkeypatch):
     import base64
     import gzip
 
-    import tau2_gym.report as report
+    import tau2_gym.results.report as report
 
     monkeypatch.setattr(report, "CHUNK", 5)
     plain = json_blocks(build_report([load_run(runs[0]), load_run(runs[1])]))
@@ -536,7 +536,7 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
         assert load < 10
 
         # --compress: the details of a simulation in a later chunk unpack in the page
-        import tau2_gym.report as report
+        import tau2_gym.results.report as report
 
         monkeypatch.setattr(report, "CHUNK", 5)
         packed = tmp_path / "packed.html"

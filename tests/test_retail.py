@@ -11,8 +11,8 @@ import pytest
 from datautil import LEGACY
 
 from tau2_gym import load_domain
-from tau2_gym.messages import ToolCall
-from tau2_gym.rebuild import gold_environment
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.scoring.rebuild import gold_environment
 
 INITIAL_HASH = "b25c9cb211f5efcaee5dd646054a73c4a9f43f4f5acc32c10713cd9f9ac20e9c"
 
@@ -581,7 +581,7 @@ def test_return(retail):
 
 
 def test_read_content_of_shared_records_is_cached_and_tracks_changes(retail):
-    from tau2_gym.tools import AsModel, to_content
+    from tau2_gym.core.tools import AsModel, to_content
 
     env = retail.make_environment()
     first = content(env, "get_order_details", order_id=PENDING_GIFT)

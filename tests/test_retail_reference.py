@@ -13,7 +13,7 @@ import pytest
 
 from refutil import ok, run_reference
 from tau2_gym import load_domain
-from tau2_gym.messages import ToolCall
+from tau2_gym.core.messages import ToolCall
 from test_retail import PERTURBATIONS, TOOL_ORDER
 
 pytestmark = pytest.mark.reference

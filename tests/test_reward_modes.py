@@ -1,4 +1,4 @@
-"""Reward modes and shaping wrappers (tau2_gym.rewards): strict, partial credit, turn discount, format penalty.
+"""Reward modes and shaping wrappers (tau2_gym.scoring.rewards): strict, partial credit, turn discount, format penalty.
 
 Expectations come from the episode's own upstream record (``reward_info`` components) and from the evaluator's
 ``ALL_IGNORE_BASIS`` evaluation type -- never from hard-coded rewards.
@@ -11,9 +11,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tau2_gym  # noqa: F401 - registers the ids
-from tau2_gym.agents import OracleAgent, make_agent
-from tau2_gym.evaluation import EvaluationType, evaluate_simulation
-from tau2_gym.rewards import (PARTIAL_WEIGHTS, REWARD_MODES, InvalidFormatPenalty, TurnDiscount, format_errors,
+from tau2_gym.players.agents.scripted import OracleAgent, make_agent
+from tau2_gym.scoring.evaluation import EvaluationType, evaluate_simulation
+from tau2_gym.scoring.rewards import (PARTIAL_WEIGHTS, REWARD_MODES, InvalidFormatPenalty, TurnDiscount, format_errors,
                               partial_reward, strict_reward)
 
 

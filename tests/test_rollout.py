@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tau2_gym.policies import AgentPolicy, ScriptedPolicy
-from tau2_gym.results import load_results
-from tau2_gym.rollout import (INFRASTRUCTURE_ERROR, RolloutConfig, acollect, collect, log_path, read_log,
+from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.core.results_file import load_results
+from tau2_gym.runner.collect import (INFRASTRUCTURE_ERROR, RolloutConfig, acollect, collect, log_path, read_log,
                               select_tasks, trial_seeds)
-from tau2_gym.users.scripted import OracleUser
+from tau2_gym.players.users.scripted import OracleUser
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -146,7 +146,7 @@ def test_failing_episodes_are_retried_then_recorded_and_the_run_goes_on(tmp_path
 
 
 def test_evaluation_failures_count_as_episode_failures(tmp_path, monkeypatch):
-    import tau2_gym.evaluation as ev
+    import tau2_gym.scoring.evaluation as ev
 
     def boom(*a, **k):
         raise ev.EvaluationError("task '0': replay mismatch")
@@ -182,8 +182,8 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a s
 # Ctrl-C as in a terminal, even when the test run itself was started in the background: a shell starts
 # background jobs with SIGINT ignored, a child inherits that, and Python then leaves Ctrl-C ignored
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from tau2_gym.policies import AgentPolicy, ScriptedPolicy
-from tau2_gym.rollout import collect
+from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.runner.collect import collect
 
 class Slow(AgentPolicy):
     # oracle turns; after 150 turns (some 30 episodes) every turn hangs, so the kill always lands mid-run
@@ -276,7 +276,7 @@ def test_collect_inside_a_running_loop_points_to_acollect():
 
 
 def test_two_runs_on_one_output_are_refused(tmp_path):
-    from tau2_gym.rollout import _Log
+    from tau2_gym.runner.collect import _Log
 
     out = tmp_path / "run.json"
     holder = _Log(log_path(out))  # as a run in progress holds it

@@ -12,11 +12,11 @@ pytest.importorskip("openai")
 from openai_stub import OpenAIStub  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.messages import AssistantMessage  # noqa: E402
-from tau2_gym.policies import AgentTurnRequest, OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError  # noqa: E402
-from tau2_gym.rollout import INFRASTRUCTURE_ERROR, collect, trial_seeds  # noqa: E402
-from tau2_gym.turn_loop import agent_system_prompt  # noqa: E402
-from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
+from tau2_gym.core.messages import AssistantMessage  # noqa: E402
+from tau2_gym.players.agents.policies import AgentTurnRequest, OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError  # noqa: E402
+from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect, trial_seeds  # noqa: E402
+from tau2_gym.core.orchestrator import agent_system_prompt  # noqa: E402
+from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
 
 FAST = dict(api_key_env=None, timeout=0.5, max_retries=2, backoff_base=0.01, backoff_max=0.02, empty_retries=1)
 

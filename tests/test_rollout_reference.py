@@ -8,9 +8,9 @@ import os
 import pytest
 from refutil import ok, run_reference
 
-from tau2_gym.agents import GiveUpAgent, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent
-from tau2_gym.policies import AgentPolicy, ScriptedPolicy
-from tau2_gym.rollout import INFRASTRUCTURE_ERROR, collect
+from tau2_gym.players.agents.scripted import GiveUpAgent, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent
+from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect
 
 pytestmark = pytest.mark.reference
 

@@ -1,4 +1,4 @@
-"""Best-of-n branching (:mod:`tau2_gym.search`): it beats the policy it searches with, is reproducible from
+"""Best-of-n branching (:mod:`tau2_gym.training.search`): it beats the policy it searches with, is reproducible from
 its seed, leaves the searched env holding the searched episode, and never touches the env while branching."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tau2_gym  # noqa: F401  (registers the envs)
-from tau2_gym.search import branch_score, best_of_n, oracle_policy, reward_if_stopped, search_turn
+from tau2_gym.training.search import branch_score, best_of_n, oracle_policy, reward_if_stopped, search_turn
 
 TASK = {"task_id": "7"}  # airline: several writes; a slip anywhere before the end fails the episode
 
@@ -99,9 +99,9 @@ def test_hf_policy_in_a_search_parses_its_turns_and_samples_reproducibly():
     pytest.importorskip("transformers")
     from hfutil import ForceScript, oracle_scripts, set_threads, tiny
 
-    from tau2_gym.hf.chat import ChatRenderer
-    from tau2_gym.hf.generation import HFGenerator
-    from tau2_gym.search import HFTurnPolicy
+    from tau2_gym.training.hf.chat import ChatRenderer
+    from tau2_gym.training.hf.generation import HFGenerator
+    from tau2_gym.training.search import HFTurnPolicy
 
     set_threads()
     model, tok = tiny()
@@ -127,8 +127,8 @@ def test_hf_policy_in_a_search_parses_its_turns_and_samples_reproducibly():
 
 
 def test_branches_in_a_vector_env_batch_the_user_turns_and_search_alike():
-    from tau2_gym.users.scripted import OracleUser
-    from tau2_gym.vector import Tau2VectorEnv
+    from tau2_gym.players.users.scripted import OracleUser
+    from tau2_gym.envs.vector import Tau2VectorEnv
 
     user = OracleUser()
     env = gym.make("tau2/airline-v0", user=user)

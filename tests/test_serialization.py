@@ -4,7 +4,7 @@ from datetime import date, datetime
 
 import pytest
 
-from tau2_gym.tools import AsModel, UnsupportedResult, to_content
+from tau2_gym.core.tools import AsModel, UnsupportedResult, to_content
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ def user_reply(body, n):
 
 @pytest.fixture
 def priced(monkeypatch):
-    from tau2_gym.cost import model_price
+    from tau2_gym.llm.cost import model_price
 
     fake = types.SimpleNamespace(model_cost={"priced-model": {"input_cost_per_token": 1e-6,
                                                               "output_cost_per_token": 3e-6}})
@@ -75,8 +75,8 @@ def test_usage_and_cost_sum_what_the_servers_reported(tmp_path, priced, capsys):
 
 
 def test_configured_prices_beat_the_table_and_no_litellm_gives_zero(monkeypatch):
-    from tau2_gym.cost import model_price
-    from tau2_gym.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.llm.cost import model_price
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 
     monkeypatch.setitem(sys.modules, "litellm", None)  # import fails
     model_price.cache_clear()

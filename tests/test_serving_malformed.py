@@ -11,8 +11,8 @@ openai = pytest.importorskip("openai")
 
 from openai_stub import OpenAIStub  # noqa: E402
 
-from tau2_gym.policies import OpenAIAgentPolicy  # noqa: E402
-from tau2_gym.rollout import collect  # noqa: E402
+from tau2_gym.players.agents.policies import OpenAIAgentPolicy  # noqa: E402
+from tau2_gym.runner.collect import collect  # noqa: E402
 
 GOOD = {"tool_calls": [{"id": "c0", "name": "create_task",
                         "arguments": {"user_id": "user_1", "title": "Important Meeting"}}]}

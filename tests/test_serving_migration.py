@@ -77,7 +77,7 @@ def test_model_family_rules_equal_litellms_in_the_reference_venv():
     import os
     import subprocess
 
-    from tau2_gym.llm_params import tau2_run_args
+    from tau2_gym.llm.params import tau2_run_args
 
     ref = os.environ.get("TAU2_REFERENCE_PYTHON")
     if not ref:

@@ -1,4 +1,4 @@
-"""Captured server tokens become the HF PolicyRunner's record (``tau2_gym.tokens.server_trajectory``): prompt ids,
+"""Captured server tokens become the HF PolicyRunner's record (``tau2_gym.training.tokens.server_trajectory``): prompt ids,
 completion ids, env_mask and logprobs equal to what the stub sent, the env/user tokens equal to the stub's own
 rendering of those turns; a server whose template is not prefix-preserving is refused, never stitched wrongly."""
 
@@ -14,8 +14,8 @@ pytest.importorskip("openai")
 from openai_stub import OpenAIStub  # noqa: E402
 
 from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.hf.policy import Trajectory  # noqa: E402
-from tau2_gym.tokens import TokenTrajectoryError, server_trajectories, server_trajectory  # noqa: E402
+from tau2_gym.training.hf.policy import Trajectory  # noqa: E402
+from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectories, server_trajectory  # noqa: E402
 
 ROLE = {"system": 1001, "user": 1002, "assistant": 1003, "tool": 1004}
 END = 1000

@@ -1,4 +1,4 @@
-"""The async transports of rollouts (tau2_gym.chat_http: aiohttp, the
+"""The async transports of rollouts (tau2_gym.llm.http: aiohttp, the
 openai SDK) are interchangeable: the same rollout sends the same request bodies and records the same
 trajectories over each; the aiohttp client reads chunked and close-delimited replies and survives a server that
 drops kept-alive connections."""
@@ -14,10 +14,10 @@ pytest.importorskip("openai")
 
 from openai_stub import OpenAIStub  # noqa: E402
 
-from tau2_gym import chat_http  # noqa: E402
-from tau2_gym.policies import OpenAIAgentPolicy  # noqa: E402
-from tau2_gym.rollout import collect  # noqa: E402
-from tau2_gym.users.openai_user import OpenAIUserSimulator  # noqa: E402
+from tau2_gym.llm import http as chat_http  # noqa: E402
+from tau2_gym.players.agents.policies import OpenAIAgentPolicy  # noqa: E402
+from tau2_gym.runner.collect import collect  # noqa: E402
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
 
 REPLY = {"id": "x", "object": "chat.completion", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}],

@@ -1,4 +1,4 @@
-"""The LLM reply cache (tau2_gym.usercache, one SQLite file): a repeated run answers every user turn from it
+"""The LLM reply cache (tau2_gym.llm.cache, one SQLite file): a repeated run answers every user turn from it
 (zero user requests at the server) with identical trajectories; on by default at temperature 0 (in
 ``$TAU2_GYM_CACHE_DIR``, a per-test folder here), off for sampled users unless given a path, off with
 ``--no-user-cache``; concurrent processes share one file; a corrupt file is a warning and an uncached run."""
@@ -21,7 +21,7 @@ pytest.importorskip("openai")
 from openai_stub import OpenAIStub  # noqa: E402
 
 from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.usercache import ResponseCache, default_cache_path  # noqa: E402
+from tau2_gym.llm.cache import ResponseCache, default_cache_path  # noqa: E402
 
 
 def user_reply(body, n):
@@ -134,7 +134,7 @@ def test_sampled_unseeded_requests_are_not_cached_and_bad_rows_are_misses(tmp_pa
     assert ResponseCache(path, seeded=False).get(seeded) is None  # the default cache keeps temperature 0 only
     with sqlite3.connect(path) as db:
         db.execute("UPDATE responses SET response = '{torn'")
-    with caplog.at_level(logging.WARNING, logger="tau2_gym.usercache"):
+    with caplog.at_level(logging.WARNING, logger="tau2_gym.llm.cache"):
         assert cache.get(seeded) is None  # unreadable row: a miss with a warning, not an error
     assert "unreadable" in caplog.text
     assert cache.stats()["hits"] == 1 and cache.stats()["misses"] == 2
@@ -206,7 +206,7 @@ def test_two_rollout_processes_share_one_cache(tmp_path):
 def test_env_cached_rerun_same_trajectory_and_counts_in_info():
     import gymnasium as gym
 
-    from tau2_gym.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 
     def episode(user):
         env = gym.make("tau2/mock-v0", user=user)

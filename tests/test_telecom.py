@@ -12,11 +12,11 @@ import pytest
 from tau2_gym import load_domain
 from tau2_gym.domains.telecom.tools import TelecomTools
 from tau2_gym.domains.telecom.user_tools import TelecomUserTools
-from tau2_gym.environment import Environment
-from tau2_gym.messages import ToolCall
-from tau2_gym.rebuild import gold_environment, initial_environment
-from tau2_gym.tasks import EnvAssertion, EnvFunctionCall
-from tau2_gym.tools import Toolkit, ToolType, tool
+from tau2_gym.core.environment import Environment
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.scoring.rebuild import gold_environment, initial_environment
+from tau2_gym.core.tasks import EnvAssertion, EnvFunctionCall
+from tau2_gym.core.tools import Toolkit, ToolType, tool
 
 AGENT_HASH = "304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d"
 USER_HASH = "e1f3a8637388808221228ff3f87294444e6b64caf721f5eb243a85d0a9380b28"

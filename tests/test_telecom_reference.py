@@ -24,9 +24,9 @@ import pytest
 
 from refutil import ok, run_reference
 from tau2_gym import load_domain
-from tau2_gym.messages import ToolCall
-from tau2_gym.tasks import EnvAssertion, EnvFunctionCall
-from tau2_gym.tools import to_content
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.core.tasks import EnvAssertion, EnvFunctionCall
+from tau2_gym.core.tools import to_content
 
 pytestmark = pytest.mark.reference
 

@@ -20,8 +20,8 @@ import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
 from tau2_gym import load_domain
-from tau2_gym.hf.chat import ChatRenderer  # noqa: E402
-from tau2_gym.integrations.trl import (  # noqa: E402
+from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402
+from tau2_gym.training.trl import (  # noqa: E402
     SEND_MESSAGE_TOOL, TRLVLLMGenerator, build_dataset, make_environment_factory, make_rollout_func,
     parse_task_prompt, task_prompt, tau2_reward)
 
@@ -136,7 +136,7 @@ def test_grpo_two_steps_on_mock_tasks_change_the_weights(tmp_path):
 def test_environment_factory_adapter_runs_tau2_tools_and_scores_like_the_oracle():
     from transformers.utils import get_json_schema
 
-    from tau2_gym.agents import OracleAgent
+    from tau2_gym.players.agents.scripted import OracleAgent
 
     factory = make_environment_factory("mock")
     env = factory()

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tau2_gym.integrations.trl import Tau2Rollout, make_rollout_func
+from tau2_gym.training.trl import Tau2Rollout, make_rollout_func
 
 REFS = [("mock", "create_task_1"), ("mock", "create_task_1"), ("mock", "update_task_1"), ("mock", "update_task_1")]
 
@@ -68,8 +68,8 @@ def _group_run(group_seed: bool):
     from trl import GRPOConfig, GRPOTrainer
 
     from hfutil import set_threads, tiny
-    from tau2_gym.integrations.trl import build_dataset, tau2_reward
-    from tau2_gym.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+    from tau2_gym.training.trl import build_dataset, tau2_reward
+    from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
     set_threads()
     model, tok = tiny()

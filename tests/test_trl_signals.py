@@ -23,13 +23,13 @@ import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
 from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.export import SplitGuardError  # noqa: E402
-from tau2_gym.hf.chat import ChatRenderer  # noqa: E402
-from tau2_gym.hf.policy import Trajectory  # noqa: E402
-from tau2_gym.integrations.trl import (  # noqa: E402
+from tau2_gym.training.export import SplitGuardError  # noqa: E402
+from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402
+from tau2_gym.training.hf.policy import Trajectory  # noqa: E402
+from tau2_gym.training.trl import (  # noqa: E402
     build_dataset, make_environment_factory, make_rollout_func, rollout_output, task_prompt, tau2_reward)
-from tau2_gym.users.base import UserSimulatorError  # noqa: E402
-from tau2_gym.users.scripted import OracleUser  # noqa: E402
+from tau2_gym.players.users.base import UserSimulatorError  # noqa: E402
+from tau2_gym.players.users.scripted import OracleUser  # noqa: E402
 
 from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402
 
@@ -147,9 +147,9 @@ class BrokenJudge:
 
 
 def test_a_failed_evaluation_is_masked_through_the_reward_function():
-    from tau2_gym.agents import OracleAgent
+    from tau2_gym.players.agents.scripted import OracleAgent
 
-    from tau2_gym.evaluation import needs_nl_judge
+    from tau2_gym.scoring.evaluation import needs_nl_judge
 
     retail = load_domain("retail")
     task_id = next(t.id for t in retail.tasks(split="train") if needs_nl_judge(retail, t))

@@ -1,4 +1,4 @@
-"""The half-duplex turn loop (tau2_gym/turn_loop.py): upstream orchestrator semantics, pinned case by case.
+"""The half-duplex turn loop (tau2_gym/core/orchestrator.py): upstream orchestrator semantics, pinned case by case.
 
 Expected step counts and termination reasons follow reference §2 (tau2-engine.md): every delivery is one
 step, checks are skipped while a tool result is pending, limits override a stop on the same step.
@@ -11,12 +11,12 @@ from datetime import datetime
 import pytest
 
 from tau2_gym import load_domain
-from tau2_gym.environment import Environment
-from tau2_gym.messages import AssistantMessage, ToolCall, UserMessage
-from tau2_gym.results import SimulationRun
-from tau2_gym.tasks import Task
-from tau2_gym.turn_loop import GREETING, TurnLoop, user_tools_for
-from tau2_gym.users.base import UserSimulatorError
+from tau2_gym.core.environment import Environment
+from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
+from tau2_gym.core.results_file import SimulationRun
+from tau2_gym.core.tasks import Task
+from tau2_gym.core.orchestrator import GREETING, TurnLoop, user_tools_for
+from tau2_gym.players.users.base import UserSimulatorError
 
 MOCK_TASK = "create_task_1"
 

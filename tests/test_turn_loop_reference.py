@@ -22,9 +22,9 @@ import pytest
 from gymutil import RecordingUser, canonical_trajectory, raw_task, run_episode
 from reference.driver_gym import stub_judge_reply, view_hash
 from refutil import run_reference
-from tau2_gym.agents import ALL_AGENTS, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent, call_message
-from tau2_gym.judges import CallableJudge
-from tau2_gym.users.scripted import OracleUser, ScriptedUser, opening_line
+from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent, call_message
+from tau2_gym.scoring.judges import CallableJudge
+from tau2_gym.players.users.scripted import OracleUser, ScriptedUser, opening_line
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]
 

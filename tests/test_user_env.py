@@ -15,15 +15,15 @@ import tau2_gym  # noqa: F401 - registers the ids
 from gymutil import RecordingUser, run_episode
 from openai_stub import OpenAIStub
 from tau2_gym import load_domain
-from tau2_gym.agents import OracleAgent, SkipLastActionAgent
-from tau2_gym.domain import domain_names, get_domain_spec
+from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent
+from tau2_gym.core.domain import domain_names, get_domain_spec
 from tau2_gym.envs import user_env_id
 from tau2_gym.envs.user_env import resolve_agent, user_view
-from tau2_gym.messages import OUT_OF_SCOPE, STOP, TRANSFER
-from tau2_gym.policies import OpenAIAgentPolicy, ScriptedPolicy
-from tau2_gym.results import json_default
-from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
-from tau2_gym.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.core.messages import OUT_OF_SCOPE, STOP, TRANSFER
+from tau2_gym.players.agents.policies import OpenAIAgentPolicy, ScriptedPolicy
+from tau2_gym.core.results_file import json_default
+from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
 
 DOMAINS = domain_names()
 
@@ -276,7 +276,7 @@ def test_openai_compatible_agent_over_a_local_stub():
 
 def test_agent_specs_and_arguments_that_do_not_apply():
     assert isinstance(resolve_agent("oracle"), ScriptedPolicy) and resolve_agent("give_up").name == "give_up"
-    assert resolve_agent("tau2_gym.policies:ScriptedPolicy").name == "oracle"
+    assert resolve_agent("tau2_gym.players.agents.policies:ScriptedPolicy").name == "oracle"
     with pytest.raises(ValueError, match="unknown agent"):
         gym.make("tau2/mock-user-v0", agent="nobody")
     with pytest.raises(TypeError, match="not an agent policy"):
@@ -369,8 +369,8 @@ def test_a_hugging_face_model_can_be_the_agent():
     from transformers import LogitsProcessorList
 
     from hfutil import ForceScript, oracle_scripts, tiny
-    from tau2_gym.hf.chat import ChatRenderer
-    from tau2_gym.users.hf_user import HFUserConfig, HFUserSimulator
+    from tau2_gym.training.hf.chat import ChatRenderer
+    from tau2_gym.players.users.hf_user import HFUserConfig, HFUserSimulator
 
     model, tok = tiny()
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})

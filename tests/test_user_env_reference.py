@@ -19,8 +19,8 @@ import tau2_gym  # noqa: F401
 from gymutil import RecordingUser, run_episode
 from refutil import ok, reference_python, run_reference
 from tau2_gym import get_domain_spec, load_domain
-from tau2_gym.agents import OracleAgent, SkipLastActionAgent
-from tau2_gym.users.scripted import OracleUser
+from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent
+from tau2_gym.players.users.scripted import OracleUser
 
 
 def _action_string(entry: dict) -> str:

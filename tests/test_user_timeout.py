@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("openai")
 
-from tau2_gym.users.base import UserSimulatorError  # noqa: E402
-from tau2_gym.users.openai_user import OpenAIUserSimulator  # noqa: E402
+from tau2_gym.players.users.base import UserSimulatorError  # noqa: E402
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
 from tests.test_openai_user import make_request  # noqa: E402
 
 TIMEOUT = 1.0
@@ -76,7 +76,7 @@ def test_async_request_to_dripping_server_ends_within_timeout(drip_url, transpor
 
 
 def test_agent_client_shares_the_bounded_request_path():
-    from tau2_gym.policies import _AgentClient
+    from tau2_gym.players.agents.policies import _AgentClient
 
     assert _AgentClient.generate is OpenAIUserSimulator.generate
     assert _AgentClient.agenerate is OpenAIUserSimulator.agenerate

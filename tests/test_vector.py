@@ -10,12 +10,12 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import tau2_gym  # noqa: F401 - registers the ids
-from tau2_gym.agents import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
+from tau2_gym.players.agents.scripted import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
                              StallingAgent)
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.users.base import UserSimulator, UserSimulatorError
-from tau2_gym.users.scripted import OracleUser, ScriptedUser
-from tau2_gym.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
+from tau2_gym.players.users.base import UserSimulator, UserSimulatorError
+from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.envs.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
 
 AGENTS = (OracleAgent, SkipLastActionAgent, HallucinatingAgent, StallingAgent, MalformedAgent, GiveUpAgent)
 RECORD_KEYS = {"reward_info", "simulation_run", "final_info", "final_obs", "task"}

@@ -18,8 +18,8 @@ from __future__ import annotations
 import weakref
 from typing import Any, Iterable, List, Optional
 
-from tau2_gym import arithmetic
-from tau2_gym.db import copy_json
+from tau2_gym.core import arithmetic
+from tau2_gym.core.db import copy_json
 from tau2_gym.domains.airline.data_model import (
     CabinClass,
     Certificate,
@@ -30,7 +30,7 @@ from tau2_gym.domains.airline.data_model import (
     Payment,
     Reservation,
 )
-from tau2_gym.tools import AsModel, Toolkit, ToolType, to_content, tool
+from tau2_gym.core.tools import AsModel, Toolkit, ToolType, to_content, tool
 
 NOW = "2024-05-15T15:00:00"  # the benchmark's frozen clock (created_at of new reservations)
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from tau2_gym import prose as _prose
+from tau2_gym.core import upstream_text as _prose
 
 TOOLS_MODULE = "domains/banking_knowledge/tools.py"
 

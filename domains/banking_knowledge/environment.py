@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tau2_gym.data import DataError, DataSource
-from tau2_gym.db import DBSchema
-from tau2_gym.domain import DBFile, DomainSpec, TaskSetSpec
+from tau2_gym.core.db import DBSchema
+from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec
 from tau2_gym.domains.banking_knowledge import retrieval as R
 from tau2_gym.domains.banking_knowledge.data_model import Document, TransactionalDB, load_documents
 from tau2_gym.domains.banking_knowledge.discoverable import TOOLS_MODULE, upstream_docstrings
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex
 from tau2_gym.domains.banking_knowledge.tools import KnowledgeTools
 from tau2_gym.domains.banking_knowledge.user_tools import KnowledgeUserTools
-from tau2_gym.environment import Environment
-from tau2_gym.tasks import Task
-from tau2_gym import prose as _prose
-from tau2_gym.tools import ProseSource
+from tau2_gym.core.environment import Environment
+from tau2_gym.core.tasks import Task
+from tau2_gym.core import upstream_text as _prose
+from tau2_gym.core.tools import ProseSource
 
 DATA_FOLDER = "banking_knowledge"
 TEST_FRACTION = 0.2

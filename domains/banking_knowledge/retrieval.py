@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from tau2_gym.domains.banking_knowledge.data_model import Document
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, grep_text, kb_search_text
-from tau2_gym.tools import ToolType, tool
+from tau2_gym.core.tools import ToolType, tool
 
 DEFAULT_CONFIG = "bm25_grep"
 UPSTREAM_DEFAULT_CONFIG = "alltools"

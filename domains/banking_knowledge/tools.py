@@ -18,7 +18,7 @@ from typing import Any, Dict, Literal, Optional, get_args
 from tau2_gym.domains.banking_knowledge import utils as U
 from tau2_gym.domains.banking_knowledge.db_query import add_to_db, lookup, query_database_tool, query_db, update_record
 from tau2_gym.domains.banking_knowledge.discoverable import docstring_of, format_tool_card, parse_tool_card
-from tau2_gym.tools import MUTATES_ATTR, Toolkit, ToolType, tool
+from tau2_gym.core.tools import MUTATES_ATTR, Toolkit, ToolType, tool
 
 TransferReasonLiteral = Literal[
     "fraud_or_security_concern",
@@ -159,7 +159,7 @@ def _age_days(date_text: Any) -> int:
 
 def restore_toolkit(binding: tuple, role: str, state: dict) -> Any:
     """Unpickle a toolkit into the class the (cached) loaded domain of ``binding`` uses."""
-    from tau2_gym.domain import _cached_domain
+    from tau2_gym.core.domain import _cached_domain
 
     dom = _cached_domain(*binding)
     cls = dom.agent_toolkit if role == "agent" else dom.user_toolkit

@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional
 from tau2_gym.domains.banking_knowledge import utils as U
 from tau2_gym.domains.banking_knowledge.db_query import add_to_db, lookup, query_database_tool
 from tau2_gym.domains.banking_knowledge.tools import KnowledgeTools, _no_records, discoverable, parse_balance
-from tau2_gym.tools import Toolkit, ToolType, tool
+from tau2_gym.core.tools import Toolkit, ToolType, tool
 
 
 class KnowledgeUserTools(Toolkit):

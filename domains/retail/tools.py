@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 from typing import Any, List
 
-from tau2_gym import arithmetic
+from tau2_gym.core import arithmetic
 from tau2_gym.domains.retail.data_model import UserAddress
-from tau2_gym.tools import AsModel, Toolkit, ToolType, to_content, tool
+from tau2_gym.core.tools import AsModel, Toolkit, ToolType, to_content, tool
 
 _CANCEL_REASONS = {"no longer needed", "ordered by mistake"}
 

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from tau2_gym.data import DataSource
-from tau2_gym.db import DBSchema
-from tau2_gym.domain import DBFile, DomainSpec, TaskSetSpec, read_text
+from tau2_gym.core.db import DBSchema
+from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec, read_text
 from tau2_gym.domains.telecom.data_model import LineStatus, TelecomDB
 from tau2_gym.domains.telecom.tools import TelecomTools
 from tau2_gym.domains.telecom.user_data_model import TelecomUserDB
 from tau2_gym.domains.telecom.user_tools import TelecomUserTools, new_payment_request
-from tau2_gym.environment import Environment
-from tau2_gym.tools import ProseSource
+from tau2_gym.core.environment import Environment
+from tau2_gym.core.tools import ProseSource
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,9 +12,9 @@ import uuid
 from datetime import date, datetime, timedelta
 from typing import List
 
-from tau2_gym.db import plain
+from tau2_gym.core.db import plain
 from tau2_gym.domains.telecom.data_model import Bill, BillStatus, LineItem, LineStatus
-from tau2_gym.tools import AsModel, Toolkit, ToolType, tool
+from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
 
 TODAY = date(2025, 2, 25)  # the domain's frozen clock
 NOW = datetime(2025, 2, 25, 12, 8, 0)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Tuple, Union
 
-from tau2_gym.db import plain
+from tau2_gym.core.db import plain
 from tau2_gym.domains.telecom.user_data_model import (
     APNNames,
     APNSettings,
@@ -28,7 +28,7 @@ from tau2_gym.domains.telecom.user_data_model import (
     PerformanceLevel,
     SimStatus,
 )
-from tau2_gym.tools import Toolkit, ToolType, tool
+from tau2_gym.core.tools import Toolkit, ToolType, tool
 
 _SIGNAL_ICONS = {
     "none": "📵 No Signal",

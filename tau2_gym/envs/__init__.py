@@ -12,7 +12,7 @@ ENTRY_POINTS = {
     "banking_knowledge": "tau2_gym.envs.banking_knowledge:BankingKnowledgeEnv",
 }
 GENERIC_ENTRY_POINT = "tau2_gym.envs.tau2_env:Tau2Env"
-VECTOR_ENTRY_POINT = "tau2_gym.vector:Tau2VectorEnv"
+VECTOR_ENTRY_POINT = "tau2_gym.envs.vector:Tau2VectorEnv"
 NAMESPACE = "tau2"
 
 
@@ -24,7 +24,7 @@ def register_envs() -> list[str]:
     """Register one id per available domain (+ a solo id where supported); already-registered ids are kept."""
     import gymnasium as gym
 
-    from tau2_gym.domain import domain_names, get_domain_spec
+    from tau2_gym.core.domain import domain_names, get_domain_spec
 
     ids = []
     for name in domain_names():
@@ -52,7 +52,7 @@ def register_role_envs() -> list[str]:
     domains); no vector entry point: ``gym.make_vec`` runs them in a ``SyncVectorEnv``."""
     import gymnasium as gym
 
-    from tau2_gym.domain import domain_names
+    from tau2_gym.core.domain import domain_names
 
     ids = [user_env_id(name) for name in domain_names()] + [f"{NAMESPACE}/mix-v0"]
     for name, eid in zip(domain_names(), ids):

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 OBS_FORMATS = ("messages", "text")
 TASK_SAMPLING = ("random", "sequential")
-REWARD_MODES = ("default", "strict", "partial")  # tau2_gym.rewards implements them
+REWARD_MODES = ("default", "strict", "partial")  # tau2_gym.scoring.rewards implements them
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Tau2EnvConfig:
     strict_replay: bool = field(default=True, metadata={"help": "evaluation replays tool calls strictly (a content mismatch is an evaluation error)."})
     timeout: Optional[float] = field(default=None, metadata={"help": "wall-clock seconds per episode (upstream HEAD `timeout`); None = no limit."})
     raise_on_evaluation_error: bool = field(default=False, metadata={"help": "re-raise evaluator failures instead of reward 0 + info['evaluation_error']."})
-    reward_mode: str = field(default="default", metadata={"help": "training reward: 'default' (upstream's), 'strict' (every component counts) or 'partial' (weighted component credit); info['tau2_reward'] keeps the raw one (tau2_gym.rewards)."})
+    reward_mode: str = field(default="default", metadata={"help": "training reward: 'default' (upstream's), 'strict' (every component counts) or 'partial' (weighted component credit); info['tau2_reward'] keeps the raw one (tau2_gym.scoring.rewards)."})
 
     def __post_init__(self) -> None:
         if self.obs_format not in OBS_FORMATS:

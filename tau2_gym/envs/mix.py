@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 import gymnasium as gym
 import numpy as np
 
-from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 
 SUCCESS = 1.0 - 1e-6  # a reward at least this is a success (tau2 rewards are 0 or 1 on shipped tasks)
 CURRICULA = ("success",)
@@ -181,7 +181,7 @@ class MixEnv(gym.Env):
     As the running domain's env; ``action_space.sample()`` samples the current domain's tools.
 
     ## Observation Space
-    :class:`~tau2_gym.spaces.MessagesSpace` (or :class:`~tau2_gym.spaces.TranscriptSpace` with
+    :class:`~tau2_gym.envs.spaces.MessagesSpace` (or :class:`~tau2_gym.envs.spaces.TranscriptSpace` with
     ``obs_format="text"``), as every tau2 env.
 
     ## Rewards
@@ -217,7 +217,7 @@ class MixEnv(gym.Env):
                  role: str = "agent", domain_kwargs: Optional[Mapping[str, Mapping[str, Any]]] = None,
                  render_mode: Optional[str] = None, **env_kwargs: Any) -> None:
         super().__init__()
-        from tau2_gym.domain import domain_names
+        from tau2_gym.core.domain import domain_names
 
         if mixture is None:
             mixture = Mixture(domains if domains is not None else domain_names(), split,
@@ -358,7 +358,7 @@ def domain_summary(infos: Union[Iterable[Mapping], Mapping], rewards: Optional[S
     "termination_reasons"}}`` (``mean_reward``/``success_rate`` None when nothing was scored); ``by="mix_component"``
     groups a mixture's episodes by component (``domain:split``) instead.
 
-    The rollout's summary (:mod:`tau2_gym.commands.rollout`) covers one domain per run; this helper is how a
+    The rollout's summary (:mod:`tau2_gym.cli.rollout`) covers one domain per run; this helper is how a
     mixed run (one results list per env, or the infos of a training loop) gets per-domain numbers.
     """
     items = episode_infos(infos)

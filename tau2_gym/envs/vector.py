@@ -1,0 +1,832 @@
+"""Many tau2 episodes in one process: a Gymnasium ``VectorEnv`` whose user turns are answered in batches.
+
+``gym.make_vec("tau2/airline-v0", num_envs=N)`` returns :class:`Tau2VectorEnv`. Each sub-environment is a
+shallow copy of one freshly built :class:`~tau2_gym.envs.tau2_env.Tau2Env` (sharing the loaded domain, the task
+pool, the tool schemas, the spaces and the user simulator), so an episode costs only its turn loop and its
+copy-on-write database view: 10,000 live airline episodes fit in one process.
+
+A vector step runs in three phases:
+
+1. every sub-env takes its action through ``Tau2Env.step`` itself (tool calls execute at once), except that
+   the user simulator is *not* called there;
+2. the pending user turns of all episodes are answered together -- one ``user.generate_batch(requests)``
+   per round (an OpenAI-compatible simulator sends them concurrently, a local HF model batches them), rounds
+   repeating while users make tool calls;
+3. observations, rewards (the tau2 reward at episode end) and infos are collected.
+
+Trajectories, rewards and RNG streams are those of N separate ``Tau2Env`` s under Gymnasium's
+``SyncVectorEnv`` with the same seeds (the tests pin that). Autoreset follows Gymnasium's documented modes
+(``autoreset_mode=`` ``"NextStep"`` (default), ``"SameStep"``, ``"Disabled"``), passed as a keyword:
+``gym.make_vec(id, n, autoreset_mode="SameStep")``. Gymnasium's ``make_vec`` refuses ``vector_kwargs`` for a
+custom vector env (its own error, before this class runs); ``vector_kwargs={"autoreset_mode": ...}`` is for
+``vectorization_mode="sync"`` / ``"async"``, where Gymnasium's vectorizer takes it.
+
+Differences from ``SyncVectorEnv`` worth knowing:
+
+* observations are a *list* of per-env message lists (fresh objects each step: no ``copy`` needed);
+* infos follow Gymnasium's layout (one array per key plus a ``_key`` mask, nested dicts batched recursively),
+  except that the episode records ``reward_info`` and ``simulation_run`` stay whole -- an object array of
+  per-env dicts -- because their nested fields are ``None`` in some episodes and dicts in others;
+* ``reset(options=[...])`` also accepts one options dict per sub-env (e.g. a task id each).
+
+Gymnasium's own ``SyncVectorEnv`` / ``AsyncVectorEnv`` batch every nested info dict field by field, which
+fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``) and another is scored
+(a dict) in the same step. Wrap the single envs with :class:`KeepRecordsWhole` there::
+
+    gym.make_vec("tau2/airline-v0", 8, vectorization_mode="sync", wrappers=[KeepRecordsWhole])
+    gym.make_vec("tau2/airline-v0", 8, vectorization_mode="async", wrappers=[KeepRecordsWhole],
+                 vector_kwargs={"shared_memory": False})  # chat observations cannot live in shared memory
+
+Throughput with many live episodes: every episode holds its messages and views as Python objects, and
+CPython's cyclic garbage collector re-scans all of them on each full collection. The env's own code makes
+no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
+while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
+they found it around the user simulator (whose code may well make cycles), unless the simulator declares
+``cycle_free`` (the offline ones here do). That cut the collector's time by about two thirds
+(``bench/bench_vector.py`` lookup workload, N = 1,024). ``step`` with one sub-env skips the pause: a single
+live episode adds next to nothing for it to re-scan. A training process can go further once its envs are
+built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import logging
+from typing import Any, Callable, Optional, Sequence, Union
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.registration import load_env_creator
+from gymnasium.spaces import Space, Tuple
+from gymnasium.vector.vector_env import AutoresetMode, VectorEnv
+
+from tau2_gym.core import orchestrator as tl
+from tau2_gym.core.records import Record
+from tau2_gym.players.users.base import UserSimulatorError
+
+logger = logging.getLogger("tau2_gym")
+
+__all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole", "WholeRecord"]
+
+#: info keys whose (dict) values are kept whole in an object array instead of being batched field by field
+WHOLE_RECORD_KEYS = frozenset({"reward_info", "simulation_run"})
+_SCALARS = (int, float, bool)
+_SCALAR_SET = frozenset(_SCALARS)
+
+
+def _noop() -> None:
+    return None
+
+
+def autoreset_mode_of(value: Union[str, AutoresetMode]) -> AutoresetMode:
+    """Gymnasium's :class:`~gymnasium.vector.AutoresetMode` from the enum, its value (``"SameStep"``) or its
+    name in any case (``"same_step"``); every mode is supported. Anything else is a ValueError naming them."""
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str):
+        key = value.strip().replace("-", "_").replace("_", "").lower()
+        for mode in AutoresetMode:
+            if key in (mode.value.lower(), mode.name.replace("_", "").lower()):
+                return mode
+    raise ValueError(f"autoreset_mode={value!r} is not one of Gymnasium's AutoresetMode values: "
+                     f"{', '.join(repr(m.value) for m in AutoresetMode)} (or gymnasium.vector.AutoresetMode."
+                     f"{'/'.join(m.name for m in AutoresetMode)}). With gym.make_vec's default mode pass it as a "
+                     "keyword, gym.make_vec(id, n, autoreset_mode=...): Gymnasium forwards no vector_kwargs to a "
+                     "custom vector env; vector_kwargs={'autoreset_mode': ...} is for vectorization_mode='sync'/'async'")
+
+
+class SharedTuple(Tuple):
+    """``Tuple`` of N references to ONE sub-space (Gymnasium's ``batch_space`` deep-copies it N times).
+
+    The tau2 spaces carry every tool schema; N deep copies at N = 10,000 would cost hundreds of MB. Samples
+    are drawn from the one shared RNG, so they still differ per element.
+    """
+
+    def __init__(self, space: Space, n: int, seed: Optional[int] = None) -> None:
+        super().__init__((space,) * n)
+        if seed is not None:
+            self.seed(seed)
+
+    def seed(self, seed: Union[int, Sequence[int], None] = None) -> tuple[int, ...]:
+        space = self.spaces[0] if self.spaces else None
+        if space is None:
+            return ()
+        if isinstance(seed, (list, tuple)):
+            seed = seed[0] if seed else None
+        return (space.seed(seed),) * len(self.spaces)
+
+    def __repr__(self) -> str:
+        return f"SharedTuple({self.spaces[0] if self.spaces else None!r}, n={len(self.spaces)})"
+
+
+WholeRecord = Record  # earlier name; records are now emitted by Tau2Env itself
+
+
+class KeepRecordsWhole(gym.Wrapper):
+    """Wraps plain-dict info records (:data:`WHOLE_RECORD_KEYS`) as :class:`~tau2_gym.core.records.Record`.
+
+    ``Tau2Env`` already emits records; this is for envs built with older code or custom wrappers that
+    replace them with dicts, so Gymnasium's vector info merge never recurses into them."""
+
+    @staticmethod
+    def _wrap(info: dict) -> dict:
+        for key in WHOLE_RECORD_KEYS:
+            if isinstance(info.get(key), dict):
+                info[key] = Record(info[key])
+        return info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._wrap(info)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, term, trunc, info = self.env.step(action)
+        return obs, reward, term, trunc, self._wrap(info)
+
+
+def _env_class(domain: str) -> Callable[..., Any]:
+    from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
+
+    return load_env_creator(ENTRY_POINTS.get(domain, GENERIC_ENTRY_POINT))
+
+
+class Tau2VectorEnv(VectorEnv):
+    """``num_envs`` tau2 episodes in one process, user turns answered in batches.
+
+    Args:
+        num_envs: number of sub-environments.
+        domain: the tau2 domain (the registered ids pass it).
+        autoreset_mode: ``"NextStep"`` (Gymnasium's default), ``"SameStep"`` or ``"Disabled"`` (an
+            :class:`~gymnasium.vector.AutoresetMode` or its value).
+        copy_observations: give every observation private message dicts. Default False: a step's observation
+            is a new list, but the message dicts in it are shared with the episode's earlier observations
+            (treat them as read-only) -- copying the whole history on every step made long episodes O(T^2).
+        **kwargs: the single env's arguments (:class:`~tau2_gym.envs.config.Tau2EnvConfig` fields,
+            ``config=``, ``render_mode=``), e.g. ``user=``, ``task_split=``, ``max_steps=``.
+
+    ``envs`` are the sub-envs (``Tau2Env`` instances driven by this object -- don't step them yourself).
+    ``user_batches`` / ``user_requests`` count the batched user calls made so far. :meth:`clone_slot` and
+    :meth:`copy_slot` branch a sub-env's live episode (out to a standalone env, or into other sub-envs).
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi", "human"]}
+
+    def __init__(self, num_envs: int = 1, domain: Optional[str] = None, *,
+                 autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
+                 copy_observations: bool = False, max_episode_steps: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__()
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs={num_envs!r} must be >= 1")
+        if max_episode_steps is not None:
+            raise ValueError("max_episode_steps (a TimeLimit) is not used by tau2 envs; pass max_steps=N "
+                             "(upstream's orchestrator step limit) instead")
+        config = kwargs.get("config")
+        domain = domain or (config.domain if config is not None else None)
+        if domain is None:
+            raise ValueError("Tau2VectorEnv needs domain=... (gym.make_vec('tau2/<domain>-v0') passes it)")
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
+        self.domain_name = domain
+        self.num_envs = int(num_envs)
+        cls = _env_class(domain)
+        template = cls(domain=domain, **kwargs) if config is None else cls(**kwargs)
+        user_spec = config.user if config is not None else kwargs.get("user", "oracle")
+        self._owns_user = user_spec is None or isinstance(user_spec, str)  # we built it, so we close it
+        self.envs: list[Any] = [template] + [copy.copy(template) for _ in range(self.num_envs - 1)]
+        for slot in self.envs:
+            slot._np_random = None  # fresh per sub-env (seeded by reset), as N separately made envs
+            slot._np_random_seed = None
+            slot._run_user = _noop  # user turns are answered here, in batches (phase 2)
+            slot._observation = _noop  # built once per step here, after the user turns (phase 3)
+        self.template = template
+        from tau2_gym.envs.tau2_env import Tau2Env
+
+        self._share_obs = (not copy_observations and template.config.obs_format == "messages"
+                           and type(template)._observation is Tau2Env._observation)
+        # Tau2Env._info: only its step/error counters change during an episode (see _refreshed_info)
+        self._plain_info = type(template)._info is Tau2Env._info
+        self.user = template.user
+        self.tools = template.tools
+        self.metadata = dict(type(template).metadata)
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = template.render_mode
+        self.single_observation_space = template.observation_space
+        self.single_action_space = template.action_space
+        self.observation_space = SharedTuple(self.single_observation_space, self.num_envs)
+        self.action_space = SharedTuple(self.single_action_space, self.num_envs)
+
+        # per-env step results as Python lists (a list store is ~5x cheaper than a numpy scalar store); the
+        # arrays handed out are built from them once per step
+        self._rewards: list[float] = [0.0] * self.num_envs
+        self._terminations: list[bool] = [False] * self.num_envs
+        self._truncations: list[bool] = [False] * self.num_envs
+        self._autoreset_envs: list[bool] = [False] * self.num_envs
+        self._gc_paused = False  # True while step/reset hold the collector paused
+        self.user_batches = 0
+        self.user_requests = 0
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def np_random_seed(self) -> tuple[Optional[int], ...]:
+        return tuple(slot.np_random_seed for slot in self.envs)
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        return tuple(slot.np_random for slot in self.envs)
+
+    @property
+    def config(self) -> Any:
+        return self.template.config
+
+    def __repr__(self) -> str:
+        return f"Tau2VectorEnv({self.domain_name!r}, num_envs={self.num_envs})"
+
+    # ------------------------------------------------------------------ phases
+
+    def _observe(self, slot: Any) -> Any:
+        """The sub-env's observation (``Tau2Env._observation``), without the per-step deep copy of the history
+        unless ``copy_observations``: message dicts are shared with the episode's earlier observations."""
+        loop = slot.loop
+        if self._share_obs and loop is not None:
+            view = getattr(loop, "_agent_view", None)  # the turn loop's cached OpenAI view of the agent side
+            if view is not None:
+                return [{"role": "system", "content": tl.agent_system_prompt(slot.domain, loop.task, loop.solo)},
+                        *view]
+        return type(slot)._observation(slot)
+
+    def _refreshed_info(self, slot: Any, info: dict) -> dict:
+        """``slot._info()`` after the user's turn, from the info its step/reset just built (not yet handed
+        out): of :meth:`Tau2Env._info`'s fields only the step and error counters change within an episode."""
+        if not self._plain_info:
+            return slot._info()
+        loop = slot.loop
+        info["step_count"] = loop.step_count
+        info["num_errors"] = loop.num_errors
+        return info
+
+    def _answer_users(self, slots: Sequence[Any]) -> None:
+        """Phase 2: answer every pending user turn of ``slots``, one batch per round."""
+        pending = [s for s in slots if s.loop is not None and s.loop.status == tl.USER]
+        while pending:
+            requests = [s.loop.user_request() for s in pending]
+            replies = self._generate(requests)
+            for slot, reply in zip(pending, replies):
+                if isinstance(reply, BaseException) and not isinstance(reply, UserSimulatorError):
+                    logger.warning("user simulator %s raised %s: %s", type(self.user).__name__,
+                                   type(reply).__name__, reply)
+                slot.loop.submit_user(reply)
+            pending = [s for s in pending if s.loop.status == tl.USER]
+
+    def _generate(self, requests: list) -> list:
+        self.user_batches += 1
+        self.user_requests += len(requests)
+        user = self.user
+        batch = getattr(user, "generate_batch", None)
+        resume = self._gc_paused and not getattr(user, "cycle_free", False)
+        if resume:
+            gc.enable()  # the simulator runs with the collector as the caller had it
+        try:
+            if batch is not None:
+                replies = list(batch(requests))
+            else:
+                replies = []
+                for req in requests:
+                    try:
+                        replies.append(user.generate(req))
+                    except Exception as exc:  # noqa: BLE001 - one failing episode must not sink the batch
+                        replies.append(exc)
+        except Exception as exc:  # noqa: BLE001 - a failing batch ends those episodes as user_error
+            logger.warning("user simulator %s failed on a batch of %d: %s: %s", type(user).__name__,
+                           len(requests), type(exc).__name__, exc)
+            return [exc] * len(requests)
+        finally:
+            if resume:
+                gc.disable()
+        if len(replies) != len(requests):
+            exc = UserSimulatorError(f"{type(user).__name__}.generate_batch returned {len(replies)} replies "
+                                     f"for {len(requests)} requests")
+            return [exc] * len(requests)
+        return replies
+
+    def _after_user(self, slot: Any, info: dict) -> tuple:
+        """Phase 3 for a stepped sub-env whose user has answered: the tail of ``Tau2Env.step``."""
+        if slot.loop.done:
+            _, reward, term, trunc, info = slot._finish()
+            return self._observe(slot), reward, term, trunc, info
+        return self._observe(slot), 0.0, False, False, self._refreshed_info(slot, info)
+
+    def _after_reset(self, slot: Any, info: dict) -> tuple:
+        """Phase 3 for a reset sub-env: the tail of ``Tau2Env.reset``, now that the user has spoken."""
+        info = self._refreshed_info(slot, info)
+        if slot.loop.done:
+            info["episode_over"] = True
+            info["termination_reason"] = slot.loop.termination_reason
+        return self._observe(slot), info
+
+    def _advance(self, step_idx: Sequence[int], actions: Sequence[Any], reset_idx: Sequence[int] = (),
+                 seeds: Optional[Sequence[Optional[int]]] = None,
+                 options: Optional[Sequence[Optional[dict]]] = None) -> tuple[dict[int, tuple], dict[int, tuple]]:
+        """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their user turns
+        (the resets' opening lines included) are answered in shared batches.
+
+        Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
+        """
+        envs = self.envs
+        reset_infos = []
+        for k, i in enumerate(reset_idx):  # phase 1: Tau2Env.reset / Tau2Env.step, minus the user's turn
+            reset_infos.append(envs[i].reset(seed=None if seeds is None else seeds[k],
+                                             options=None if options is None else options[k])[1])
+        results: dict[int, tuple] = {}
+        waiting: list[tuple[int, dict]] = []
+        for i, action in zip(step_idx, actions):
+            slot = envs[i]
+            res = slot.step(action)
+            if res[2] or res[3] or slot.loop.status != tl.USER:
+                results[i] = (self._observe(slot),) + tuple(res[1:])
+            else:
+                waiting.append((i, res[4]))
+        self._answer_users([envs[i] for i in reset_idx] + [envs[i] for i, _ in waiting])  # phase 2
+        for i, info in waiting:  # phase 3
+            results[i] = self._after_user(envs[i], info)
+        resets = {i: self._after_reset(envs[i], info) for i, info in zip(reset_idx, reset_infos)}
+        return results, resets
+
+    # ------------------------------------------------------------------ Gymnasium API
+
+    def reset(self, *, seed: Union[int, Sequence[Optional[int]], None] = None,
+              options: Union[dict, Sequence[Optional[dict]], None] = None) -> tuple[list, dict[str, Any]]:
+        """Reset all sub-envs (or those in ``options["reset_mask"]``); seeds as ``SyncVectorEnv``:
+        an int gives ``seed + i`` to sub-env i, a list one seed each. ``options`` may be one dict for all or a
+        list with one dict (or None) per sub-env."""
+        return self._gc_paused_call(self._reset, seed, options)
+
+    def _gc_paused_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` with the cyclic collector paused, unless the caller already paused it (module docstring)."""
+        if not gc.isenabled():
+            return fn(*args)
+        gc.disable()
+        self._gc_paused = True
+        try:
+            return fn(*args)
+        finally:
+            self._gc_paused = False
+            gc.enable()
+
+    def _reset(self, seed: Union[int, Sequence[Optional[int]], None],
+               options: Union[dict, Sequence[Optional[dict]], None]) -> tuple[list, dict[str, Any]]:
+        n = self.num_envs
+        if seed is None:
+            seeds: list[Optional[int]] = [None] * n
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(n)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != n:
+                raise ValueError(f"seed list has {len(seeds)} entries; num_envs={n}")
+        mask = None
+        if isinstance(options, dict) and "reset_mask" in options:
+            options = dict(options)
+            mask = options.pop("reset_mask")
+            if not isinstance(mask, np.ndarray) or mask.shape != (n,) or mask.dtype != np.bool_:
+                raise TypeError(f"options['reset_mask'] must be a numpy bool array of shape ({n},); got {mask!r}")
+            if not mask.any():
+                raise ValueError("options['reset_mask'] must select at least one sub-env")
+        if options is None or isinstance(options, dict):
+            per_env: list[Optional[dict]] = [options] * n
+        else:
+            per_env = list(options)
+            if len(per_env) != n:
+                raise ValueError(f"options list has {len(per_env)} entries; num_envs={n}")
+        indices = [i for i in range(n) if mask is None or mask[i]]
+        for i in indices:
+            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
+        _, done = self._advance((), (), indices, [seeds[i] for i in indices], [per_env[i] for i in indices])
+        obs = [None] * n if not hasattr(self, "_obs") else self._obs
+        entries = []
+        for i in indices:
+            obs[i], info = done[i]
+            entries.append((i, info))
+        self._obs = obs
+        return list(obs), self._batch_infos(entries)
+
+    def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
+        n = self.num_envs
+        if isinstance(actions, (str, dict)) or len(actions) != n:
+            raise ValueError(f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"
+                             + (f" of length {len(actions)}" if hasattr(actions, "__len__") else ""))
+        if not hasattr(self, "_obs"):
+            raise RuntimeError("call reset() before step()")
+        if n == 1 and self.autoreset_mode is AutoresetMode.NEXT_STEP:
+            # one live episode: nothing for the collector to re-scan, so no pause (module docstring)
+            return self._step_one(actions[0])
+        return self._gc_paused_call(self._step, actions)
+
+    def _step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        n = self.num_envs
+        mode = self.autoreset_mode
+        to_reset: list[int] = []
+        to_step: list[int] = []
+        was_done = self._autoreset_envs
+        for i in range(n):
+            if mode is AutoresetMode.NEXT_STEP and was_done[i]:
+                to_reset.append(i)
+            else:
+                if mode is AutoresetMode.DISABLED and was_done[i]:
+                    raise RuntimeError(f"sub-env {i} ended; with autoreset_mode=Disabled reset it first "
+                                       "(reset(options={'reset_mask': mask}))")
+                to_step.append(i)
+        per_env_info: list[Optional[dict]] = [None] * n
+        obs = self._obs
+        results, resets = self._advance(to_step, [actions[i] for i in to_step], to_reset)
+        for i, (o, info) in resets.items():
+            obs[i] = o
+            self._rewards[i] = 0.0
+            self._terminations[i] = False
+            self._truncations[i] = False
+            per_env_info[i] = info
+        for i, (o, reward, term, trunc, info) in results.items():
+            obs[i] = o
+            self._rewards[i] = reward
+            self._terminations[i] = term
+            self._truncations[i] = trunc
+            per_env_info[i] = info
+        if mode is AutoresetMode.SAME_STEP:
+            ended = [i for i in results if self._terminations[i] or self._truncations[i]]
+            if ended:
+                finals = {i: (obs[i], per_env_info[i]) for i in ended}
+                _, fresh = self._advance((), (), ended)
+                for i in ended:
+                    final_obs, final_info = finals[i]
+                    obs[i], info = fresh[i]
+                    per_env_info[i] = {"final_obs": final_obs, "final_info": final_info, **info}
+        infos = self._batch_infos([(i, info) for i, info in enumerate(per_env_info) if info is not None])
+        terms, truncs = self._terminations, self._truncations
+        self._autoreset_envs = [a or b for a, b in zip(terms, truncs)]
+        return (list(obs), np.fromiter(self._rewards, np.float64, n), np.fromiter(terms, np.bool_, n),
+                np.fromiter(truncs, np.bool_, n), infos)
+
+    def _step_one(self, action: Any) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`_step` for ``num_envs=1`` under NEXT_STEP autoreset (the default): the same phases and results
+        without the index lists and dicts that cost as much as the sub-env's own step when there is one env."""
+        slot = self.envs[0]
+        if self._autoreset_envs[0]:  # the episode ended on the previous step: this step resets it
+            info = slot.reset()[1]
+            self._answer_users((slot,))
+            obs, info = self._after_reset(slot, info)
+            reward, term, trunc = 0.0, False, False
+        else:
+            res = slot.step(action)
+            if res[2] or res[3] or slot.loop.status != tl.USER:
+                obs = self._observe(slot)
+                _, reward, term, trunc, info = res
+            else:
+                self._answer_users((slot,))
+                obs, reward, term, trunc, info = self._after_user(slot, res[4])
+        self._obs[0] = obs
+        self._rewards[0] = reward
+        self._terminations[0] = term
+        self._truncations[0] = trunc
+        self._autoreset_envs = [term or trunc]
+        rewards = _ONE[float].copy()
+        rewards[0] = reward
+        terms = _ONE[bool].copy()
+        terms[0] = term
+        truncs = _ONE[bool].copy()
+        truncs[0] = trunc
+        return [obs], rewards, terms, truncs, _batch_one(info)
+
+    # ------------------------------------------------------------------ infos
+
+    def _batch_infos(self, entries: Sequence[tuple[int, dict]]) -> dict[str, Any]:
+        """Gymnasium's vector-info layout (an array per key + a ``_key`` mask; dicts batched recursively), built
+        column by column (one numpy operation per key rather than per key and env).
+
+        ``entries`` are ``(env index, info)`` in index order; the first env holding a key fixes its layout, as in
+        Gymnasium. Unlike Gymnasium it never fails on mixed types: values under :data:`WHOLE_RECORD_KEYS` stay
+        whole (object arrays); a non-dict met under a dict layout only sets the outer mask; a dict met under an
+        array layout, or a non-number under a numeric one, turns the column into an object array.
+        """
+        n = self.num_envs
+        if not entries:
+            return {}
+        first_keys = entries[0][1].keys()
+        if len(entries) == n and all(info.keys() == first_keys for _, info in entries):
+            return self._batch_full([info for _, info in entries], n)  # the usual step: every env, same keys
+        # Envs grouped by their key tuple (a step mixes running and ending episodes: a few distinct key sets),
+        # so each column is gathered by list comprehensions rather than a Python loop per key and env.
+        groups: dict[tuple[str, ...], list[int]] = {}  # key tuple -> positions in entries
+        for pos, (_, info) in enumerate(entries):
+            key_tuple = tuple(info)
+            group = groups.get(key_tuple)
+            if group is None:
+                groups[key_tuple] = [pos]
+            else:
+                group.append(pos)
+        key_sets = [(frozenset(kt), ps) for kt, ps in groups.items()]
+        # keys held by the same groups of envs share one index list, index array and mask
+        layouts: dict[tuple[int, ...], tuple[Sequence[int], np.ndarray, np.ndarray]] = {}
+        out: dict[str, Any] = {}
+        for key in dict.fromkeys(k for kt in groups for k in kt):  # first appearance in env order, as Gymnasium
+            holders = tuple(g for g, (ks, _) in enumerate(key_sets) if key in ks)
+            layout = layouts.get(holders)
+            if layout is None:
+                if len(holders) == len(key_sets):
+                    positions: Sequence[int] = range(len(entries))
+                elif len(holders) == 1:
+                    positions = key_sets[holders[0]][1]
+                else:
+                    positions = sorted(p for g in holders for p in key_sets[g][1])
+                layout = layouts[holders] = (positions, *_index([entries[p][0] for p in positions], n))
+            positions, index, mask = layout
+            values = [entries[p][1][key] for p in positions]
+            first = values[0]
+            if isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
+                out[key] = self._batch_infos([(entries[p][0], v) for p, v in zip(positions, values)
+                                              if isinstance(v, dict)])
+            else:
+                out[key] = _column(first, index, values, n)
+            out[f"_{key}"] = mask.copy()  # every key gets its own mask array
+        return out
+
+    def _batch_full(self, infos: list[dict], n: int) -> dict[str, Any]:
+        """:meth:`_batch_infos` when every env reported the same keys (the usual step): the same arrays, built
+        with one numpy call per key -- at small N the generic path's per-key bookkeeping was most of a step.
+        How a key is batched depends only on its name and its first value's type, so that is memoised."""
+        if n == 1:
+            return _batch_one(infos[0])
+        mask = np.empty(n, dtype=np.bool_)
+        mask.fill(True)  # np.ones is Python-level numpy code: slower at small n
+        fromiter = np.fromiter
+        kinds = _KEY_KINDS
+        out: dict[str, Any] = {}
+        for key, first in infos[0].items():
+            kind = type(first)
+            spec = kinds.get((key, kind))
+            if spec is None:
+                spec = _key_kind(key, first)
+            mask_key, how = spec
+            values = [info[key] for info in infos]
+            if how is _OBJECT:
+                out[key] = fromiter(values, object, n)
+            elif how is _SCALAR:
+                for v in values:
+                    if type(v) is not kind:  # mixed scalars: _column's casting rules
+                        out[key] = _column(first, np.arange(n), values, n)
+                        break
+                else:
+                    out[key] = fromiter(values, kind, n)
+            elif how is _NESTED:
+                out[key] = self._batch_infos([(i, v) for i, v in enumerate(values) if isinstance(v, dict)])
+            else:
+                out[key] = _column(first, np.arange(n), values, n)
+            out[mask_key] = mask.copy()
+        return out
+
+    # ------------------------------------------------------------------ the rest of the VectorEnv API
+
+    def render(self) -> tuple[Any, ...]:
+        return tuple(slot.render() for slot in self.envs)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call (or read) ``name`` on every sub-env."""
+        out = []
+        for slot in self.envs:
+            attr = getattr(slot, name)
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return tuple(out)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return tuple(getattr(slot, name) for slot in self.envs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs {self.num_envs} values; got {len(values)}")
+        for slot, value in zip(self.envs, values):
+            setattr(slot, name, value)
+
+    # ------------------------------------------------------------------ branching
+
+    def clone_slot(self, index: int, episode_id: Optional[str] = None) -> Any:
+        """A standalone :class:`~tau2_gym.envs.tau2_env.Tau2Env` continuing sub-env ``index``'s live episode
+        (:meth:`Tau2Env.clone <tau2_gym.envs.tau2_env.Tau2Env.clone>`: its own messages, DB overlays and RNG;
+        the domain, tasks and user simulator shared). Step it like any env; this vector env is unchanged.
+
+        Call it between vector steps: then every sub-env is at its agent's turn (or its episode is over)."""
+        twin = self.envs[self._slot_index(index)].clone(episode_id=episode_id)
+        for name in ("_run_user", "_observation"):  # the vector env's phase overrides: a standalone env runs both
+            twin.__dict__.pop(name, None)
+        return twin
+
+    def copy_slot(self, src: int, dst: Union[int, Sequence[int]]) -> None:
+        """Branch inside the vector env: sub-env(s) ``dst`` become clones of sub-env ``src``'s episode, with its
+        last observation, reward and done flags, so the next :meth:`step` continues each copy with its own
+        action -- their user turns answered in one batch with everyone else's (best-of-n with an LLM user).
+
+        A copy also takes ``src``'s RNG state: reset it with a seed of its own if later episodes should differ."""
+        src = self._slot_index(src)
+        targets = [dst] if isinstance(dst, (int, np.integer)) else list(dst)
+        source = self.envs[src]
+        for j in targets:
+            j = self._slot_index(j)
+            if j == src:
+                continue
+            self.envs[j] = source.clone()  # keeps the slot's phase overrides (copied attributes)
+            if hasattr(self, "_obs"):
+                obs = self._obs[src]
+                self._obs[j] = list(obs) if isinstance(obs, list) else obs
+            self._rewards[j] = self._rewards[src]
+            self._terminations[j] = self._terminations[src]
+            self._truncations[j] = self._truncations[src]
+            self._autoreset_envs[j] = self._autoreset_envs[src]
+
+    def set_slot(self, index: int, env: Any) -> None:
+        """Sub-env ``index`` continues a clone of ``env``'s live episode (``env``: a standalone tau2 env, bare or
+        wrapped; its wrappers are not carried over -- a ``TimeLimit``'s limit is, the env applies it itself).
+        Its user turns are then answered in this vector env's batches, so ``env`` must use this vector env's
+        user simulator object (``user=vec.user``). With :meth:`step_slots`, this is how a search runs its branches
+        with batched user turns (:func:`tau2_gym.training.search.search_turn` with ``vector=``)."""
+        i = self._slot_index(index)
+        base = env.unwrapped
+        if base.user is not self.user:
+            raise ValueError("set_slot needs an env answered by this vector env's user simulator: build it with "
+                             "user=vec.user (the vector env batches every sub-env's user turns with its own)")
+        twin = base.clone()
+        twin._run_user = _noop
+        twin._observation = _noop
+        self.envs[i] = twin
+        if not hasattr(self, "_obs"):
+            self._obs = [None] * self.num_envs
+        self._obs[i] = self._observe(twin) if twin.loop is not None else None
+        final = twin._final
+        self._rewards[i] = 0.0 if final is None else final[1]
+        self._terminations[i] = False if final is None else final[2]
+        self._truncations[i] = False if final is None else final[3]
+        self._autoreset_envs[i] = final is not None
+
+    def step_slots(self, indices: Sequence[int], actions: Sequence[Any]) -> dict[int, tuple]:
+        """Step only sub-envs ``indices`` with ``actions`` (the others wait where they are), their user turns
+        answered together, one batch per round. Returns ``{i: (obs, reward, terminated, truncated, info)}`` with
+        each sub-env's own (unbatched) info. No autoreset here: an ended sub-env repeats its final transition
+        (with a warning, as a single env does) until it is reset; the next :meth:`step` resets it (NextStep)."""
+        idx = [self._slot_index(i) for i in indices]
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"step_slots: indices repeat: {list(indices)}")
+        if len(idx) != len(actions):
+            raise ValueError(f"step_slots: {len(idx)} indices but {len(actions)} actions")
+        if not hasattr(self, "_obs"):
+            raise RuntimeError("call reset() before step_slots()")
+        results, _ = self._gc_paused_call(self._advance, idx, list(actions))
+        for i, (obs, reward, term, trunc, _) in results.items():
+            self._obs[i] = obs
+            self._rewards[i] = reward
+            self._terminations[i] = term
+            self._truncations[i] = trunc
+            self._autoreset_envs[i] = term or trunc
+        return results
+
+    def _slot_index(self, index: Any) -> int:
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool):
+            raise TypeError(f"a sub-env index must be an int; got {type(index).__name__}")
+        i = int(index)
+        if not -self.num_envs <= i < self.num_envs:
+            raise IndexError(f"sub-env index {i} out of range for num_envs={self.num_envs}")
+        return i % self.num_envs
+
+    def simulation_runs(self) -> list[Optional[dict]]:
+        """Each sub-env's last finished episode as a tau2 SimulationRun dict (None if none finished yet)."""
+        return [slot.simulation_run() for slot in self.envs]
+
+    def results(self, simulation_runs: Optional[Sequence[Any]] = None) -> dict[str, Any]:
+        """A tau2 results-file dict, as :meth:`Tau2Env.results <tau2_gym.envs.tau2_env.Tau2Env.results>`.
+
+        ``simulation_runs``: the episodes to hold (e.g. the ``infos["simulation_run"]`` entries of finished
+        episodes; ``None`` entries are skipped); default: each sub-env's last finished episode.
+        """
+        runs = self.simulation_runs() if simulation_runs is None else list(simulation_runs)
+        return self.template.results([r for r in runs if r is not None])
+
+    def save_results(self, path: Any, simulation_runs: Optional[Sequence[Any]] = None) -> None:
+        """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``), the single
+        env's format."""
+        from pathlib import Path
+
+        from tau2_gym.core.results_file import write_json_atomic
+
+        write_json_atomic(Path(path), self.results(simulation_runs))
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for slot in self.envs:
+            slot.close()
+        if self._owns_user and hasattr(self.user, "close"):
+            try:
+                self.user.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+_ONE_TRUE = np.ones(1, dtype=np.bool_)
+_ONE = {kind: np.zeros(1, dtype=kind) for kind in (*_SCALARS, object)}  # 1-element templates, copied per key
+#: info key -> (value type, mask key, template or None, nested): :func:`_batch_one`'s memo of :func:`_key_kind`
+_ONE_SPECS: dict[str, tuple[type, str, Optional[np.ndarray], bool]] = {}
+
+
+def _one_spec(key: str, value: Any) -> tuple[type, str, Optional[np.ndarray], bool]:
+    mask_key, how = _key_kind(key, value)
+    kind = type(value)
+    template = _ONE[object] if how is _OBJECT else _ONE[kind] if how is _SCALAR else None
+    spec = (kind, mask_key, template, how is _NESTED)
+    if len(_ONE_SPECS) < 4096:
+        _ONE_SPECS[key] = spec
+    return spec
+
+
+def _batch_one(info: dict) -> dict[str, Any]:
+    """:meth:`Tau2VectorEnv._batch_full` for ``num_envs=1``: each array copied from a 1-element template and
+    filled (about half the cost of ``fromiter``; with one env a step's info batching is a large share)."""
+    specs = _ONE_SPECS
+    mask = _ONE_TRUE
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        spec = specs.get(key)
+        if spec is None or spec[0] is not type(value):
+            spec = _one_spec(key, value)
+        _, mask_key, template, nested = spec
+        if template is not None:
+            array = template.copy()
+            array[0] = value
+            out[key] = array
+        elif nested:
+            out[key] = _batch_one(value)
+        else:
+            out[key] = _column(value, np.arange(1), [value], 1)
+        out[mask_key] = mask.copy()
+    return out
+
+
+def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Env indices as an index array (numpy indexes with it as with the list, without converting the list
+    again for every key), and the ``_key`` mask they set."""
+    index = np.fromiter(idx, dtype=np.intp, count=len(idx))
+    mask = np.zeros(n, dtype=np.bool_)
+    mask[index] = True
+    return index, mask
+
+
+_SCALAR, _OBJECT, _NESTED, _ARRAY = "scalar", "object", "nested", "array"
+_KEY_KINDS: dict[tuple[str, type], tuple[str, str]] = {}  # (info key, first value's type) -> (mask key, how)
+
+
+def _key_kind(key: str, first: Any) -> tuple[str, str]:
+    """How :meth:`Tau2VectorEnv._batch_full` batches ``key`` when its first value is like ``first``: the rules
+    of :func:`_column` and :meth:`Tau2VectorEnv._batch_infos`, memoised (bounded: keys come from env code)."""
+    kind = type(first)
+    if kind in _SCALAR_SET:
+        how = _SCALAR
+    elif kind is str or not isinstance(first, (dict, np.number, np.ndarray)):
+        how = _OBJECT
+    elif isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
+        how = _NESTED
+    else:
+        how = _ARRAY
+    spec = ("_" + key, how)
+    if len(_KEY_KINDS) < 4096:
+        _KEY_KINDS[(key, kind)] = spec
+    return spec
+
+
+def _fits(value: Any) -> bool:
+    return type(value) in _SCALARS or isinstance(value, np.number)
+
+
+def _column(first: Any, idx: np.ndarray, values: list[Any], n: int) -> np.ndarray:
+    """One info key as an array of length ``n`` (Gymnasium's dtype rule: the first value's type)."""
+    kind = type(first)
+    if kind in _SCALARS or isinstance(first, np.number):
+        types = set(map(type, values))
+        if types <= _SCALAR_SET or all(_fits(v) for v in values):
+            array = np.zeros(n, dtype=kind)
+            array[idx] = values
+            return array
+    elif isinstance(first, np.ndarray) and all(isinstance(v, np.ndarray) and v.shape == first.shape for v in values):
+        array = np.zeros((n, *first.shape), dtype=first.dtype)
+        array[idx] = values
+        return array
+    column = np.fromiter(values, dtype=object, count=len(values))  # never broadcasts list values
+    if len(values) == n and idx[-1] == n - 1:  # every env, in order
+        return column
+    array = np.full(n, None, dtype=object)
+    array[idx] = column
+    return array
+
+
+def _as_object(array: np.ndarray) -> np.ndarray:
+    if array.dtype == object and array.ndim == 1:
+        return array
+    out = np.full(len(array), None, dtype=object)
+    for j in range(len(array)):
+        out[j] = array[j]
+    return out

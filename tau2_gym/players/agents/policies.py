@@ -1,0 +1,339 @@
+"""Agent policies for rollouts: an LLM agent over an OpenAI-compatible endpoint, and the scripted agents.
+
+A policy answers :class:`AgentTurnRequest` s -- the agent's side of one episode at one turn: system prompt,
+the agent's view of the conversation in OpenAI chat format, the tool schemas, the task and the episode seed.
+Like the user simulators, policies are stateless per request (the scripted ones keep one plan per episode
+id), so one instance serves thousands of concurrent episodes: :meth:`AgentPolicy.agenerate` for asyncio
+rollouts, :meth:`AgentPolicy.generate_batch` for batched use.
+
+:class:`OpenAIAgentPolicy` sends what upstream tau2's ``LLMAgent`` sends (system prompt with the domain
+policy, the conversation, the env's tools with ``tool_choice="auto"`` -- ``"required"`` for the solo agent --,
+``temperature`` 0.0 by default, the episode seed) and reuses the OpenAI user simulator's client plumbing:
+retries with backoff on connection errors, timeouts, 408/409/429/5xx and unreadable replies; immediate
+re-requests after empty replies; a concurrency gate. A reply that still fails raises :class:`PolicyError`.
+A reply whose tool call is malformed (arguments not a JSON object, no name) is the policy's output, not a server
+fault: it is returned as sent and ends the episode as ``agent_error``, in the env and in ``rollout`` alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tau2_gym.core.messages import AssistantMessage, ToolCall
+from tau2_gym.core.tasks import Task
+from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall, _usage
+
+__all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
+           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES"]
+
+logger = logging.getLogger(__name__)
+
+#: upstream tau2's default agent model
+DEFAULT_AGENT_MODEL = "gpt-4.1-2025-04-14"
+
+
+class PolicyError(RuntimeError):
+    """The policy could not produce the agent's next message (endpoint down, retries spent, bad output)."""
+
+
+@dataclass
+class AgentTurnRequest:
+    """Everything a policy needs for the agent's next message in one episode."""
+
+    episode_id: str
+    system_prompt: str
+    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded
+    tools: list[dict[str, Any]]  # OpenAI tool schemas the agent may call
+    task: Task
+    seed: Optional[int] = None
+    turn: int = 0  # agent messages generated so far in this episode
+    solo: bool = False
+    tool_choice: Optional[str] = None  # None: the policy's default ("auto" when there are tools)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        """System prompt + the agent's view: what an OpenAI-compatible agent model is sent."""
+        return [{"role": "system", "content": self.system_prompt}] + self.messages
+
+
+class AgentPolicy:
+    """Base class. Implement :meth:`generate` (or :meth:`agenerate` for I/O-bound policies).
+
+    ``generate`` returns the agent's turn in any form the env accepts (an :class:`AssistantMessage`, an
+    OpenAI assistant-message dict, text, tool calls); raise :class:`PolicyError` when it cannot.
+    """
+
+    implementation: str = "llm_agent"
+    #: True for policies that never block (scripted): rollouts call them inline instead of in a thread
+    offline: bool = False
+
+    def generate(self, request: AgentTurnRequest) -> Any:
+        raise NotImplementedError
+
+    async def agenerate(self, request: AgentTurnRequest) -> Any:
+        """Async entry point; the default runs :meth:`generate` in a worker thread."""
+        return await asyncio.to_thread(self.generate, request)
+
+    def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
+        """One action (or the exception) per request."""
+        out: list[Any] = []
+        for req in requests:
+            try:
+                out.append(self.generate(req))
+            except Exception as exc:  # noqa: BLE001 - returned, not raised
+                out.append(exc)
+        return out
+
+    def episode_done(self, episode_id: str) -> None:
+        """Called once an episode is over (policies with per-episode state drop it here)."""
+
+    def info(self) -> dict[str, Any]:
+        """``agent_info`` for a results file."""
+        return {"implementation": self.implementation, "llm": None, "llm_args": None}
+
+    def close(self) -> None:
+        """Release clients and threads."""
+
+
+class ScriptedPolicy(AgentPolicy):
+    """The scripted agents of :mod:`tau2_gym.players.agents.scripted` (oracle and flawed ones) as a policy: one agent object per
+    episode id, reset at its first turn with the task (offline, deterministic; no API key)."""
+
+    offline = True
+
+    def __init__(self, agent: Union[str, Callable[[], Any]] = "oracle") -> None:
+        from tau2_gym.players.agents.scripted import make_agent
+
+        self.factory: Callable[[], Any] = (lambda: make_agent(agent)) if isinstance(agent, str) else agent
+        self.name = agent if isinstance(agent, str) else getattr(agent, "name", getattr(agent, "__name__", "custom"))
+        self.implementation = f"scripted_{self.name}"
+        self._agents: dict[str, Any] = {}
+
+    def generate(self, request: AgentTurnRequest) -> Any:
+        agent = self._agents.get(request.episode_id)
+        if agent is None:
+            agent = self.factory()
+            agent.reset(request.task, {"solo": request.solo, "domain": request.extra.get("domain"),
+                                       "tools": request.tools})
+            self._agents[request.episode_id] = agent
+        return agent.act(request.messages, {"tools": request.tools})
+
+    def episode_done(self, episode_id: str) -> None:
+        self._agents.pop(episode_id, None)
+
+
+# ------------------------------------------------------------------------------------------ OpenAI
+
+#: the values of ``OpenAIAgentConfig.capture_tokens``
+CAPTURE_MODES = (None, "openai", "vllm", "sglang", "auto")
+
+#: the request extensions each capture mode adds (in ``extra_body``): vLLM returns the prompt ids at the top
+#: level and the completion ids per choice (and spells tokens ``token_id:N``); SGLang returns both per choice
+#: (``return_token_ids``, its newer servers), the prompt ids per choice (``return_prompt_token_ids``) and the
+#: engine's ``meta_info`` per choice, whose ``output_token_logprobs`` [logprob, token id, text] entries give the
+#: completion ids on servers without ``return_token_ids`` (``return_meta_info``). Each server ignores the other's.
+CAPTURE_EXTENSIONS: dict[str, dict[str, bool]] = {
+    "openai": {},
+    "vllm": {"return_token_ids": True, "return_tokens_as_token_ids": True},
+    "sglang": {"return_token_ids": True, "return_prompt_token_ids": True, "return_meta_info": True},
+}
+CAPTURE_EXTENSIONS["auto"] = {**CAPTURE_EXTENSIONS["vllm"], **CAPTURE_EXTENSIONS["sglang"]}
+
+
+@dataclass
+class OpenAIAgentConfig(OpenAIUserConfig):
+    """Settings of :class:`OpenAIAgentPolicy` (the fields of the OpenAI user simulator's config, with the
+    agent's defaults). Print ``describe()`` to see every value."""
+
+    model: str = field(default=DEFAULT_AGENT_MODEL, metadata={"help": "Agent model name sent to the endpoint."})
+    capture_tokens: Optional[str] = field(
+        default=None, metadata={"help": "Keep each reply's token ids/logprobs on the message's raw_data: 'openai' "
+                                        "(requests logprobs + top_logprobs), 'vllm' (also vLLM's return_token_ids and "
+                                        "return_tokens_as_token_ids), 'sglang' (also SGLang's return_token_ids, "
+                                        "return_prompt_token_ids and return_meta_info), 'auto' (the vLLM and SGLang "
+                                        "options together; the reply shows which server answered); None: off."})
+    top_logprobs: int = field(default=1, metadata={"help": "top_logprobs requested with capture_tokens (0-20)."})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.capture_tokens not in CAPTURE_MODES:
+            raise ValueError(f"capture_tokens must be one of {CAPTURE_MODES}; got {self.capture_tokens!r}")
+
+
+class OpenAIAgentPolicy(AgentPolicy):
+    """upstream's LLM agent over an OpenAI-compatible endpoint (vLLM, SGLang, OpenAI, ...).
+
+    ``OpenAIAgentPolicy(model="Qwen/Qwen3-8B", base_url="http://localhost:8000/v1")`` or
+    ``OpenAIAgentPolicy(OpenAIAgentConfig(...))``. Thread-safe; ``agenerate`` is concurrent up to
+    ``max_concurrency`` requests per event loop.
+    """
+
+    implementation = "llm_agent"
+
+    def __init__(self, config: Optional[OpenAIAgentConfig] = None, **overrides: Any) -> None:
+        base = config if config is not None else OpenAIAgentConfig()
+        self.config = dataclasses.replace(base, **overrides) if overrides else base
+        self._client = _AgentClient(self.config)
+
+    def __repr__(self) -> str:
+        return f"OpenAIAgentPolicy({self.config!r})"
+
+    def request_kwargs(self, request: AgentTurnRequest) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments for one agent turn."""
+        return self._client.request_kwargs(request)
+
+    def generate(self, request: AgentTurnRequest) -> Union[AssistantMessage, dict]:
+        """The agent's next message; a reply whose tool call cannot be read comes back as the OpenAI message
+        dict the server sent (the env/rollout end the episode on it as ``agent_error``)."""
+        return self._client.generate(request)  # type: ignore[arg-type]
+
+    async def agenerate(self, request: AgentTurnRequest) -> Union[AssistantMessage, dict]:
+        return await self._client.agenerate(request)  # type: ignore[arg-type]
+
+    def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
+        return self._client.generate_batch(requests)  # type: ignore[arg-type]
+
+    def info(self) -> dict[str, Any]:
+        out = self._client.info()
+        out["implementation"] = self.implementation
+        return out
+
+    PROBE_TEXT = "tau2-gym token capture probe: reply with one word."
+
+    def probe_tokens(self) -> dict[str, Any]:
+        """Ask the server once, before a run, whether it returns what ``capture_tokens`` needs.
+
+        One short request (``max_tokens=1``) with the capture options; returns ``{"logprobs", "token_ids",
+        "prompt_token_ids"}`` (booleans), ``server`` (the family whose fields came back: ``vllm``, ``sglang``,
+        ``openai`` or None; see :func:`token_record`) and ``error`` (None, or why the probe itself failed).
+        """
+        kw: dict[str, Any] = {"model": self.config.model, "messages": [{"role": "user", "content": self.PROBE_TEXT}],
+                              "max_tokens": 1}
+        capture = self._client.request_kwargs(AgentTurnRequest(  # the capture options of a real request
+            episode_id="probe", system_prompt="", messages=[], tools=[], task=None))  # type: ignore[arg-type]
+        for name in ("logprobs", "top_logprobs", "extra_body"):
+            if name in capture:
+                kw[name] = capture[name]
+        try:
+            raw = self._client._sync_client().chat.completions.create(**kw)
+            rec = token_record(raw.to_dict() if hasattr(raw, "to_dict") else raw.model_dump())
+        except Exception as exc:  # noqa: BLE001 - reported, the run decides
+            return {"logprobs": False, "token_ids": False, "prompt_token_ids": False, "server": None,
+                    "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return {"logprobs": rec["completion_logprobs"] is not None, "token_ids": rec["completion_token_ids"] is not None,
+                "prompt_token_ids": rec["prompt_token_ids"] is not None, "server": rec["token_source"], "error": None}
+
+    def close(self) -> None:
+        self._client.close()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def token_record(raw: dict) -> dict[str, Any]:
+    """Token ids and logprobs of one chat completion (dict form), for off-policy trainers.
+
+    ``completion_logprobs``/``completion_tokens`` come from OpenAI's ``choices[0].logprobs.content``;
+    ``completion_token_ids`` from ``choices[0].token_ids`` (vLLM; SGLang's ``return_token_ids``), else from
+    tokens spelled ``token_id:N`` (vLLM's ``return_tokens_as_token_ids``), else from SGLang's
+    ``choices[0].meta_info.output_token_logprobs`` ([logprob, token id, text] per token; also the logprobs
+    when the OpenAI field is absent); ``prompt_token_ids`` from the response (vLLM) or ``choices[0]`` (SGLang).
+    ``token_source`` names the server family the fields came from (``vllm``, ``sglang``, ``openai``: logprobs
+    only; None: nothing). A value the server did not send is None -- never guessed; the values are kept as
+    sent (:func:`tau2_gym.training.tokens.server_trajectory` checks them).
+    """
+    choices = raw.get("choices") or [{}]
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    lp = choice.get("logprobs")
+    entries = [e for e in (lp.get("content") or []) if isinstance(e, dict)] if isinstance(lp, dict) else []
+    tokens = [e.get("token") for e in entries] or None
+    logprobs = [e.get("logprob") for e in entries] or None
+    top = [e.get("top_logprobs") for e in entries] if entries and any(e.get("top_logprobs") for e in entries) else None
+    ids = choice.get("token_ids")
+    # the family, from fields only one of them sends: vLLM's top-level prompt ids and per-choice stop_reason,
+    # SGLang's per-choice prompt ids, meta_info and matched_stop
+    source = "vllm" if "prompt_token_ids" in raw or "stop_reason" in choice else None
+    if ids is None and tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
+        try:
+            ids = [int(t[len("token_id:"):]) for t in tokens]
+        except ValueError:
+            ids = None
+    meta = choice.get("meta_info")
+    if isinstance(meta, dict) or "prompt_token_ids" in choice or "matched_stop" in choice:
+        source = source or "sglang"
+    triples = meta.get("output_token_logprobs") if isinstance(meta, dict) else None
+    if isinstance(triples, list) and triples and all(isinstance(t, (list, tuple)) and len(t) >= 2 for t in triples):
+        if ids is None:
+            ids = [t[1] for t in triples]
+        if logprobs is None:
+            logprobs = [t[0] for t in triples]
+    prompt_ids = raw.get("prompt_token_ids", choice.get("prompt_token_ids"))
+    if source is None and logprobs is not None:
+        source = "openai"
+    return {"prompt_token_ids": prompt_ids, "completion_token_ids": ids, "completion_tokens": tokens,
+            "completion_logprobs": logprobs, "completion_top_logprobs": top, "token_source": source}
+
+
+class _AgentClient(OpenAIUserSimulator):
+    """The user simulator's client with the agent's message type, tool choice and error class."""
+
+    implementation = "llm_agent"
+
+    def request_kwargs(self, request: Any) -> dict[str, Any]:
+        kw = super().request_kwargs(request)
+        choice = getattr(request, "tool_choice", None)
+        if choice is not None and kw.get("tools"):
+            kw["tool_choice"] = choice
+        mode = getattr(self.config, "capture_tokens", None)
+        if mode is not None:
+            kw["logprobs"] = True
+            kw["top_logprobs"] = self.config.top_logprobs
+            if CAPTURE_EXTENSIONS[mode]:  # the servers' own token-id options
+                kw["extra_body"] = {**kw.get("extra_body", {}), **CAPTURE_EXTENSIONS[mode]}
+        return kw
+
+    def _to_message(self, response: Any) -> Union[AssistantMessage, dict]:  # type: ignore[override]
+        try:
+            msg = super()._to_message(response)
+        except _BadToolCall as exc:
+            return self._malformed(response, str(exc))
+        calls = None if msg.tool_calls is None else [
+            ToolCall(tc.name, tc.arguments, id=tc.id, requestor="assistant") for tc in msg.tool_calls]
+        raw = msg.raw_data
+        if getattr(self.config, "capture_tokens", None) is not None and isinstance(raw, dict):
+            raw = {**raw, **token_record(raw)}
+            if raw["completion_logprobs"] is None and not self._warned_tokens:
+                self._warned_tokens = True
+                logger.warning("agent model %s returned no logprobs although capture_tokens=%r was asked: token "
+                               "capture is off for such replies (vLLM: serve with logprobs enabled; the server "
+                               "may not support them)", self.config.model, self.config.capture_tokens)
+        return AssistantMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
+                                raw_data=raw)
+
+    _warned_tokens = False
+
+    def _malformed(self, response: Any, reason: str) -> dict:
+        """A reply whose tool call cannot be read, as the OpenAI message dict the server sent.
+
+        It is the policy's output, not a server fault: it is not re-requested (that would resample the
+        policy until it happens to produce valid JSON) and the env and ``rollout`` alike end the episode on it
+        as ``agent_error``, scored and counted in the average (to_assistant_message raises ActionError).
+        """
+        raw = response if isinstance(response, dict) else (
+            response.to_dict() if hasattr(response, "to_dict") else response.model_dump())
+        message = dict(raw["choices"][0].get("message") or {})
+        usage = _usage(raw)
+        logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
+                    self.config.model, reason)
+        if getattr(self.config, "capture_tokens", None) is not None:
+            raw = {**raw, **token_record(raw)}
+        return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),
+                "usage": usage, "cost": self._cost(raw, usage), "raw_data": raw}
+
+    def _error(self, reason: str, attempts: int) -> PolicyError:  # type: ignore[override]
+        where = self.config.base_url or "the default OpenAI endpoint"
+        return PolicyError(f"agent model {self.config.model!r} at {where}: {reason} (after {attempts} attempt(s))")

@@ -1,0 +1,246 @@
+"""Scripted agents for tests, demos and baselines: an oracle that replays the task's gold actions, and
+deliberately flawed variants that fail in one known way each.
+
+An agent is anything with ``reset(task, info)`` and ``act(observation, info) -> action``; the actions are
+the OpenAI-format assistant messages the env accepts. The oracle's plan is fixed at reset (it does not read
+tool results), which makes its messages a deterministic script -- the differential tests replay the same
+script through upstream's orchestrator.
+
+Oracle plan (normal mode): each assistant-side gold action as one tool call, in gold order; each run of
+consecutive user-side gold actions as one text asking the user to perform them (``name(k=v)`` form, which
+:class:`~tau2_gym.players.users.scripted.OracleUser` acts on); finally one text carrying every ``communicate_info``
+string. Solo mode: every gold action as a tool call (user-side ones go to the user's toolkit), then ``done``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from tau2_gym.core.tasks import Action, Task
+
+CLOSING = "Your request has been taken care of. Is there anything else I can help you with?"
+
+
+def call_message(name: str, arguments: dict, call_id: str) -> dict[str, Any]:
+    """An OpenAI assistant message with one tool call."""
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+
+def text_message(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def func_format(action: Action) -> str:
+    return f"{action.name}({', '.join(f'{k}={json.dumps(v)}' for k, v in action.arguments.items())})"
+
+
+def gold_actions(task: Task) -> list[Action]:
+    ec = task.evaluation_criteria
+    return list(ec.actions or []) if ec is not None else []
+
+
+def closing_text(task: Task) -> str:
+    """The final message: every communicate_info string (COMMUNICATE is a substring check), then a wrap-up."""
+    ec = task.evaluation_criteria
+    infos = [s for s in (ec.communicate_info or [])] if ec is not None else []
+    if infos:
+        return "Here is a summary: " + "; ".join(infos) + ". " + CLOSING
+    return CLOSING
+
+
+class ScriptedAgent:
+    """Base: a precomputed list of actions, then ``fallback()`` forever."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.solo = False
+        self.domain: Optional[str] = None
+        self.task: Optional[Task] = None
+        self._plan: list[Any] = []
+        self._i = 0
+
+    def reset(self, task: Task, info: Optional[dict] = None) -> None:
+        self.task = task
+        self.solo = bool((info or {}).get("solo", False))
+        self.domain = (info or {}).get("domain")
+        self._plan = self.plan(task)
+        self._i = 0
+
+    def mutates(self, name: str) -> bool:
+        """Whether tool ``name`` of the episode's domain changes the DB (unknown domain: assume it does)."""
+        if self.domain is None:
+            return True
+        from tau2_gym.core.domain import get_domain_spec
+
+        spec = get_domain_spec(self.domain)
+        for kit in (spec.agent_toolkit, spec.user_toolkit):
+            if kit is not None and name in kit.tool_names:
+                return kit.mutates_state(name)
+        return True
+
+    def plan(self, task: Task) -> list[Any]:
+        return []
+
+    def fallback(self) -> Any:
+        return call_message("done", {}, "call_done") if self.solo else text_message(CLOSING)
+
+    def act(self, observation: Any = None, info: Optional[dict] = None) -> Any:
+        if self._i < len(self._plan):
+            self._i += 1
+            return self._plan[self._i - 1]
+        return self.fallback()
+
+
+class OracleAgent(ScriptedAgent):
+    """Performs the gold actions in order (asking the user for user-side ones), then communicates."""
+
+    name = "oracle"
+
+    def steps(self, task: Task) -> list[tuple[str, Any]]:
+        """(kind, payload) steps: ("call", Action), ("ask", [Action...]), ("say", text) / ("done", None)."""
+        out: list[tuple[str, Any]] = []
+        actions = gold_actions(task)
+        i = 0
+        while i < len(actions):
+            a = actions[i]
+            if a.requestor == "assistant" or self.solo:
+                out.append(("call", a))
+                i += 1
+                continue
+            run = []
+            while i < len(actions) and actions[i].requestor == "user":
+                run.append(actions[i])
+                i += 1
+            out.append(("ask", run))
+        out.append(("done", None) if self.solo else ("say", closing_text(task)))
+        return out
+
+    def render(self, steps: list[tuple[str, Any]]) -> list[Any]:
+        plan, n = [], 0
+        for kind, payload in steps:
+            if kind == "call":
+                plan.append(call_message(payload.name, payload.arguments, f"call_{n}"))
+                n += 1
+            elif kind == "ask":
+                plan.append(text_message("Please do the following on your device, one at a time: "
+                                         + "; ".join(func_format(a) for a in payload) + "."))
+            elif kind == "say":
+                plan.append(text_message(payload))
+            else:
+                plan.append(call_message("done", {}, f"call_{n}"))
+                n += 1
+        return plan
+
+    def plan(self, task: Task) -> list[Any]:
+        return self.render(self.steps(task))
+
+
+def _last_call(agent: OracleAgent, steps: list[tuple[str, Any]]) -> Optional[int]:
+    """Index of the last agent call that writes (else of the last call at all)."""
+    calls = [i for i, (kind, _) in enumerate(steps) if kind == "call"]
+    writes = [i for i in calls if agent.mutates(steps[i][1].name)]
+    return (writes or calls or [None])[-1]
+
+
+class SkipLastActionAgent(OracleAgent):
+    """Flaw: forgets the last writing gold action of its own (the DB then differs from the gold DB)."""
+
+    name = "skip_last_action"
+
+    def steps(self, task: Task) -> list[tuple[str, Any]]:
+        steps = super().steps(task)
+        i = _last_call(self, steps)
+        if i is not None:
+            del steps[i]
+        return steps
+
+
+class WrongArgumentsAgent(OracleAgent):
+    """Flaw: its last writing gold action gets a corrupted string argument."""
+
+    name = "wrong_arguments"
+
+    def steps(self, task: Task) -> list[tuple[str, Any]]:
+        steps = super().steps(task)
+        i = _last_call(self, steps)
+        if i is not None:
+            kind, action = steps[i]
+            if kind == "call":
+                args = dict(action.arguments)
+                for k, v in args.items():
+                    if isinstance(v, str):
+                        args[k] = v + "_x"
+                        break
+                else:
+                    args["unexpected_argument"] = 1
+                steps[i] = ("call", action.model_copy(update={"arguments": args}))
+        return steps
+
+
+class GiveUpAgent(ScriptedAgent):
+    """Flaw: does nothing and wraps up at once."""
+
+    name = "give_up"
+
+
+class HallucinatingAgent(ScriptedAgent):
+    """Flaw: keeps calling a tool that does not exist (every call is an error: ends as too_many_errors)."""
+
+    name = "hallucinating"
+
+    def fallback(self) -> Any:
+        self._i += 1
+        return call_message("lookup_everything", {"query": "all"}, f"call_{self._i}")
+
+
+class StallingAgent(ScriptedAgent):
+    """Flaw: repeats a harmless lookup forever (ends on max_steps).
+
+    The lookup is the first tool whose parameters are all optional, else the first read-only gold action.
+    """
+
+    name = "stalling"
+
+    def reset(self, task: Task, info: Optional[dict] = None) -> None:
+        super().reset(task, info)
+        self._call: Optional[tuple[str, dict]] = None
+        for schema in (info or {}).get("tools", []):
+            fn = schema["function"]
+            if fn["name"] != "done" and not fn.get("parameters", {}).get("required"):
+                self._call = (fn["name"], {})
+                break
+        if self._call is None:
+            actions = [a for a in gold_actions(task) if a.requestor == "assistant"]
+            if actions:
+                self._call = (actions[0].name, dict(actions[0].arguments))
+
+    def fallback(self) -> Any:
+        self._i += 1
+        if self._call is None:
+            return text_message("Let me check that for you.")
+        return call_message(self._call[0], self._call[1], f"call_{self._i}")
+
+
+class MalformedAgent(ScriptedAgent):
+    """Flaw: emits raw text with broken tool-call markup (the episode ends as agent_error)."""
+
+    name = "malformed"
+
+    def fallback(self) -> Any:
+        return '<tool_call>{"name": "get_user_details", "arguments": {"user_id": </tool_call>'
+
+
+ORACLE = OracleAgent
+FLAWED_AGENTS = (SkipLastActionAgent, WrongArgumentsAgent, GiveUpAgent, HallucinatingAgent, StallingAgent,
+                 MalformedAgent)
+ALL_AGENTS = (OracleAgent,) + FLAWED_AGENTS
+
+
+def make_agent(name: str) -> ScriptedAgent:
+    for cls in ALL_AGENTS:
+        if cls.name == name:
+            return cls()
+    raise ValueError(f"unknown scripted agent {name!r}; choose one of {[c.name for c in ALL_AGENTS]}")

@@ -1,0 +1,75 @@
+"""The user-simulator interface.
+
+Simulators are *stateless*: the environment owns each episode's user state and hands the simulator a
+:class:`UserTurnRequest` holding everything needed for the next user message -- the system prompt, the
+user's own view of the conversation (role-flipped as tau2 does: the user's own turns as ``assistant``,
+the agent's texts as ``user``, the user's tool results as ``tool``), the user tools and the task. That
+makes batching trivial: a vector env collects the pending requests of all episodes and calls
+:meth:`UserSimulator.generate_batch` (or awaits :meth:`UserSimulator.agenerate` concurrently) once.
+
+A simulator that cannot answer raises :class:`UserSimulatorError`; the environment then ends the
+episode as ``user_error`` with the reason in ``info`` -- never an exception out of ``step``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+from tau2_gym.core.messages import UserMessage
+from tau2_gym.core.tasks import Task
+
+
+class UserSimulatorError(RuntimeError):
+    """The simulator could not produce a message (endpoint down, retries exhausted, bad output)."""
+
+
+@dataclass
+class UserTurnRequest:
+    """Everything a user simulator needs to produce the next user message of one episode."""
+
+    episode_id: str
+    system_prompt: str
+    messages: list[dict[str, Any]]  # user's view, role-flipped, OpenAI chat format, system prompt excluded
+    tools: Optional[list[dict[str, Any]]]  # OpenAI schemas of the user's tools (None: the user has none)
+    task: Task
+    seed: Optional[int] = None
+    turn: int = 0  # number of user messages generated so far in this episode
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        """System prompt + the user's view: what an OpenAI-compatible user model is sent."""
+        return [{"role": "system", "content": self.system_prompt}] + self.messages
+
+
+class UserSimulator:
+    """Base class. Implement :meth:`generate`; override the async/batched entry points when faster."""
+
+    implementation: str = "user_simulator"
+    #: True when ``generate``/``generate_batch`` make no reference cycles, so :class:`~tau2_gym.envs.vector.Tau2VectorEnv`
+    #: may keep the cyclic collector paused through them as it does through its own code (LLM-backed
+    #: simulators leave it False: their client libraries make cycles, and their cost hides the collector's)
+    cycle_free: bool = False
+
+    def generate(self, request: UserTurnRequest) -> UserMessage:
+        """Next user message (text, or tool calls with ``requestor='user'``). Raise UserSimulatorError."""
+        raise NotImplementedError
+
+    async def agenerate(self, request: UserTurnRequest) -> UserMessage:
+        """Async entry point; the default runs :meth:`generate` in a worker thread."""
+        return await asyncio.to_thread(self.generate, request)
+
+    def generate_batch(self, requests: Sequence[UserTurnRequest]) -> list[Union[UserMessage, Exception]]:
+        """One message (or the exception) per request; the default loops over :meth:`generate`."""
+        out: list[Union[UserMessage, Exception]] = []
+        for req in requests:
+            try:
+                out.append(self.generate(req))
+            except Exception as exc:  # noqa: BLE001 - returned, not raised: one bad episode must not sink a batch
+                out.append(exc)
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """``user_info`` for a results file: implementation, llm, llm_args."""
+        return {"implementation": self.implementation, "llm": None, "llm_args": None}

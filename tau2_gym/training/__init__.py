@@ -1,0 +1,2 @@
+"""Training integrations: Hugging Face policies, TRL (GRPO ``rollout_func``), server token trajectories,
+SFT export and best-of-n search."""

@@ -1,0 +1,184 @@
+"""SFT export: tau2 results files -> a Hugging Face ``datasets`` dataset in TRL's conversational format.
+
+Why here: training on results needs the same system prompt and tool schemas the env shows, and a split filter so
+that no test task leaks into training data. Two formats: ``messages`` (TRL's conversational rows; the trainer
+applies the chat template) and ``tokens`` (``input_ids`` + ``assistant_masks``, rendered by
+:meth:`tau2_gym.training.hf.chat.ChatRenderer.episode_ids` -- the construction the GRPO rollout uses -- so SFT and GRPO
+train on the same token contexts).
+
+The split guard (:func:`training_split`) lives here too, shared by the TRL dataset builder and rollout
+function: training helpers default to ``train`` and refuse ``test`` tasks unless ``allow_test_split=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, Optional
+
+from tau2_gym.core.results_file import ResultsFileError, load_results
+
+
+class ExportError(ValueError):
+    """A results file cannot be exported (missing, malformed, or an unsupported request)."""
+
+
+class SplitGuardError(ExportError):
+    """Training data or training episodes would include tasks of the held-out ``test`` split."""
+
+
+#: The metadata columns an export adds beside the training columns (drop them before handing rows to a trainer).
+METADATA_COLUMNS = ("reward", "task_id", "domain", "split", "data_version")
+
+ALL_TASKS = "all"  # the split name recorded when no split filter applies
+
+
+def training_split(loaded: Any, split: Optional[str] = "train", *, task_set: Optional[str] = None,
+                   allow_test_split: bool = False) -> tuple[tuple[str, ...], str]:
+    """The task ids a training helper may use, and the split name to record with them.
+
+    The guard behind every training helper (export, the TRL dataset builder and rollout function): the default
+    is the ``train`` split; any selection holding a task of the domain's ``test`` split -- ``"test"`` itself,
+    ``None`` (all tasks) or a split that overlaps it, such as ``"base"`` -- is refused unless
+    ``allow_test_split=True``. A domain without ``train`` and ``test`` splits (mock) holds nothing out, so
+    ``"train"`` means all of its tasks (recorded as ``"all"``).
+    """
+    name = loaded.spec.name
+    splits = loaded.splits(task_set)
+    all_ids = tuple(t.id for t in loaded.tasks(task_set, None))
+    test = set(splits.get("test", ()))
+    if split is None or (split == "train" and "train" not in splits and not test):
+        ids, recorded = all_ids, ALL_TASKS
+    elif split in splits:
+        wanted = set(splits[split])
+        ids, recorded = tuple(i for i in all_ids if i in wanted), split
+    else:
+        raise SplitGuardError(f"domain {name!r} has no task split {split!r}; splits: {sorted(splits)}")
+    check_not_test(loaded, ids, task_set=task_set, allow_test_split=allow_test_split,
+                   what=f"split {recorded!r}" if recorded != ALL_TASKS else "all tasks")
+    return ids, recorded
+
+
+def check_not_test(loaded: Any, task_ids: Iterable[str], *, task_set: Optional[str] = None,
+                   allow_test_split: bool = False, what: str = "the selected tasks") -> None:
+    """Raise :class:`SplitGuardError` when any of ``task_ids`` is a ``test``-split task (unless allowed)."""
+    if allow_test_split:
+        return
+    test = set(loaded.splits(task_set).get("test", ()))
+    leaked = [str(i) for i in task_ids if str(i) in test]
+    if leaked:
+        shown = ", ".join(repr(i) for i in leaked[:5]) + (", ..." if len(leaked) > 5 else "")
+        raise SplitGuardError(
+            f"{what} of domain {loaded.spec.name!r} include {len(leaked)} task(s) of the held-out 'test' split "
+            f"({shown}); train on split='train', or pass allow_test_split=True (CLI: --allow-test-split) if you "
+            "really mean to train on test tasks")
+
+
+def export_rows(paths: Iterable[str | os.PathLike[str]], *, split: Optional[str] = "train",
+                min_reward: Optional[float] = None, domain: Optional[str] = None,
+                data_version: Optional[str] = None, allow_test_split: bool = False) -> list[dict[str, Any]]:
+    """Rows of the ``messages`` format: system prompt + conversation (OpenAI messages), ``tools`` as a JSON
+    string of schemas, ``reward``, ``task_id``, ``domain``, ``split`` (what the filter kept: see
+    :func:`training_split`), ``data_version``. Unscored runs are dropped. ``split=None`` keeps every task;
+    a selection with ``test``-split tasks is refused unless ``allow_test_split=True``."""
+    from tau2_gym import load_domain
+    from tau2_gym.core.messages import to_openai_messages
+    from tau2_gym.core.prompts import agent_system_prompt
+
+    rows: list[dict[str, Any]] = []
+    domains: dict[str, Any] = {}
+    for path in paths:
+        try:
+            results = load_results(path)
+        except (ResultsFileError, OSError, ValueError) as exc:
+            raise ExportError(f"cannot read results file {str(path)!r}: {exc}") from exc
+        name = results.info.environment_info.domain_name
+        if domain is not None and name != domain:
+            continue
+        if name not in domains:
+            domains[name] = load_domain(name, data_version=data_version)
+        loaded = domains[name]
+        ids, recorded = training_split(loaded, split, allow_test_split=allow_test_split)
+        keep = set(ids)
+        system = agent_system_prompt(loaded.source, loaded.policy())
+        tools = json.dumps(list(loaded.agent_tool_schemas()))
+        version = json.dumps(loaded.data_version_record(), sort_keys=True)
+        for sim in results.simulations:
+            if sim.reward_info is None or sim.task_id not in keep:
+                continue
+            reward = float(sim.reward_info.reward)
+            if min_reward is not None and reward < min_reward:
+                continue
+            messages = [{"role": "system", "content": system}] + to_openai_messages(sim.messages)
+            rows.append({"messages": messages, "tools": tools, "reward": reward, "task_id": sim.task_id,
+                         "domain": name, "split": recorded, "data_version": version})
+    return rows
+
+
+def load_tokenizer(tokenizer: Any) -> Any:
+    """A tokenizer object as is, or ``AutoTokenizer.from_pretrained`` of a local path / hub name."""
+    if isinstance(tokenizer, (str, os.PathLike)):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(tokenizer))
+    return tokenizer
+
+
+def tokenize_rows(rows: Iterable[dict[str, Any]], tokenizer: Any, *, chat_template: Optional[str] = None,
+                  chat_template_kwargs: Optional[dict[str, Any]] = None,
+                  data_version: Optional[str] = None) -> list[dict[str, Any]]:
+    """``messages`` rows -> ``tokens`` rows: ``input_ids`` and ``assistant_masks`` (1 exactly on the policy's
+    tokens, each turn through its end-of-turn token) plus the rows' metadata. The greeting and any task
+    history before the policy's first turn are prompt (mask 0), as in the rollout's first observation."""
+    from tau2_gym import load_domain
+    from tau2_gym.training.hf.chat import ChatRenderer, TemplateError, stop_token_ids
+    from tau2_gym.core.orchestrator import TurnLoop
+
+    tok = load_tokenizer(tokenizer)
+    try:
+        renderer = ChatRenderer(tok, stop_ids=stop_token_ids(tok), chat_template=chat_template,
+                                chat_template_kwargs=chat_template_kwargs)
+    except TemplateError as exc:
+        raise ExportError(f"cannot render with this tokenizer: {exc}") from exc
+    openings: dict[tuple[str, str], int] = {}
+    out = []
+    for row in rows:
+        key = (row["domain"], row["task_id"])
+        if key not in openings:
+            loaded = load_domain(row["domain"], data_version=data_version)
+            loop = TurnLoop(loaded, loaded.task(row["task_id"]))
+            loop.start()
+            openings[key] = len(loop.agent_messages())
+        try:
+            ids, mask = renderer.episode_ids(row["messages"], json.loads(row["tools"]), first_policy=openings[key])
+        except ValueError as exc:  # no policy turn (e.g. ended during reset): nothing to train on
+            if "no policy turn" in str(exc):
+                continue
+            raise
+        out.append({"input_ids": ids, "assistant_masks": mask,
+                    **{k: v for k, v in row.items() if k not in ("messages", "tools")}})
+    return out
+
+
+def export_dataset(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str], *,
+                   format: str = "messages", tokenizer: Any = None, chat_template: Optional[str] = None,
+                   **kwargs: Any):
+    """Write :func:`export_rows` (``format="messages"``) or their :func:`tokenize_rows` (``"tokens"``, needs
+    ``tokenizer``: an object or a local path) as a ``datasets.Dataset`` to ``output`` and return it."""
+    if format not in ("messages", "tokens"):
+        raise ExportError(f"unknown export format {format!r}; formats: messages, tokens")
+    if format == "tokens" and tokenizer is None:
+        raise ExportError("the tokens format needs a tokenizer (a local path or a tokenizer object)")
+    rows = export_rows(paths, **kwargs)  # input and split errors first, whatever is installed
+    try:
+        import datasets
+    except ImportError:
+        raise ExportError("writing a dataset needs the datasets package: pip install 'tau2-gym[trl]' "
+                          "(or export_rows() for plain rows)") from None
+    if format == "tokens":
+        rows = tokenize_rows(rows, tokenizer, chat_template=chat_template, data_version=kwargs.get("data_version"))
+    if not rows:
+        raise ExportError("no simulation passed the filters; nothing to export")
+    ds = datasets.Dataset.from_list(rows)
+    ds.save_to_disk(str(output))
+    return ds

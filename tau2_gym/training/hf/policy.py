@@ -1,0 +1,363 @@
+"""Run a Hugging Face policy on tau2 environments and record token-exact trajectories.
+
+:class:`PolicyRunner` drives a batch of Gymnasium tau2 envs (``obs_format="messages"``) in lockstep: it
+renders each observation with the tokenizer's chat template and the env's tool schemas, generates the
+next assistant turn of every active episode in one batch (any :class:`~tau2_gym.training.hf.generation.Generator`),
+parses tool calls (the tokenizer's response template where it has one, else Hermes/Qwen ``<tool_call>``
+blocks, else JSON; see :mod:`tau2_gym.core.parsing`), steps the envs and appends the env/user tokens found by a
+prefix diff of the template rendering (:mod:`tau2_gym.training.hf.chat`). Per episode it returns a
+:class:`Trajectory`:
+
+- ``prompt_ids``: the first observation, rendered with the generation prompt;
+- ``completion_ids``: the policy's sampled tokens and, interleaved, the env/user turns' template tokens;
+- ``env_mask``: 1 for the policy's tokens, 0 for env/user tokens (TRL's ``env_mask`` convention);
+- ``logprobs``: the policy's per-token log-probabilities, 0.0 for env/user tokens;
+- ``reward`` / ``reward_info`` / ``termination_reason``: the env's tau2 result.
+
+Decoding ``completion_ids`` where ``env_mask == 1`` gives exactly the sampled tokens; the rest is exactly
+what the chat template renders for the env/user turns. No trailing env tokens follow the policy's last
+turn, so a finished episode's completion ends with the policy's stop token.
+
+Runner-side endings (the env's episode is then unfinished and scores 0.0, like upstream's step limit):
+``max_tokens`` (the completion budget ``max_completion_tokens`` is used up; the completion is cut to it)
+and ``max_turns``. A turn cut by the per-turn limit ``max_new_tokens`` is still sent to the env, and the
+template's end-of-turn token is appended as an env token (mask 0) to close it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tau2_gym.training.hf.chat import ChatRenderer
+from tau2_gym.training.hf.generation import Generation, Generator
+from tau2_gym.core.parsing import ParsedCall, has_response_parser, parse_tool_calls
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PolicyRunner", "Trajectory", "TurnRecord", "hf_runner", "to_action"]
+
+MAX_TOKENS = "max_tokens"
+MAX_TURNS = "max_turns"
+_PREFIX_TAIL = 256  # tokens of context handed to a response parser as its `prefix`
+
+
+@dataclass
+class TurnRecord:
+    """One policy turn: where its tokens sit in ``completion_ids`` and what became of them."""
+
+    start: int
+    end: int
+    text: str
+    finish_reason: str
+    parse_error: Optional[str] = None
+    reasoning: Optional[str] = None
+    env_tokens: int = 0  # env/user tokens appended after this turn (incl. a closing token)
+    exact_suffix: bool = True  # False: found by counting end-of-turn tokens (not prefix-preserving)
+
+
+@dataclass
+class Trajectory:
+    """One episode as token ids, with the tau2 outcome (see the module docstring for the fields)."""
+
+    task_id: Optional[str]
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    reward: float = 0.0
+    reward_info: Optional[dict] = None
+    termination_reason: Optional[str] = None
+    truncated: bool = False
+    messages: list[dict] = field(default_factory=list)  # the agent's final view (OpenAI format)
+    tools: list[dict] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # the env's final info (simulation_run, ...)
+
+    @property
+    def num_policy_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    @property
+    def inexact_turns(self) -> int:
+        """Turns whose env tokens were located by counting end-of-turn tokens (template not prefix-preserving)."""
+        return sum(not t.exact_suffix for t in self.turns)
+
+    def policy_token_ids(self) -> list[int]:
+        return [t for t, m in zip(self.completion_ids, self.env_mask) if m]
+
+    def summary(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "reward": self.reward, "termination_reason": self.termination_reason,
+                "prompt_tokens": len(self.prompt_ids), "completion_tokens": len(self.completion_ids),
+                "policy_tokens": self.num_policy_tokens, "turns": len(self.turns)}
+
+
+def to_action(parsed: ParsedCall, text: str) -> Union[str, dict]:
+    """The env action for one parsed turn: an OpenAI assistant message, or the raw text when the tool-call
+    markup could not be read (the env's own ``parser`` then decides; by default the episode ends as
+    ``agent_error``, as upstream). Call ids are left to the env (per-episode ``call_<n>``)."""
+    if parsed.error is not None:
+        return text
+    content = parsed.content
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if parsed.tool_calls:
+        msg["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                             for c in parsed.tool_calls]
+    return msg
+
+
+def _split_reasoning(parsed: ParsedCall) -> ParsedCall:
+    """Keep a ``<think>...</think>`` block out of the customer-visible text when the parser left it in."""
+    content = parsed.content
+    if parsed.reasoning is None and content and "</think>" in content:
+        thought, _, rest = content.partition("</think>")
+        parsed.reasoning = thought.replace("<think>", "").strip() or None
+        parsed.content = rest.strip() or None
+    return parsed
+
+
+@dataclass
+class _Episode:
+    index: int
+    traj: Trajectory
+    messages: list[dict]
+    tools: list[dict]
+    done: bool = False
+    pending: Any = None  # (action, stopped, turn) between generation and the env step
+
+
+class _EnvList:
+    """Single Gymnasium envs, stepped one after another."""
+
+    def __init__(self, envs: Sequence[Any]) -> None:
+        self.envs = list(envs)
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset(self, idx: Sequence[int], seeds: Sequence[Optional[int]], options: Sequence[Optional[dict]]) -> dict:
+        return {i: self.envs[i].reset(seed=s, options=o) for i, s, o in zip(idx, seeds, options)}
+
+    def step(self, idx: Sequence[int], actions: Sequence[Any]) -> dict:
+        return {i: self.envs[i].step(a) for i, a in zip(idx, actions)}
+
+
+class _VectorEnvs:
+    """A :class:`~tau2_gym.envs.vector.Tau2VectorEnv`: only the active sub-envs are stepped, and their user turns
+    are answered in one batch per round (``Tau2VectorEnv._advance``). Its own step/autoreset bookkeeping is
+    bypassed: call its ``reset()`` before stepping it directly again."""
+
+    def __init__(self, vec: Any) -> None:
+        self.vec = vec
+
+    def __len__(self) -> int:
+        return int(self.vec.num_envs)
+
+    def reset(self, idx: Sequence[int], seeds: Sequence[Optional[int]], options: Sequence[Optional[dict]]) -> dict:
+        _, resets = self.vec._advance((), (), list(idx), list(seeds), list(options))
+        return resets
+
+    def step(self, idx: Sequence[int], actions: Sequence[Any]) -> dict:
+        results, _ = self.vec._advance(list(idx), list(actions))
+        return results
+
+
+def _drivers(envs: Any) -> Any:
+    inner = getattr(envs, "unwrapped", envs)
+    if hasattr(inner, "_advance") and hasattr(inner, "num_envs") and hasattr(inner, "envs"):
+        return _VectorEnvs(inner)
+    return _EnvList(envs)
+
+
+class PolicyRunner:
+    """Roll out a policy (a generation backend + its tokenizer) on tau2 envs; see the module docstring.
+
+    Args:
+        generator: the backend (:class:`~tau2_gym.training.hf.generation.HFGenerator`, TRL's vLLM adapter, ...).
+        tokenizer: the policy's tokenizer (chat template, decoding, response parsing).
+        parser: tool-call parser for the generated text (``"auto"``: the tokenizer's response template,
+            else Hermes ``<tool_call>``, else JSON), or a callable (see :func:`tau2_gym.core.parsing.parse_tool_calls`).
+        max_new_tokens: token limit of one policy turn.
+        max_completion_tokens: token budget of a whole episode's completion (policy + env tokens); None: none.
+        max_turns: policy turns per episode; None: no limit (the env's own step limit still applies).
+        chat_template, chat_template_kwargs: override the tokenizer's template / pass template variables
+            (e.g. ``{"enable_thinking": False}``).
+    """
+
+    def __init__(self, generator: Generator, tokenizer: Any, *, parser: Union[str, Callable[..., ParsedCall]] = "auto",
+                 max_new_tokens: int = 512, max_completion_tokens: Optional[int] = None,
+                 max_turns: Optional[int] = None, chat_template: Optional[str] = None,
+                 chat_template_kwargs: Optional[dict[str, Any]] = None) -> None:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1; got {max_new_tokens}")
+        if max_completion_tokens is not None and max_completion_tokens < 1:
+            raise ValueError(f"max_completion_tokens must be >= 1 or None; got {max_completion_tokens}")
+        self.generator = generator
+        self.tokenizer = tokenizer
+        self.parser = parser
+        self.max_new_tokens = int(max_new_tokens)
+        self.max_completion_tokens = max_completion_tokens
+        self.max_turns = max_turns
+        self.renderer = ChatRenderer(tokenizer, stop_ids=generator.stop_ids, chat_template=chat_template,
+                                     chat_template_kwargs=chat_template_kwargs)
+        self._needs_prefix = parser == "transformers" or (parser == "auto" and has_response_parser(tokenizer))
+        self._warned_inexact = False
+
+    # ------------------------------------------------------------------ public API
+
+    def run(self, envs: Any, options: Optional[Sequence[Optional[dict]]] = None,
+            seeds: Optional[Sequence[Optional[int]]] = None) -> list[Trajectory]:
+        """Reset every env (``options[i]``, e.g. ``{"task_id": ...}``; ``seeds[i]``), play the episodes to
+        the end in lockstep, and return one :class:`Trajectory` per env, in order.
+
+        ``envs``: a list of tau2 envs (``obs_format="messages"``), or a
+        :class:`~tau2_gym.envs.vector.Tau2VectorEnv` -- then the customers' turns of all episodes are answered in
+        one batch per round (what an LLM user simulator needs to be fast).
+        """
+        drivers = _drivers(envs)
+        n = len(drivers)
+        options = list(options) if options is not None else [None] * n
+        seeds = list(seeds) if seeds is not None else [None] * n
+        if len(options) != n or len(seeds) != n:
+            raise ValueError(f"{n} envs but {len(options)} options and {len(seeds)} seeds")
+        with self.generator.session():
+            resets = drivers.reset(range(n), seeds, options)
+            episodes = [self._start(i, *resets[i]) for i in range(n)]
+            over = [e for e in episodes if e.pending is not None]  # ended during reset: fetch the terminal step
+            self._step(drivers, over)
+            while True:
+                active = [e for e in episodes if not e.done]
+                if not self.generator.keep_going(bool(active)):
+                    break
+                contexts = [e.traj.prompt_ids + e.traj.completion_ids for e in active]
+                limits = [self._turn_limit(e) for e in active]
+                generations = self.generator.generate(contexts, limits)
+                if len(generations) != len(active):
+                    raise RuntimeError(f"the generator returned {len(generations)} generations for "
+                                       f"{len(active)} contexts")
+                for ep, gen, ctx in zip(active, generations, contexts):
+                    self._policy_turn(ep, gen, ctx)
+                self._step(drivers, [e for e in active if e.pending is not None])
+        return [e.traj for e in episodes]
+
+    # ------------------------------------------------------------------ episode steps
+
+    def _start(self, index: int, obs: Any, info: dict) -> _Episode:
+        if not isinstance(obs, list):
+            raise ValueError("PolicyRunner needs observations as chat messages: make the env with "
+                             f"obs_format='messages' (got {type(obs).__name__})")
+        tools = list(info.get("tools") or [])
+        traj = Trajectory(task_id=info.get("task_id"), prompt_ids=self.renderer.prompt_ids(obs, tools),
+                          messages=obs, tools=tools)
+        ep = _Episode(index, traj, obs, tools)
+        if info.get("episode_over"):  # ended during reset: the next step returns the terminal transition
+            ep.pending = ("", True, None)
+        elif self.max_turns is not None and self.max_turns < 1:
+            self._stop(ep, MAX_TURNS)
+        return ep
+
+    def _turn_limit(self, ep: _Episode) -> int:
+        limit = self.max_new_tokens
+        if self.max_completion_tokens is not None:
+            limit = min(limit, self.max_completion_tokens - len(ep.traj.completion_ids))
+        return limit
+
+    def _parse(self, text: str, context: Sequence[int], tools: list[dict]) -> ParsedCall:
+        prefix = None
+        if self._needs_prefix:
+            prefix = self.tokenizer.decode(list(context[-_PREFIX_TAIL:]), skip_special_tokens=False)
+        return _split_reasoning(parse_tool_calls(text, self.parser, self.tokenizer, prefix=prefix, tools=tools))
+
+    def _policy_turn(self, ep: _Episode, gen: Generation, context: Sequence[int]) -> None:
+        """Record the generated turn and decide the env action (stepped later, with the other episodes)."""
+        traj = ep.traj
+        tokens = list(gen.token_ids)
+        if not tokens and gen.finish_reason == "length":  # no budget left for another turn
+            self._stop(ep, MAX_TOKENS)
+            return
+        stopped = bool(tokens) and tokens[-1] in self.generator.stop_ids
+        start = len(traj.completion_ids)
+        traj.completion_ids.extend(tokens)
+        traj.env_mask.extend([1] * len(tokens))
+        traj.logprobs.extend(float(x) for x in gen.logprobs[:len(tokens)])
+        if len(traj.logprobs) != len(traj.completion_ids):
+            raise RuntimeError(f"the generator returned {len(gen.logprobs)} logprobs for {len(tokens)} tokens")
+        text = self.tokenizer.decode(tokens[:-1] if stopped else tokens, skip_special_tokens=False)
+        parsed = self._parse(text, context, ep.tools)
+        turn = TurnRecord(start=start, end=len(traj.completion_ids), text=text, finish_reason=gen.finish_reason,
+                          parse_error=parsed.error, reasoning=parsed.reasoning)
+        traj.turns.append(turn)
+        ep.pending = (to_action(parsed, text), stopped, turn)
+
+    def _step(self, drivers: Any, episodes: list[_Episode]) -> None:
+        if not episodes:
+            return
+        results = drivers.step([e.index for e in episodes], [e.pending[0] for e in episodes])
+        for ep in episodes:
+            _, stopped, turn = ep.pending
+            ep.pending = None
+            self._after_step(ep, results[ep.index], stopped, turn)
+
+    def _after_step(self, ep: _Episode, result: tuple, stopped: bool, turn: Optional[TurnRecord]) -> None:
+        """Append the env/user tokens that follow the policy's turn (or record the episode's end)."""
+        traj = ep.traj
+        obs, reward, terminated, truncated, info = result
+        if terminated or truncated or turn is None:
+            self._finish(ep, obs, reward, truncated, info)
+            return
+        k = len(ep.messages) + 1  # the history now ends with our message at k - 1, then the env/user turns
+        if len(obs) <= k or obs[k - 1].get("role") != "assistant":
+            raise RuntimeError(f"unexpected observation after the agent's turn (episode {ep.index}, task "
+                               f"{traj.task_id!r}): expected the previous {k - 1} messages, the agent's message and "
+                               f"new messages; got {len(obs)} messages")
+        closing = [] if stopped else [self.renderer.turn_end_token(obs[:k], ep.tools)]
+        suffix = self.renderer.turn_suffix(obs, k, ep.tools)
+        if not suffix.exact and not self._warned_inexact:
+            self._warned_inexact = True
+            logger.warning("the chat template is not prefix-preserving (it re-renders earlier turns); env/user "
+                           "tokens are located by counting end-of-turn tokens and the context stays append-only. "
+                           "Pass a prefix-preserving chat_template to avoid this.")
+        env_ids = closing + suffix.ids
+        traj.completion_ids.extend(env_ids)
+        traj.env_mask.extend([0] * len(env_ids))
+        traj.logprobs.extend([0.0] * len(env_ids))
+        turn.env_tokens, turn.exact_suffix = len(env_ids), suffix.exact
+        ep.messages = obs
+        traj.messages = obs
+        if self.max_completion_tokens is not None and len(traj.completion_ids) >= self.max_completion_tokens:
+            cut = self.max_completion_tokens
+            del traj.completion_ids[cut:], traj.env_mask[cut:], traj.logprobs[cut:]
+            self._stop(ep, MAX_TOKENS)
+        elif self.max_turns is not None and len(traj.turns) >= self.max_turns:
+            self._stop(ep, MAX_TURNS)
+
+    def _finish(self, ep: _Episode, obs: Any, reward: float, truncated: bool, info: dict) -> None:
+        traj = ep.traj
+        traj.reward = float(reward)
+        traj.reward_info = info.get("reward_info")
+        traj.termination_reason = info.get("termination_reason")
+        traj.truncated = bool(truncated)
+        traj.info = info
+        if isinstance(obs, list):
+            traj.messages = obs
+        ep.done = True
+
+    def _stop(self, ep: _Episode, reason: str) -> None:
+        """A runner-side ending: the env's episode stays unfinished and scores 0.0."""
+        traj = ep.traj
+        traj.reward, traj.reward_info, traj.termination_reason, traj.truncated = 0.0, None, reason, True
+        ep.done = True
+
+
+def hf_runner(model: Any, tokenizer: Any, *, max_new_tokens: int = 512, max_completion_tokens: Optional[int] = None,
+              max_turns: Optional[int] = None, parser: Union[str, Callable[..., ParsedCall]] = "auto",
+              chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
+              **generation: Any) -> PolicyRunner:
+    """A :class:`PolicyRunner` over ``model.generate`` (``generation``: :class:`HFGenerator` arguments such as
+    ``do_sample``, ``temperature``, ``batch_size``, ``logits_processor``)."""
+    from tau2_gym.training.hf.generation import HFGenerator
+
+    return PolicyRunner(HFGenerator(model, tokenizer, **generation), tokenizer, parser=parser,
+                        max_new_tokens=max_new_tokens, max_completion_tokens=max_completion_tokens,
+                        max_turns=max_turns, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)
