@@ -13,6 +13,7 @@ if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().p
     __path__.append(str(_src_domains.parent))  # type: ignore[name-defined]  # noqa: F821
 
 from tau2_gym.core.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
+import tau2_gym.domains  # noqa: E402,F401 - registers the built-in domains (one line each in domains/__init__.py)
 
 __all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain", "replay"]
 

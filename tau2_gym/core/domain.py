@@ -1,7 +1,7 @@
 """Domains: what a domain declares (:class:`DomainSpec`), the registry, and a domain bound to its data.
 
 A domain is a folder under ``domains/`` exposing a ``DOMAIN`` spec, plus one line in
-``tau2_gym/domains/__init__.py``; third-party packages add domains through the ``tau2_gym.domains`` entry
+``domains/__init__.py`` (imported with the package, which fills this registry); third-party packages add domains through the ``tau2_gym.domains`` entry
 point group (``name = "pkg.module:DOMAIN"``). The engine never names a domain.
 """
 
@@ -108,8 +108,6 @@ def _load_entry_points() -> None:
 
 def domain_names() -> list[str]:
     """Registered domains whose package imports (a broken third-party entry is left out)."""
-    import tau2_gym.domains  # noqa: F401 - registers the built-in domains
-
     _load_entry_points()
     names = []
     for name in list(_registry):
@@ -122,8 +120,6 @@ def domain_names() -> list[str]:
 
 
 def get_domain_spec(name: str) -> DomainSpec:
-    import tau2_gym.domains  # noqa: F401
-
     _load_entry_points()
     if name not in _registry:
         raise KeyError(f"unknown domain {name!r}; registered domains are: {', '.join(_registry)}")

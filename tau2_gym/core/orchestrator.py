@@ -46,7 +46,7 @@ from tau2_gym.core.messages import (
     now_iso,
 )
 from tau2_gym.core.records import Record
-from tau2_gym.players.users.base import UserTurnRequest
+from tau2_gym.core.turns import UserTurnRequest
 
 if TYPE_CHECKING:
     from tau2_gym.core.domain import LoadedDomain

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Optional, Sequence, Union
 
+from tau2_gym.scoring.rewards import REWARD_MODES
+
 OBS_FORMATS = ("messages", "text")
 TASK_SAMPLING = ("random", "sequential")
-REWARD_MODES = ("default", "strict", "partial")  # tau2_gym.scoring.rewards implements them
 
 
 @dataclass

@@ -20,7 +20,7 @@ from tau2_gym.core.records import Record, as_dict
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.tools import Toolkit
-from tau2_gym.players.users.base import UserSimulatorError
+from tau2_gym.core.turns import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
 
@@ -350,7 +350,7 @@ class Tau2Env(gym.Env):
         self.config = config
         self.render_mode = render_mode
 
-        from tau2_gym import load_domain
+        from tau2_gym.core.domain import load_domain
 
         self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
         if config.solo and not self.domain.spec.solo_supported:

@@ -19,7 +19,7 @@ from tau2_gym.envs.tau2_env import Tau2Env, transcript
 from tau2_gym.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
 from tau2_gym.players.agents.policies import AgentPolicy, AgentTurnRequest, ScriptedPolicy
 from tau2_gym.envs.spaces import AssistantActionSpace
-from tau2_gym.players.users.base import UserSimulatorError
+from tau2_gym.core.turns import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
 

@@ -63,7 +63,7 @@ from gymnasium.vector.vector_env import AutoresetMode, VectorEnv
 
 from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.records import Record
-from tau2_gym.players.users.base import UserSimulatorError
+from tau2_gym.core.turns import UserSimulatorError
 
 logger = logging.getLogger("tau2_gym")
 

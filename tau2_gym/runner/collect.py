@@ -379,7 +379,7 @@ def _parse_reply(action: Any, parser: Any, first_id: int) -> Any:
 
 class _Runner:
     def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
-        from tau2_gym import load_domain
+        from tau2_gym.core.domain import load_domain
         from tau2_gym.core.prompts import done_tool_schema
 
         self.config = config
@@ -561,7 +561,7 @@ class _Runner:
 
 def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]] = None) -> list[Task]:
     """The episode tasks: ``tasks`` (Task objects or ids) or the config's task set/split/ids, first ``num_tasks``."""
-    from tau2_gym import load_domain
+    from tau2_gym.core.domain import load_domain
 
     dom = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
     if tasks is None:
@@ -603,7 +603,7 @@ def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str
 
 def select_for_run(cfg: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]]) -> tuple[Any, list[Task]]:
     """The run's judge and its tasks (the selection, with the no-judge choice applied to NL-judged ones)."""
-    from tau2_gym import load_domain
+    from tau2_gym.core.domain import load_domain
     from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
 
     judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)

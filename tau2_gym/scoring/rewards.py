@@ -29,7 +29,7 @@ from typing import Any, Mapping, Optional
 
 import gymnasium as gym
 
-from tau2_gym.envs.config import REWARD_MODES  # one list of the modes, checked by the config
+REWARD_MODES = ("default", "strict", "partial")
 
 __all__ = ["REWARD_MODES", "PARTIAL_WEIGHTS", "INFRASTRUCTURE_TERMINATIONS", "mode_reward", "strict_reward",
            "partial_reward", "partial_components", "apply_reward_mode", "infrastructure_failure", "TurnDiscount",

@@ -106,7 +106,7 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_
     """
     from datasets import Dataset
 
-    from tau2_gym import load_domain
+    from tau2_gym.core.domain import load_domain
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1; got {repeats}")
@@ -391,7 +391,7 @@ class Tau2Rollout:
         ``allow_test_split=True``)."""
         allowed = self._allowed.get(domain)
         if allowed is None:
-            from tau2_gym import load_domain
+            from tau2_gym.core.domain import load_domain
             from tau2_gym.training.export import training_split
 
             kw = self.env_kwargs

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.messages import AssistantMessage, ToolCall
-from tau2_gym.core.tasks import Task
+from tau2_gym.core.turns import AgentTurnRequest, PolicyError
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall, _usage
 
 __all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
@@ -34,30 +34,6 @@ logger = logging.getLogger(__name__)
 
 #: upstream tau2's default agent model
 DEFAULT_AGENT_MODEL = "gpt-4.1-2025-04-14"
-
-
-class PolicyError(RuntimeError):
-    """The policy could not produce the agent's next message (endpoint down, retries spent, bad output)."""
-
-
-@dataclass
-class AgentTurnRequest:
-    """Everything a policy needs for the agent's next message in one episode."""
-
-    episode_id: str
-    system_prompt: str
-    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded
-    tools: list[dict[str, Any]]  # OpenAI tool schemas the agent may call
-    task: Task
-    seed: Optional[int] = None
-    turn: int = 0  # agent messages generated so far in this episode
-    solo: bool = False
-    tool_choice: Optional[str] = None  # None: the policy's default ("auto" when there are tools)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def openai_messages(self) -> list[dict[str, Any]]:
-        """System prompt + the agent's view: what an OpenAI-compatible agent model is sent."""
-        return [{"role": "system", "content": self.system_prompt}] + self.messages
 
 
 class AgentPolicy:

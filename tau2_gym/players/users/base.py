@@ -14,33 +14,12 @@ episode as ``user_error`` with the reason in ``info`` -- never an exception out 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
 from tau2_gym.core.messages import UserMessage
-from tau2_gym.core.tasks import Task
+from tau2_gym.core.turns import UserSimulatorError, UserTurnRequest
 
-
-class UserSimulatorError(RuntimeError):
-    """The simulator could not produce a message (endpoint down, retries exhausted, bad output)."""
-
-
-@dataclass
-class UserTurnRequest:
-    """Everything a user simulator needs to produce the next user message of one episode."""
-
-    episode_id: str
-    system_prompt: str
-    messages: list[dict[str, Any]]  # user's view, role-flipped, OpenAI chat format, system prompt excluded
-    tools: Optional[list[dict[str, Any]]]  # OpenAI schemas of the user's tools (None: the user has none)
-    task: Task
-    seed: Optional[int] = None
-    turn: int = 0  # number of user messages generated so far in this episode
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def openai_messages(self) -> list[dict[str, Any]]:
-        """System prompt + the user's view: what an OpenAI-compatible user model is sent."""
-        return [{"role": "system", "content": self.system_prompt}] + self.messages
+__all__ = ["UserSimulator", "UserSimulatorError", "UserTurnRequest"]
 
 
 class UserSimulator:

@@ -96,7 +96,7 @@ def domain_corpus(domain: str = "mock", data_dir: Optional[str] = None) -> list[
     """Texts a tau2 domain's prompts are made of (policy, tool schemas, task texts), to fit a tiny tokenizer."""
     import json
 
-    from tau2_gym import load_domain
+    from tau2_gym.core.domain import load_domain
     from tau2_gym.core.prompts import done_tool_schema
 
     loaded = load_domain(domain, data_dir)
