@@ -221,7 +221,7 @@ def _serve(lat: float, stop_at: int, conn) -> None:
 
 def serving(args) -> None:
     from tau2_gym.runner.ray import collect_ray
-    from tau2_gym.players.agents.policies import OpenAIAgentPolicy
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
     from tau2_gym.runner.collect import collect
     from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 

@@ -26,7 +26,7 @@ from openai_stub import OpenAIStub  # noqa: E402
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
-from tau2_gym.players.agents.policies import OpenAIAgentPolicy  # noqa: E402
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402
 
 SCRIPT = ["Hi, I need help with a reservation.", "It is for next week.", "Can you check my options?",
           "Thanks, that is all. ###STOP###"]

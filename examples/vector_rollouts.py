@@ -69,7 +69,7 @@ def vector_env_demo(num_envs: int, steps: int, seed: int) -> None:
 
 def rollout_demo(args: argparse.Namespace) -> None:
     if args.agent_base_url:
-        from tau2_gym.players.agents.policies import OpenAIAgentPolicy
+        from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 
         policy = OpenAIAgentPolicy(model=args.agent_model, base_url=args.agent_base_url)
     else:

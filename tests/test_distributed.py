@@ -16,7 +16,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from tau2_gym.runner.ray import acollect_ray, collect_ray  # noqa: E402
-from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy  # noqa: E402
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.openai_agent import ScriptedPolicy  # noqa: E402
 from tau2_gym.runner.collect import collect, log_path, read_log, trial_seeds  # noqa: E402
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors need SlowOracle; tests/ is not on their path

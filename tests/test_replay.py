@@ -315,7 +315,7 @@ def test_a_rollout_against_openai_stub_endpoints_replays_identically(tmp_path):
     pytest.importorskip("openai")
     from openai_stub import OpenAIStub
 
-    from tau2_gym.players.agents.policies import OpenAIAgentConfig, OpenAIAgentPolicy
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
     from tau2_gym.runner.collect import collect
     from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
@@ -510,7 +510,7 @@ def test_hostile_simulation_records_are_errors_or_replay_never_a_crash(airline_f
 
 def test_domain_options_a_file_records_are_warned_about_and_can_be_given(tmp_path, capsys):
     from tau2_gym.cli import main
-    from tau2_gym.players.agents.policies import ScriptedPolicy
+    from tau2_gym.players.agents.scripted import ScriptedPolicy
     from tau2_gym.runner.collect import collect
 
     class Searcher(OracleAgent):

@@ -20,7 +20,8 @@ import pytest
 
 from tau2_gym import load_domain
 from tau2_gym.cli import main
-from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.results.report import build_report, load_run, summarise
 from tau2_gym.runner.collect import collect
 
@@ -65,7 +66,7 @@ def runs(tmp_path_factory):
     pytest.importorskip("openai")
     from openai_stub import OpenAIStub
 
-    from tau2_gym.players.agents.policies import OpenAIAgentConfig, OpenAIAgentPolicy
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
     from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
     d = tmp_path_factory.mktemp("report")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.players.agents.base import AgentPolicy
+
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.core.results_file import load_results
 from tau2_gym.runner.collect import (INFRASTRUCTURE_ERROR, RolloutConfig, acollect, collect, log_path, read_log,
                               select_tasks, trial_seeds)
@@ -182,7 +184,8 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a s
 # Ctrl-C as in a terminal, even when the test run itself was started in the background: a shell starts
 # background jobs with SIGINT ignored, a child inherits that, and Python then leaves Ctrl-C ignored
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.runner.collect import collect
 
 class Slow(AgentPolicy):

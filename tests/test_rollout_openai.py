@@ -13,7 +13,8 @@ from openai_stub import OpenAIStub  # noqa: E402
 
 from tau2_gym import load_domain  # noqa: E402
 from tau2_gym.core.messages import AssistantMessage  # noqa: E402
-from tau2_gym.players.agents.policies import AgentTurnRequest, OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError  # noqa: E402
+from tau2_gym.players.agents.base import AgentTurnRequest
+from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError  # noqa: E402
 from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect, trial_seeds  # noqa: E402
 from tau2_gym.core.orchestrator import agent_system_prompt  # noqa: E402
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402

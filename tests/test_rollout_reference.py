@@ -9,7 +9,8 @@ import pytest
 from refutil import ok, run_reference
 
 from tau2_gym.players.agents.scripted import GiveUpAgent, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent
-from tau2_gym.players.agents.policies import AgentPolicy, ScriptedPolicy
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect
 
 pytestmark = pytest.mark.reference

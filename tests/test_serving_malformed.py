@@ -11,7 +11,7 @@ openai = pytest.importorskip("openai")
 
 from openai_stub import OpenAIStub  # noqa: E402
 
-from tau2_gym.players.agents.policies import OpenAIAgentPolicy  # noqa: E402
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402
 from tau2_gym.runner.collect import collect  # noqa: E402
 
 GOOD = {"tool_calls": [{"id": "c0", "name": "create_task",

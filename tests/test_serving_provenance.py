@@ -39,7 +39,7 @@ def test_llm_agent_gt_is_rejected_up_front(tmp_path, capsys):
 def test_library_resume_refuses_with_allow_config_change_false(tmp_path):
     import pytest
 
-    from tau2_gym.players.agents.policies import ScriptedPolicy
+    from tau2_gym.players.agents.scripted import ScriptedPolicy
     from tau2_gym.runner.collect import collect
 
     out = str(tmp_path / "lib.json")

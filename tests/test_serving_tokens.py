@@ -52,7 +52,7 @@ def _run(tmp_path, vllm: bool, *flags):
         requests, sent = list(srv.requests), list(srv.sent)
     assert code == 0
     if "--capture-tokens" in flags:  # the probe before the run: one short request, said on stderr
-        from tau2_gym.players.agents.policies import OpenAIAgentPolicy
+        from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 
         probe, requests, sent = requests[0], requests[1:], sent[1:]
         assert probe["messages"] == [{"role": "user", "content": OpenAIAgentPolicy.PROBE_TEXT}]
@@ -86,7 +86,7 @@ def test_openai_logprobs_without_ids_and_ids_from_token_strings(tmp_path, capsys
         assert msg["raw_data"]["completion_logprobs"] == s["completion_logprobs"]
         assert msg["raw_data"]["completion_tokens"] == s["tokens"]
         assert msg["raw_data"]["completion_token_ids"] is None  # not sent, not guessed
-    from tau2_gym.players.agents.policies import token_record  # "token_id:N" spellings give the ids
+    from tau2_gym.players.agents.openai_agent import token_record  # "token_id:N" spellings give the ids
 
     raw = {"choices": [{"logprobs": {"content": [{"token": "token_id:7", "logprob": -1.0}]}}]}
     assert token_record(raw)["completion_token_ids"] == [7]

@@ -15,7 +15,7 @@ pytest.importorskip("openai")
 from test_serving_trajectory import ROLE, RenderingStub, render, reply  # noqa: E402
 
 from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.players.agents.policies import OpenAIAgentConfig, token_record  # noqa: E402
+from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, token_record  # noqa: E402
 from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectories, server_trajectory  # noqa: E402
 
 SGLANG_FLAGS = {"return_token_ids", "return_prompt_token_ids", "return_meta_info"}

@@ -15,7 +15,7 @@ pytest.importorskip("openai")
 from openai_stub import OpenAIStub  # noqa: E402
 
 from tau2_gym.llm import http as chat_http  # noqa: E402
-from tau2_gym.players.agents.policies import OpenAIAgentPolicy  # noqa: E402
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402
 from tau2_gym.runner.collect import collect  # noqa: E402
 from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
 

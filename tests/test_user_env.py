@@ -20,7 +20,8 @@ from tau2_gym.core.domain import domain_names, get_domain_spec
 from tau2_gym.envs import user_env_id
 from tau2_gym.envs.user_env import resolve_agent, user_view
 from tau2_gym.core.messages import OUT_OF_SCOPE, STOP, TRANSFER
-from tau2_gym.players.agents.policies import OpenAIAgentPolicy, ScriptedPolicy
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.core.results_file import json_default
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
@@ -276,7 +277,7 @@ def test_openai_compatible_agent_over_a_local_stub():
 
 def test_agent_specs_and_arguments_that_do_not_apply():
     assert isinstance(resolve_agent("oracle"), ScriptedPolicy) and resolve_agent("give_up").name == "give_up"
-    assert resolve_agent("tau2_gym.players.agents.policies:ScriptedPolicy").name == "oracle"
+    assert resolve_agent("tau2_gym.players.agents.scripted:ScriptedPolicy").name == "oracle"
     with pytest.raises(ValueError, match="unknown agent"):
         gym.make("tau2/mock-user-v0", agent="nobody")
     with pytest.raises(TypeError, match="not an agent policy"):

@@ -76,7 +76,7 @@ def test_async_request_to_dripping_server_ends_within_timeout(drip_url, transpor
 
 
 def test_agent_client_shares_the_bounded_request_path():
-    from tau2_gym.players.agents.policies import _AgentClient
+    from tau2_gym.players.agents.openai_agent import _AgentClient
 
     assert _AgentClient.generate is OpenAIUserSimulator.generate
     assert _AgentClient.agenerate is OpenAIUserSimulator.agenerate

@@ -187,7 +187,8 @@ def _llm_settings(model: str, args: dict, base_url: Optional[str], key_env: str,
 
 
 def build_policy(args: argparse.Namespace, solo: bool) -> Any:
-    from tau2_gym.players.agents.policies import OpenAIAgentConfig, OpenAIAgentPolicy, ScriptedPolicy
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
+    from tau2_gym.players.agents.scripted import ScriptedPolicy
 
     if args.agent in LLM_AGENTS:
         settings = _llm_settings(args.agent_llm, _json_arg(args.agent_llm_args, "--agent-llm-args"),

@@ -21,8 +21,8 @@ solo mode with ``done``, the optional communication-protocol check, monotonic ti
 
 from __future__ import annotations
 
-import random
 import time
+import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -38,12 +38,8 @@ from tau2_gym.core.messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
-    EPOCH,
-    MICROSECOND,
     dumps_arguments,
-    local_second,
     message_from_dict,
-    now_iso,
 )
 from tau2_gym.core.records import Record
 from tau2_gym.core.turns import UserTurnRequest
@@ -65,55 +61,39 @@ SCORED_REASONS = frozenset({USER_STOP, AGENT_STOP})
 TRUNCATION_REASONS = frozenset({MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT, USER_ERROR})
 
 
-_ids = random.Random()  # seeded from the OS; episode ids never depend on the user's seeds
-
-
 def new_episode_id() -> str:
-    """A random (version 4) UUID string, like upstream's ``uuid.uuid4()`` but a few times cheaper."""
-    n = (_ids.getrandbits(128) & ~(0xF000 << 64) & ~(0xC000 << 48)) | (0x4000 << 64) | (0x8000 << 48)
-    h = f"{n:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """A random episode id, as upstream's ``str(uuid.uuid4())``."""
+    return str(uuid.uuid4())
 
 
-def _iso_local_us(t: int) -> str:
-    """Naive local microseconds since 1970 as ``isoformat(timespec="microseconds")`` text."""
-    return (EPOCH + timedelta(microseconds=t)).isoformat(timespec="microseconds")
+def now_iso() -> str:
+    """The local time as upstream stamps runs: ``datetime.now().isoformat()``."""
+    return datetime.now().isoformat()
 
 
 class Clock:
     """Strictly increasing local ISO-8601 timestamps (tau2 sorts a trajectory by timestamp).
 
-    A stamp is ``datetime.now().isoformat(timespec="microseconds")``, moved 1 µs past the previous stamp
-    when the clock has not advanced. The last stamp is kept as naive local microseconds, so the usual
-    case only formats the microseconds onto the cached prefix of the current second
-    (:func:`tau2_gym.core.messages.local_second`) instead of building and formatting a datetime.
+    A stamp is ``datetime.now().isoformat(timespec="microseconds")``, moved 1 µs past the previous stamp when the
+    clock has not advanced (several stamps within one microsecond are common).
     """
 
     __slots__ = ("_last",)
 
-    def __init__(self) -> None:
-        self._last: Optional[int] = None  # naive local microseconds since 1970 of the last stamp
+    def __init__(self, last: Optional[datetime] = None) -> None:
+        self._last = last
 
     def at(self, when: datetime) -> str:
-        t = (when - EPOCH) // MICROSECOND
-        if self._last is not None and t <= self._last:
-            t = self._last + 1
-        self._last = t
-        return _iso_local_us(t)
+        if self._last is not None and when <= self._last:
+            when = self._last + timedelta(microseconds=1)
+        self._last = when
+        return when.isoformat(timespec="microseconds")
 
     def now(self) -> str:
-        sec, us = divmod(time.time_ns() // 1000, 1_000_000)  # datetime.now()'s reading, floored to µs
-        _, prefix, base = local_second(sec)
-        t = base + us
-        last = self._last
-        if last is None or t > last:
-            self._last = t
-            return f"{prefix}.{us:06d}"
-        t = last + 1  # the clock has not moved past the last stamp (several stamps within 1 µs are common)
-        self._last = t
-        if t - base < 1_000_000:  # still inside the current second (t > base here): format the microseconds
-            return f"{prefix}.{t - base:06d}"
-        return _iso_local_us(t)
+        return self.at(datetime.now())
+
+    def copy(self) -> "Clock":
+        return Clock(self._last)
 
 
 # ------------------------------------------------------------------------------------ views
@@ -220,47 +200,23 @@ def solo_task_error(task: "Task") -> Optional[str]:
 
 # ------------------------------------------------------------------------------------ prompts
 
-_prompt_cache: dict[tuple, Any] = {}
-
-
 def agent_system_prompt(domain: "LoadedDomain", task: "Task", solo: bool) -> str:
-    if domain.spec.task_policy is not None:  # a policy per task: cached per task object (kept alive with it)
-        key = ("agent-task", id(domain), solo, id(task))
-        hit = _prompt_cache.get(key)
-        if hit is None or hit[0] is not task:
-            hit = (task, prompts.agent_system_prompt(domain.source, domain.policy(solo, task), solo=solo,
-                                                     ticket=task.ticket))
-            _prompt_cache[key] = hit
-        return hit[1]
-    key = ("agent", id(domain), solo, task.ticket if solo else None)
-    out = _prompt_cache.get(key)
-    if out is None:
-        out = prompts.agent_system_prompt(domain.source, domain.policy(solo), solo=solo, ticket=task.ticket)
-        _prompt_cache[key] = out
-    return out
+    """The agent's system prompt for ``task`` (the task's own policy where the domain has per-task policies)."""
+    policy = domain.policy(solo, task) if domain.spec.task_policy is not None else domain.policy(solo)
+    return prompts.agent_system_prompt(domain.source, policy, solo=solo, ticket=task.ticket)
 
 
 def user_tools_for(domain: "LoadedDomain", task: "Task") -> Optional[list[dict]]:
     """The user's tool schemas for ``task`` (upstream: ``get_user_tools(include=task.user_tools) or None``)."""
-    key = ("user_tools", id(domain), tuple(task.user_tools) if task.user_tools is not None else None)
-    if key in _prompt_cache:
-        return _prompt_cache[key]
     try:
         tools = domain.user_tool_schemas(task.user_tools) if domain.has_user_tools else None
     except ValueError:
         tools = None
-    out = list(tools) if tools else None
-    _prompt_cache[key] = out
-    return out
+    return list(tools) if tools else None
 
 
 def user_system_prompt(domain: "LoadedDomain", task: "Task", use_tools: bool) -> str:
-    key = ("user", id(domain), id(task), use_tools)
-    out = _prompt_cache.get(key)
-    if out is None:
-        out = prompts.user_system_prompt(domain.source, task.user_scenario.render(), use_tools)
-        _prompt_cache[key] = out
-    return out
+    return prompts.user_system_prompt(domain.source, task.user_scenario.render(), use_tools)
 
 
 # ------------------------------------------------------------------------------------ the loop
@@ -282,8 +238,8 @@ class TurnLoop:
     """
 
     # slotted: thousands of loops live at once; no per-episode __dict__ for the garbage collector to scan
-    __slots__ = ("_agent_view", "_clock", "_pending", "_solo_opening", "_started", "_t0", "_user_view",
-                 "_user_view_calls", "agent_can_stop", "agent_turns", "domain", "done", "duration",
+    __slots__ = ("_agent_view", "_clock", "_pending", "_solo_opening", "_started", "_t0", "_user_prompt",
+                 "_user_tools", "_user_view", "agent_can_stop", "agent_prompt", "agent_turns", "domain", "done", "duration",
                  "end_time", "enforce_protocol", "env", "episode_id", "error", "from_role",
                  "max_errors", "max_steps", "message", "num_errors", "seed", "solo", "start_time",
                  "step_count", "task", "termination_reason", "timeout", "to_role", "trajectory",
@@ -313,7 +269,6 @@ class TurnLoop:
         self.trajectory: list[AnyMessage] = []
         self._agent_view: list[dict] = []
         self._user_view: list[dict] = []
-        self._user_view_calls = False  # whether an entry of the user's view has tool calls (copies go deeper)
         self.from_role: Optional[str] = None
         self.to_role: Optional[str] = None
         self.message: Any = None  # last delivered message (a list of ToolMessages after an env step)
@@ -332,6 +287,9 @@ class TurnLoop:
         self._t0 = 0.0
         self.duration: Optional[float] = None
         self._pending: Optional[UserTurnRequest] = None
+        self.agent_prompt = agent_system_prompt(domain, task, self.solo)  # the agent's system prompt, once
+        self._user_tools: Optional[list[dict]] = None
+        self._user_prompt: Optional[str] = None  # the user's tools and prompt, built at the first user turn
 
     # ------------------------------------------------------------------ status
 
@@ -353,7 +311,7 @@ class TurnLoop:
         if self._started:
             raise RuntimeError("TurnLoop.start() was already called; build a new loop per episode")
         self._started = True
-        self.start_time = now_iso()  # = datetime.now().isoformat(), cheaper
+        self.start_time = now_iso()
         self._t0 = time.perf_counter()
         task = self.task
         st = task.initial_state
@@ -414,37 +372,7 @@ class TurnLoop:
         if agent_sees(msg):
             self._agent_view.append(_openai(msg))
         if user_sees(msg):
-            view = _openai(msg, flip=True)
-            if "tool_calls" in view:
-                self._user_view_calls = True
-            self._user_view.append(view)
-
-    def _append_agent(self, msg: AssistantMessage) -> None:
-        """:meth:`_append` for the agent's turn, without the generic visibility tests: the agent sees its
-        message; the user sees it (as ``user``) only when it carries no tool calls."""
-        self.trajectory.append(msg)
-        calls = msg.tool_calls
-        if calls:
-            self._agent_view.append({"role": "assistant", "content": msg.content,
-                                     "tool_calls": [_call_openai(tc) for tc in calls]})
-        else:
-            self._agent_view.append({"role": "assistant", "content": msg.content})
-        if calls is None:
-            self._user_view.append({"role": "user", "content": msg.content})
-
-    def _append_user(self, msg: UserMessage) -> None:
-        """:meth:`_append` for the user's turn: the user sees it (as ``assistant``); the agent only without
-        tool calls."""
-        self.trajectory.append(msg)
-        calls = msg.tool_calls
-        if calls:
-            self._user_view.append({"role": "assistant", "content": msg.content,
-                                    "tool_calls": [_call_openai(tc) for tc in calls]})
-            self._user_view_calls = True
-        else:
-            self._user_view.append({"role": "assistant", "content": msg.content})
-        if calls is None:
-            self._agent_view.append({"role": "user", "content": msg.content})
+            self._user_view.append(_openai(msg, flip=True))
 
     def _finish(self, reason: str, error: Optional[str] = None) -> None:
         self.done = True
@@ -505,22 +433,13 @@ class TurnLoop:
             self._finish(AGENT_ERROR if who == AGENT else USER_ERROR, f"{who} sent an empty tool-call list")
             return
         results = []
-        env, clock, trajectory = self.env, self._clock, self.trajectory
         for call in calls:
-            result = env.get_response(call, timestamp="")  # stamped here, by the episode's clock
-            result.timestamp = clock.now()
+            result = self.env.get_response(call, timestamp="")  # stamped here, by the episode's clock
+            result.timestamp = self._clock.now()
             if result.error:
                 self.num_errors += 1
             results.append(result)
-            if type(result) is ToolMessage:  # _append, inlined: a result goes to its requestor's view only
-                trajectory.append(result)
-                requestor = result.requestor
-                if requestor == "assistant":
-                    self._agent_view.append({"role": "tool", "tool_call_id": result.id, "content": result.content})
-                elif requestor == "user":
-                    self._user_view.append({"role": "tool", "tool_call_id": result.id, "content": result.content})
-            else:
-                self._append(result)
+            self._append(result)
         self.message = results
         self.to_role, self.from_role = self.from_role, ENV
         self._after_step()
@@ -557,10 +476,7 @@ class TurnLoop:
             return self._solo_first(message, is_stop)
         if is_stop:
             self._finish(AGENT_STOP)
-        if type(message) is AssistantMessage:
-            self._append_agent(message)
-        else:
-            self._append(message)
+        self._append(message)
         self.message, self.from_role = message, AGENT
         if message.is_tool_call():
             self.to_role = ENV
@@ -619,12 +535,14 @@ class TurnLoop:
         if self.status != USER:
             raise RuntimeError(f"no user turn is pending (status {self.status!r})")
         if self._pending is None:
-            tools = user_tools_for(self.domain, self.task)
+            if self._user_prompt is None:
+                self._user_tools = user_tools_for(self.domain, self.task)
+                self._user_prompt = user_system_prompt(self.domain, self.task, self._user_tools is not None)
+            tools = self._user_tools
             self._pending = UserTurnRequest(
                 episode_id=self.episode_id,
-                system_prompt=user_system_prompt(self.domain, self.task, tools is not None),
-                messages=(copy_view(self._user_view) if self._user_view_calls
-                          else list(map(dict.copy, self._user_view))),
+                system_prompt=self._user_prompt,
+                messages=copy_view(self._user_view),
                 tools=list(tools) if tools is not None else None,
                 task=self.task,
                 seed=self.seed,
@@ -656,10 +574,7 @@ class TurnLoop:
         self.user_turns += 1
         if user_is_stop(message):
             self._finish(USER_STOP)
-        if type(message) is UserMessage:
-            self._append_user(message)
-        else:
-            self._append(message)
+        self._append(message)
         self.message, self.from_role = message, USER
         self.to_role = ENV if message.is_tool_call() else AGENT
         self._after_step()
@@ -669,7 +584,7 @@ class TurnLoop:
 
     def agent_messages(self, system_prompt: Optional[str] = None) -> list[dict[str, Any]]:
         """The agent's view in OpenAI chat format, system prompt first; a fresh list of fresh dicts."""
-        sp = system_prompt if system_prompt is not None else agent_system_prompt(self.domain, self.task, self.solo)
+        sp = system_prompt if system_prompt is not None else self.agent_prompt
         out = copy_view(self._agent_view)
         out.insert(0, {"role": "system", "content": sp})
         return out

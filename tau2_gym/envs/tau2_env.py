@@ -208,9 +208,7 @@ def copy_turn_loop(loop: tl.TurnLoop) -> tl.TurnLoop:
         elif name in ("_agent_view", "_user_view"):
             value = list(value)  # entries are built once and never changed in place (copies are handed out)
         elif name == "_clock":
-            clock = tl.Clock()
-            clock._last = value._last
-            value = clock
+            value = value.copy()
         elif name == "_pending":
             value = None  # rebuilt on demand from the copied views
         elif name in ("domain", "task", "env", "message"):

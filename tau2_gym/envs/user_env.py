@@ -17,7 +17,8 @@ from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.tau2_env import Tau2Env, transcript
 from tau2_gym.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
-from tau2_gym.players.agents.policies import AgentPolicy, AgentTurnRequest, ScriptedPolicy
+from tau2_gym.players.agents.base import AgentPolicy, AgentTurnRequest
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.envs.spaces import AssistantActionSpace
 from tau2_gym.core.turns import UserSimulatorError
 
@@ -50,12 +51,12 @@ def resolve_agent(spec: Any) -> Any:
     """The agent the customer talks to, from a spec.
 
     ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.players.agents.scripted`): offline, deterministic;
-    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.players.agents.policies.OpenAIAgentPolicy`;
+    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.players.agents.openai_agent.OpenAIAgentPolicy`;
     ``"hf:<model name or path>"`` or an :class:`~tau2_gym.players.users.hf_user.HFUserSimulator` built on a model and
     tokenizer: a local Hugging Face model (the simulator's batched chat-template generation and tool-call
     parsing work on the agent's request alike; its replies become the agent's turns);
     ``"package.module:Attr"``: imported (a class is instantiated without arguments); an object with
-    ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.players.agents.policies.AgentPolicy`); or a callable
+    ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.players.agents.base.AgentPolicy`); or a callable
     ``fn(request) -> action``.
     """
     if spec is None:
@@ -63,7 +64,7 @@ def resolve_agent(spec: Any) -> Any:
     if isinstance(spec, str):
         kind, sep, rest = spec.partition(":")
         if sep and rest and kind == "openai":
-            from tau2_gym.players.agents.policies import OpenAIAgentPolicy
+            from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 
             model, at, base_url = rest.partition("@")
             if at and not base_url.startswith(("http://", "https://")):

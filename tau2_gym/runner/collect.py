@@ -1,7 +1,7 @@
 """Collect many tau2 episodes concurrently (asyncio), crash-safe and resumable -- ``tau2 run`` for RL pipelines.
 
     from tau2_gym.runner.collect import collect
-    from tau2_gym.players.agents.policies import OpenAIAgentPolicy
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
     from tau2_gym.players.users.openai_user import OpenAIUserSimulator
 
     report = collect(None, OpenAIAgentPolicy(model="my-model", base_url="http://localhost:8000/v1"),
@@ -42,7 +42,8 @@ from typing import Any, Optional, Sequence, Union
 
 from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
-from tau2_gym.players.agents.policies import AgentTurnRequest, ScriptedPolicy
+from tau2_gym.players.agents.base import AgentTurnRequest
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.core.tasks import Task
 
 logger = logging.getLogger("tau2_gym")
@@ -804,7 +805,7 @@ def collect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any 
 
     Args:
         tasks: Task objects or task ids; None = the config's selection (task set, split, ids, num_tasks).
-        policy: an :class:`~tau2_gym.players.agents.policies.AgentPolicy` (e.g. ``OpenAIAgentPolicy``), or the name of a
+        policy: an :class:`~tau2_gym.players.agents.base.AgentPolicy` (e.g. ``OpenAIAgentPolicy``), or the name of a
             scripted agent (``"oracle"``, ``"give_up"``, ...).
         user: a user simulator (``OpenAIUserSimulator``, ``OracleUser``, ...) or a spec string; None = the
             oracle user (ignored in solo mode).

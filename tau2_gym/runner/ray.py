@@ -2,7 +2,7 @@
 
     from tau2_gym.runner.ray import collect_ray
     from functools import partial
-    from tau2_gym.players.agents.policies import OpenAIAgentPolicy, OpenAIAgentConfig
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy, OpenAIAgentConfig
 
     report = collect_ray(None, partial(OpenAIAgentPolicy, OpenAIAgentConfig(model="m", base_url=URL)),
                          "oracle", domain="airline", num_trials=8, concurrency=64, output="runs/airline.json",
@@ -70,7 +70,7 @@ def build_player(spec: Any, kind: str, solo: bool = False) -> Any:
         spec = spec()
     if kind == "policy":
         if isinstance(spec, str):
-            from tau2_gym.players.agents.policies import ScriptedPolicy
+            from tau2_gym.players.agents.scripted import ScriptedPolicy
 
             return ScriptedPolicy(spec)
         return spec

@@ -4,7 +4,7 @@ produces -- one trainer-side code path for in-process and served policies.
 With ``--capture-tokens vllm`` (or ``sglang``, ``auto``) every agent reply of a rollout keeps, on its message's
 ``raw_data``, the server's ``prompt_token_ids`` (the whole conversation as the server's chat template rendered
 it, with the generation prompt), ``completion_token_ids`` and ``completion_logprobs``
-(:func:`tau2_gym.players.agents.policies.token_record` reads vLLM's and SGLang's fields into these names). :func:`server_trajectory` stitches
+(:func:`tau2_gym.players.agents.openai_agent.token_record` reads vLLM's and SGLang's fields into these names). :func:`server_trajectory` stitches
 one episode's replies into a :class:`~tau2_gym.training.hf.policy.Trajectory`:
 
 - ``prompt_ids``: the first reply's prompt;

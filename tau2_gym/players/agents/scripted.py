@@ -15,9 +15,11 @@ string. Solo mode: every gold action as a tool call (user-side ones go to the us
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 from tau2_gym.core.tasks import Action, Task
+from tau2_gym.core.turns import AgentTurnRequest
+from tau2_gym.players.agents.base import AgentPolicy
 
 CLOSING = "Your request has been taken care of. Is there anything else I can help you with?"
 
@@ -244,3 +246,28 @@ def make_agent(name: str) -> ScriptedAgent:
         if cls.name == name:
             return cls()
     raise ValueError(f"unknown scripted agent {name!r}; choose one of {[c.name for c in ALL_AGENTS]}")
+
+
+class ScriptedPolicy(AgentPolicy):
+    """The scripted agents of :mod:`tau2_gym.players.agents.scripted` (oracle and flawed ones) as a policy: one agent object per
+    episode id, reset at its first turn with the task (offline, deterministic; no API key)."""
+
+    offline = True
+
+    def __init__(self, agent: Union[str, Callable[[], Any]] = "oracle") -> None:
+        self.factory: Callable[[], Any] = (lambda: make_agent(agent)) if isinstance(agent, str) else agent
+        self.name = agent if isinstance(agent, str) else getattr(agent, "name", getattr(agent, "__name__", "custom"))
+        self.implementation = f"scripted_{self.name}"
+        self._agents: dict[str, Any] = {}
+
+    def generate(self, request: AgentTurnRequest) -> Any:
+        agent = self._agents.get(request.episode_id)
+        if agent is None:
+            agent = self.factory()
+            agent.reset(request.task, {"solo": request.solo, "domain": request.extra.get("domain"),
+                                       "tools": request.tools})
+            self._agents[request.episode_id] = agent
+        return agent.act(request.messages, {"tools": request.tools})
+
+    def episode_done(self, episode_id: str) -> None:
+        self._agents.pop(episode_id, None)

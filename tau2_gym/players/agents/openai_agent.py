@@ -1,105 +1,31 @@
-"""Agent policies for rollouts: an LLM agent over an OpenAI-compatible endpoint, and the scripted agents.
-
-A policy answers :class:`AgentTurnRequest` s -- the agent's side of one episode at one turn: system prompt,
-the agent's view of the conversation in OpenAI chat format, the tool schemas, the task and the episode seed.
-Like the user simulators, policies are stateless per request (the scripted ones keep one plan per episode
-id), so one instance serves thousands of concurrent episodes: :meth:`AgentPolicy.agenerate` for asyncio
-rollouts, :meth:`AgentPolicy.generate_batch` for batched use.
+"""upstream's LLM agent over an OpenAI-compatible endpoint (vLLM, SGLang, OpenAI, ...).
 
 :class:`OpenAIAgentPolicy` sends what upstream tau2's ``LLMAgent`` sends (system prompt with the domain
 policy, the conversation, the env's tools with ``tool_choice="auto"`` -- ``"required"`` for the solo agent --,
-``temperature`` 0.0 by default, the episode seed) and reuses the OpenAI user simulator's client plumbing:
-retries with backoff on connection errors, timeouts, 408/409/429/5xx and unreadable replies; immediate
-re-requests after empty replies; a concurrency gate. A reply that still fails raises :class:`PolicyError`.
-A reply whose tool call is malformed (arguments not a JSON object, no name) is the policy's output, not a server
-fault: it is returned as sent and ends the episode as ``agent_error``, in the env and in ``rollout`` alike.
+``temperature`` 0.0 by default, the episode seed). A reply that still fails after the client's retries raises
+:class:`~tau2_gym.core.turns.PolicyError`. A reply whose tool call is malformed (arguments not a JSON object, no
+name) is the policy's output, not a server fault: it is returned as sent and ends the episode as ``agent_error``,
+in the env and in ``rollout`` alike.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from tau2_gym.core.messages import AssistantMessage, ToolCall
 from tau2_gym.core.turns import AgentTurnRequest, PolicyError
+from tau2_gym.players.agents.base import AgentPolicy
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall, _usage
 
-__all__ = ["AgentTurnRequest", "AgentPolicy", "PolicyError", "ScriptedPolicy", "OpenAIAgentConfig",
-           "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES"]
+__all__ = ["OpenAIAgentConfig", "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES"]
 
 logger = logging.getLogger(__name__)
 
 #: upstream tau2's default agent model
 DEFAULT_AGENT_MODEL = "gpt-4.1-2025-04-14"
-
-
-class AgentPolicy:
-    """Base class. Implement :meth:`generate` (or :meth:`agenerate` for I/O-bound policies).
-
-    ``generate`` returns the agent's turn in any form the env accepts (an :class:`AssistantMessage`, an
-    OpenAI assistant-message dict, text, tool calls); raise :class:`PolicyError` when it cannot.
-    """
-
-    implementation: str = "llm_agent"
-    #: True for policies that never block (scripted): rollouts call them inline instead of in a thread
-    offline: bool = False
-
-    def generate(self, request: AgentTurnRequest) -> Any:
-        raise NotImplementedError
-
-    async def agenerate(self, request: AgentTurnRequest) -> Any:
-        """Async entry point; the default runs :meth:`generate` in a worker thread."""
-        return await asyncio.to_thread(self.generate, request)
-
-    def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
-        """One action (or the exception) per request."""
-        out: list[Any] = []
-        for req in requests:
-            try:
-                out.append(self.generate(req))
-            except Exception as exc:  # noqa: BLE001 - returned, not raised
-                out.append(exc)
-        return out
-
-    def episode_done(self, episode_id: str) -> None:
-        """Called once an episode is over (policies with per-episode state drop it here)."""
-
-    def info(self) -> dict[str, Any]:
-        """``agent_info`` for a results file."""
-        return {"implementation": self.implementation, "llm": None, "llm_args": None}
-
-    def close(self) -> None:
-        """Release clients and threads."""
-
-
-class ScriptedPolicy(AgentPolicy):
-    """The scripted agents of :mod:`tau2_gym.players.agents.scripted` (oracle and flawed ones) as a policy: one agent object per
-    episode id, reset at its first turn with the task (offline, deterministic; no API key)."""
-
-    offline = True
-
-    def __init__(self, agent: Union[str, Callable[[], Any]] = "oracle") -> None:
-        from tau2_gym.players.agents.scripted import make_agent
-
-        self.factory: Callable[[], Any] = (lambda: make_agent(agent)) if isinstance(agent, str) else agent
-        self.name = agent if isinstance(agent, str) else getattr(agent, "name", getattr(agent, "__name__", "custom"))
-        self.implementation = f"scripted_{self.name}"
-        self._agents: dict[str, Any] = {}
-
-    def generate(self, request: AgentTurnRequest) -> Any:
-        agent = self._agents.get(request.episode_id)
-        if agent is None:
-            agent = self.factory()
-            agent.reset(request.task, {"solo": request.solo, "domain": request.extra.get("domain"),
-                                       "tools": request.tools})
-            self._agents[request.episode_id] = agent
-        return agent.act(request.messages, {"tools": request.tools})
-
-    def episode_done(self, episode_id: str) -> None:
-        self._agents.pop(episode_id, None)
 
 
 # ------------------------------------------------------------------------------------------ OpenAI
