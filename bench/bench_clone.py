@@ -34,7 +34,7 @@ from _common import fmt_time, median_time, print_table, ratio, record_oracle, re
 import gymnasium as gym  # noqa: E402
 
 import tau2_gym  # noqa: E402,F401
-from tau2_gym.envs.tau2_env import clone_env  # noqa: E402
+from tau2_gym.envs.clone import clone_env  # noqa: E402
 from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
 
 TASKS = ["44", "39", "42"]  # the airline tasks with the longest oracle plans (20, 12, 11 agent turns)

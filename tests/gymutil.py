@@ -62,7 +62,7 @@ def script_entry(action: Any, env: Any) -> dict:
     cfg = env.unwrapped.config
     try:
         msg = to_assistant_message(action, parser=cfg.parser, tokenizer=cfg.tokenizer, fill_ids=cfg.fill_tool_call_ids,
-                                   first_id=env.unwrapped._calls)
+                                   first_id=env.unwrapped.episode.calls)
     except ActionError as exc:
         return {"raise": exc.reason}
     return {"content": msg.content, "tool_calls": None if msg.tool_calls is None else [

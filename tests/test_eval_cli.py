@@ -16,7 +16,9 @@ from refutil import without_db_diff
 
 from test_evaluation_cases import build_cases, ending, execute, gold_steps
 from tau2_gym.cli import main
-from tau2_gym.cli.eval import ERROR_KEY, Tally, _progress
+from tau2_gym.results.rescore import ERROR_KEY
+from tau2_gym.runner.progress import progress as _progress
+from tau2_gym.scoring.metrics import Tally
 from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.core.messages import messages_to_dicts
 

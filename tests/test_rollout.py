@@ -279,10 +279,10 @@ def test_collect_inside_a_running_loop_points_to_acollect():
 
 
 def test_two_runs_on_one_output_are_refused(tmp_path):
-    from tau2_gym.runner.collect import _Log
+    from tau2_gym.runner.log import EpisodeLog
 
     out = tmp_path / "run.json"
-    holder = _Log(log_path(out))  # as a run in progress holds it
+    holder = EpisodeLog(log_path(out))  # as a run in progress holds it
     try:
         with pytest.raises(RuntimeError, match="another rollout is writing"):
             collect(["0"], "oracle", domain="airline", output=str(out), progress=False)

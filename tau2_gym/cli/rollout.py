@@ -18,17 +18,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
-DEFAULT_LLM = "gpt-4.1-2025-04-14"
-LLM_AGENTS = ("llm_agent", "llm_agent_solo")
-UNSUPPORTED_AGENTS = {"llm_agent_gt": "upstream's ground-truth-guided LLM agent is not implemented here; use "
-                                      "--agent llm_agent, or --agent oracle for the gold actions"}
-LLM_USERS = ("user_simulator",)
+from tau2_gym.data import DataError
+from tau2_gym.runner.collect import RolloutConfig, collect, ids_in_split_order
+from tau2_gym.runner.players import (DEFAULT_LLM, LLM_AGENTS, LLM_USERS, UNSUPPORTED_AGENTS, PlayerSettings, build_policy,
+                                     build_user, judge_with_cache)
+from tau2_gym.scoring.metrics import pass_hat
+
 
 
 def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
@@ -147,60 +148,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "and user message keeps the server's raw response in raw_data instead")
 
 
-def _json_arg(text: str, flag: str) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"error: {flag} is not valid JSON ({exc.msg}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise SystemExit(f"error: {flag} must be a JSON object, got {text!r}")
-    return value
-
-
-def _llm_settings(model: str, args: dict, base_url: Optional[str], key_env: str, retries: Optional[int],
-                  timeout: float, flag: str = "--llm-args") -> dict[str, Any]:
-    """OpenAI client config fields from tau2-style LLM args (temperature etc. known; the rest passed through)."""
-    args = dict(args)
-    # tau2 run points litellm at a server through llm-args; litellm strips the `openai/` provider prefix.
-    api_base = args.pop("api_base", None) or args.pop("base_url", None)
-    base_url = base_url or api_base
-    api_key = args.pop("api_key", None)
-    if model.startswith("openai/"):
-        model = model[len("openai/"):]
-    from tau2_gym.llm.params import model_family, tau2_run_args
-
-    args, dropped = tau2_run_args(model, args)  # what tau2 run's litellm (drop_params=True) would send
-    if dropped:
-        print(f"note: {flag} {sorted(dropped)} not sent to {model!r}: tau2 run's litellm drops them for the "
-              f"{model_family(model)!r} model family (see tau2_gym.llm.params)", file=sys.stderr)
-    out: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url, "api_key_env": key_env, "timeout": timeout,
-                           "temperature": args.pop("temperature", None)}
-    for name in ("top_p", "max_tokens", "seed"):
-        if name in args:
-            out[name] = args.pop(name)
-    num_retries = args.pop("num_retries", None)
-    out["max_retries"] = retries if retries is not None else (num_retries if num_retries is not None else 3)
-    if "extra_body" in args:
-        out["extra_body"] = args.pop("extra_body")
-    out["llm_args"] = args
-    return out
-
-
-def build_policy(args: argparse.Namespace, solo: bool) -> Any:
-    from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
-    from tau2_gym.players.agents.scripted import ScriptedPolicy
-
-    if args.agent in LLM_AGENTS:
-        settings = _llm_settings(args.agent_llm, _json_arg(args.agent_llm_args, "--agent-llm-args"),
-                                 args.agent_base_url, args.agent_api_key_env, args.request_retries,
-                                 args.request_timeout, "--agent-llm-args")
-        settings["max_concurrency"] = max(1, args.max_concurrency)
-        settings["capture_tokens"] = args.capture_tokens
-        settings["price_table"] = getattr(args, "price_table", None)
-        return OpenAIAgentPolicy(OpenAIAgentConfig(**settings))
-    if args.capture_tokens:
-        raise ValueError(f"--capture-tokens needs an LLM agent (--agent llm_agent); {args.agent!r} has no tokens")
-    return ScriptedPolicy(args.agent)
+def player_settings(args: argparse.Namespace) -> tuple[PlayerSettings, PlayerSettings]:
+    """The agent's and the customer's settings from the flags."""
+    common = {"request_retries": args.request_retries, "request_timeout": args.request_timeout,
+              "max_concurrency": args.max_concurrency, "price_table": getattr(args, "price_table", None)}
+    agent = PlayerSettings(kind=args.agent, llm=args.agent_llm,
+                           llm_args=_json_arg(args.agent_llm_args, "--agent-llm-args"), base_url=args.agent_base_url,
+                           api_key_env=args.agent_api_key_env, capture_tokens=args.capture_tokens,
+                           flag="--agent-llm-args", **common)
+    user = PlayerSettings(kind=args.user, llm=args.user_llm, llm_args=_json_arg(args.user_llm_args, "--user-llm-args"),
+                          base_url=args.user_base_url, api_key_env=args.user_api_key_env, cache=user_cache_setting(args),
+                          flag="--user-llm-args", **common)
+    return agent, user
 
 
 def user_cache_setting(args: argparse.Namespace) -> str:
@@ -210,12 +169,14 @@ def user_cache_setting(args: argparse.Namespace) -> str:
     return args.user_cache or "auto"
 
 
-def judge_with_cache(spec: Optional[str], args: argparse.Namespace) -> Optional[str]:
-    """An ``openai:`` judge spec with the run's cache choice (unless the spec sets its own ``cache=``)."""
-    setting = user_cache_setting(args)
-    if not spec or setting == "auto" or not spec.strip().lower().startswith("openai:") or ",cache=" in spec:
-        return spec
-    return f"{spec},cache={setting}"
+def _json_arg(text: str, flag: str) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"error: {flag} is not valid JSON ({exc.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"error: {flag} must be a JSON object, got {text!r}")
+    return value
 
 
 def cache_lines(info: dict) -> list[str]:
@@ -234,33 +195,6 @@ def cache_lines(info: dict) -> list[str]:
         lines.append(f"{label}: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored "
                      f"({stats['path']})")
     return lines
-
-
-def build_user(args: argparse.Namespace, solo: bool) -> Any:
-    if args.user == "dummy_user" and not solo:
-        raise ValueError("--user dummy_user is the solo-mode user: use it with --agent llm_agent_solo")
-    if solo:
-        return None
-    if args.user in LLM_USERS:
-        from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
-
-        settings = _llm_settings(args.user_llm, _json_arg(args.user_llm_args, "--user-llm-args"),
-                                 args.user_base_url, args.user_api_key_env, args.request_retries,
-                                 args.request_timeout, "--user-llm-args")
-        settings["max_concurrency"] = max(1, args.max_concurrency)
-        settings["cache"] = user_cache_setting(args)
-        settings["price_table"] = getattr(args, "price_table", None)
-        user = OpenAIUserSimulator(OpenAIUserConfig(**settings))
-        stats = user.cache_stats() or {}
-        if stats.get("error"):  # said at start whatever --log-level is: the run goes on, uncached
-            print(f"warning: user cache {stats.get('path')} is unusable ({stats['error']}); running uncached",
-                  file=sys.stderr)
-        return user
-    if args.user_cache:
-        raise ValueError(f"--user-cache needs an LLM user (--user user_simulator); {args.user!r} makes no calls")
-    from tau2_gym.envs.tau2_env import resolve_user
-
-    return resolve_user(args.user)
 
 
 def token_probe_line(probe: dict, mode: str) -> str:
@@ -310,12 +244,7 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
              f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)"]
     if scored:
         lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
-        max_k = min([len(v) for v in by_task.values()] + [num_trials])
-        ks = []
-        for k in range(1, max_k + 1):
-            per = [math.comb(sum(1 for r in v if abs(r - 1) <= 1e-6), k) / math.comb(len(v), k) for v in by_task.values()]
-            ks.append(f"pass^{k}={sum(per) / len(per):.4f}")
-        lines.append("  ".join(ks))
+        lines.append("  ".join(f"pass^{k}={v:.4f}" for k, v in pass_hat(by_task, num_trials).items()))
     if infra:
         lines.append(f"infrastructure errors: {infra} (re-run them by running the same command again)")
     scored_runs = [r for r in report.simulations
@@ -362,9 +291,6 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.ERROR),
                         format="%(levelname)s %(name)s: %(message)s")
-    from tau2_gym.data import DataError
-    from tau2_gym.runner.collect import RolloutConfig, collect
-
     if args.agent in UNSUPPORTED_AGENTS:
         print(f"error: --agent {args.agent}: {UNSUPPORTED_AGENTS[args.agent]}", file=sys.stderr)
         return 2
@@ -385,33 +311,38 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps, max_errors=args.max_errors, timeout=args.timeout, solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,
             enforce_protocol=args.enforce_communication_protocol, parser=args.parser, concurrency=args.max_concurrency,
-            max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output), judge=judge_with_cache(args.judge, args),
+            max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output),
+            judge=judge_with_cache(args.judge, user_cache_setting(args)),
             allow_config_change=args.allow_config_change, progress=not args.no_progress,
             domain_options=retrieval_options(args))
-        if config.task_ids is not None:  # as tau2 run: ids filter the split, in its order; others are refused
-            from tau2_gym.runner.collect import select_tasks
-
-            pool = [t.id for t in select_tasks(RolloutConfig(**{**config.__dict__, "task_ids": None,
-                                                                "num_tasks": None, "output": None}))]
-            missing = [i for i in config.task_ids if i not in set(pool)]
-            if missing:
-                raise ValueError(f"--task-ids {missing} are not in split {split!r} of {args.domain!r}")
-            wanted = set(config.task_ids)
-            config.task_ids = [i for i in pool if i in wanted]
-        policy = build_policy(args, solo)
-        user = build_user(args, solo)
+        if config.task_ids is not None:
+            config.task_ids = ids_in_split_order(config)
+        agent_settings, user_settings = player_settings(args)
+        notes: list[str] = []
+        policy = build_policy(agent_settings, solo, notes)
+        user = build_user(user_settings, solo, notes)
     except (ValueError, ImportError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(note, file=sys.stderr)
     print(f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, "
           f"output {output}", file=sys.stderr)
     if args.capture_tokens and hasattr(policy, "probe_tokens"):
         print(token_probe_line(policy.probe_tokens(), args.capture_tokens), file=sys.stderr)
     try:
-        if getattr(args, "ray", None) is not None:  # tau2_gym.runner.ray: the episodes run on Ray actors
-            from tau2_gym.runner.ray import cli_collect
+        if getattr(args, "ray", None) is not None:  # the episodes run on Ray actors, each building its players
+            try:
+                from tau2_gym.runner.ray import collect_ray, import_ray
 
-            report = cli_collect(args, config, solo)
+                import_ray()
+            except ImportError as exc:
+                print(f"error: --ray: {exc}", file=sys.stderr)
+                return 2
+            report = collect_ray(None, partial(build_policy, agent_settings, solo),
+                                 partial(build_user, user_settings, solo), config=config,
+                                 num_actors=max(1, int(args.ray_actors)),
+                                 address=None if args.ray in (None, "local") else args.ray)
         else:
             report = collect(None, policy, user, config=config)
     except ValueError as exc:

@@ -589,6 +589,11 @@ class TurnLoop:
         out.insert(0, {"role": "system", "content": sp})
         return out
 
+    def agent_view(self) -> list[dict[str, Any]]:
+        """The agent's view without the system prompt; the dicts are the loop's own (read them, do not change
+        them): each is built once, when its message is delivered."""
+        return list(self._agent_view)
+
     def agent_view_messages(self) -> list[AnyMessage]:
         """The agent's view as tau2 messages (shared objects; read only)."""
         return [m for m in self.trajectory if agent_sees(m)]

@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import copy
-import json
+import inspect
 import logging
-import sys
 import warnings
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Optional
 
 import gymnasium as gym
 
 from tau2_gym.core import orchestrator as tl
-from tau2_gym.core.db import DBState, copy_json
-from tau2_gym.core.actions import ActionError, to_assistant_message
-from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.core.messages import Message, ParticipantMessage, ToolMessage
+from tau2_gym.core.domain import load_domain
+from tau2_gym.core.messages import ParticipantMessage, ToolMessage
+from tau2_gym.core.parsing import available_parsers
+from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import Record, as_dict
-from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.tasks import Task
-from tau2_gym.core.tools import Toolkit
-from tau2_gym.core.turns import UserSimulatorError
+from tau2_gym.core.turns import UserTurnRequest
+from tau2_gym.envs.clone import copy_episode, copy_rng, shallow_copy
+from tau2_gym.envs.config import Tau2EnvConfig
+from tau2_gym.envs.episode import Episode, EpisodeSetup
+from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.llm.cache import cache_info
+from tau2_gym.players.users import resolve_user
+from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
+from tau2_gym.scoring.rewards import apply_reward_mode
 
 logger = logging.getLogger("tau2_gym")
 
@@ -34,8 +42,8 @@ def outer_time_limit(env: Any) -> Optional[int]:
     """
     from gymnasium.wrappers import TimeLimit
 
-    frame = sys._getframe(2)
-    for _ in range(16):  # TimeLimit -> Wrapper.reset -> OrderEnforcing -> PassiveEnvChecker -> ... -> Tau2Env.reset
+    frame = inspect.currentframe()
+    for _ in range(18):  # TimeLimit -> Wrapper.reset -> OrderEnforcing -> PassiveEnvChecker -> ... -> Tau2Env.reset
         if frame is None:
             return None
         owner = frame.f_locals.get("self")
@@ -57,37 +65,6 @@ def _wraps(wrapper: Any, env: Any) -> bool:
     return False
 
 
-def resolve_user(spec: Any) -> Any:
-    """A user simulator from a spec: an object with ``generate(request)``, ``"oracle"``, ``"package.module:Attr"``
-    (a class is instantiated without arguments), or a spec string the model-backed simulators understand."""
-    if spec is None:
-        spec = "oracle"
-    if not isinstance(spec, str):
-        if callable(getattr(spec, "generate", None)):
-            return spec
-        raise TypeError(f"user={spec!r} is not a user simulator (it needs a generate(request) method)")
-    if spec in ("oracle", "oracle_user"):
-        from tau2_gym.players.users.scripted import OracleUser
-
-        return OracleUser()
-    if ":" in spec and "." in spec.split(":", 1)[0]:  # "package.module:Attr"
-        import importlib
-
-        module, _, attr = spec.partition(":")
-        obj = getattr(importlib.import_module(module), attr)
-        return obj() if isinstance(obj, type) else obj
-    from tau2_gym.players import users as _users
-
-    factory = getattr(_users, "user_from_spec", None)  # model-backed simulators: "openai:<model>", "hf:<model>"
-    try:
-        if factory is None:
-            raise ValueError(f"unknown user simulator spec {spec!r}")
-        return factory(spec)
-    except ValueError as exc:
-        raise ValueError(f"{exc} (the env also accepts a UserSimulator instance, 'oracle' or "
-                         "'package.module:Class')") from None
-
-
 def transcript(messages: list, include_tool_results: bool = True) -> str:
     """``role: content`` lines; tool calls in ``name(k='v', ...)`` form (upstream gym's observation style)."""
     lines = []
@@ -102,161 +79,6 @@ def transcript(messages: list, include_tool_results: bool = True) -> str:
         else:
             lines.append(f"{m.role}: {m.content}")
     return "\n".join(lines)
-
-
-_SHARED_TYPES = (type(None), str, int, float, bool, bytes)
-
-
-def _copy_message(msg: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
-    """An independent copy of one stored message (and its tool calls), recorded in ``mapping`` by the id of
-    the original so that everything else pointing at the message (the loop's last message, the tool-call
-    log) points at the copy -- scoring relies on that identity (``Environment.replays_to``).
-
-    A shallow copy shares the immutable fields (texts, flags, numbers); only the containers are copied."""
-    if not isinstance(msg, Message):  # anything else a domain or a simulator put there
-        new = copy.deepcopy(msg, memo)
-        mapping[id(msg)] = new
-        return new
-    new = copy.copy(msg)
-    if isinstance(msg, ParticipantMessage):
-        if msg.tool_calls is not None:
-            copies = []
-            for tc in msg.tool_calls:
-                twin = copy.copy(tc)
-                twin.arguments = copy_json(tc.arguments)
-                mapping[id(tc)] = twin
-                copies.append(twin)
-            new.tool_calls = copies
-        new.usage = None if msg.usage is None else copy_json(msg.usage)
-        new.raw_data = None if msg.raw_data is None else copy_json(msg.raw_data)
-    mapping[id(msg)] = new
-    return new
-
-
-def _remapped(value: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
-    """``value`` with every copied message or call replaced by its copy; other objects deep-copied."""
-    if isinstance(value, _SHARED_TYPES):
-        return value
-    hit = mapping.get(id(value))
-    if hit is not None:
-        return hit
-    if type(value) is list:
-        return [_remapped(v, mapping, memo) for v in value]
-    if type(value) is tuple:
-        return tuple(_remapped(v, mapping, memo) for v in value)
-    return copy.deepcopy(value, memo)
-
-
-def _copy_environment(env: Any, mapping: dict[int, Any], memo: dict[int, Any]) -> Any:
-    """The episode's tool environment with private toolkits (copy-on-write DB views over the same base)."""
-    new = _shallow(env)
-    shared = ("domain", "semantics", "_sync_hook", "policy")
-    for name, value in env.__dict__.items():
-        if name in shared or isinstance(value, _SHARED_TYPES):
-            continue
-        if name == "_calls":  # (call, result) pairs: the very objects of the trajectory (replays_to)
-            new._calls = [(_remapped(c, mapping, memo), _remapped(r, mapping, memo)) for c, r in value]
-        elif isinstance(value, Toolkit):
-            setattr(new, name, _copy_toolkit(value, memo))
-        else:
-            setattr(new, name, copy.deepcopy(value, memo))
-    return new
-
-
-def _copy_toolkit(kit: Any, memo: dict[int, Any]) -> Any:
-    """A toolkit instance with its own state: each DB as a copy-on-write copy (one per DB object: the memo
-    keeps a DB that two toolkits share shared), every other attribute deep-copied unless immutable."""
-    hit = memo.get(id(kit))
-    if hit is not None:
-        return hit
-    new = _shallow(kit)
-    for name, value in kit.__dict__.items():
-        if isinstance(value, _SHARED_TYPES):
-            continue
-        if isinstance(value, DBState):
-            twin = memo.get(id(value))
-            if twin is None:
-                twin = memo[id(value)] = value.copy()  # the original episode keeps ``value`` (its id) alive
-            setattr(new, name, twin)
-        else:
-            setattr(new, name, copy.deepcopy(value, memo))
-    memo[id(kit)] = new
-    return new
-
-
-def copy_turn_loop(loop: tl.TurnLoop) -> tl.TurnLoop:
-    """An independent copy of a live episode's turn loop: its own messages, views, counters, clock and tool
-    environment (DB overlays copied, the domain's base data shared); the domain and the task are shared.
-
-    Slots it does not know are deep-copied unless immutable, so state added to the loop later is copied too.
-    """
-    memo: dict[int, Any] = {id(loop.domain): loop.domain, id(loop.task): loop.task}
-    env = loop.env
-    for name in ("domain", "semantics", "_sync_hook"):
-        value = getattr(env, name, None)
-        if value is not None:
-            memo[id(value)] = value
-    mapping: dict[int, Any] = {}
-    new = tl.TurnLoop.__new__(tl.TurnLoop)
-    for name in tl.TurnLoop.__slots__:
-        try:
-            value = getattr(loop, name)
-        except AttributeError:
-            continue
-        if name == "trajectory":
-            value = [_copy_message(m, mapping, memo) for m in value]
-        elif name in ("_agent_view", "_user_view"):
-            value = list(value)  # entries are built once and never changed in place (copies are handed out)
-        elif name == "_clock":
-            value = value.copy()
-        elif name == "_pending":
-            value = None  # rebuilt on demand from the copied views
-        elif name in ("domain", "task", "env", "message"):
-            pass  # set below, once the messages are mapped
-        elif not isinstance(value, _SHARED_TYPES):
-            value = copy.deepcopy(value, memo)
-        setattr(new, name, value)
-    new.env = _copy_environment(env, mapping, memo)
-    new.message = _remapped(loop.message, mapping, memo)
-    return new
-
-
-def _shallow(obj: Any) -> Any:
-    """A new instance of ``obj``'s class holding the same attribute values."""
-    new = type(obj).__new__(type(obj))
-    new.__dict__.update(obj.__dict__)
-    return new
-
-
-def _copy_rng(rng: Any) -> Any:
-    """An independent numpy Generator in the same state (the same draws from here on)."""
-    if rng is None:
-        return None
-    bits = type(rng.bit_generator)(0)  # a fixed seed is cheaper to build than an entropy-seeded one; replaced
-    bits.state = rng.bit_generator.state
-    return type(rng)(bits)
-
-
-def clone_env(env: Any, episode_id: Optional[str] = None) -> Any:
-    """:meth:`Tau2Env.clone` through a Gymnasium wrapper chain: the clone comes back wrapped like ``env``.
-
-    ``gym.make`` returns wrappers (``OrderEnforcing``, ``PassiveEnvChecker``, a ``TimeLimit`` when
-    ``max_episode_steps`` is given, any of your own): each is copied with its state -- the ``TimeLimit``'s
-    elapsed-step count included -- around the cloned env. ``env`` may also be the bare env.
-    """
-    base = env.unwrapped
-    if not isinstance(base, Tau2Env):
-        raise TypeError(f"clone_env needs a tau2 env (or wrappers around one); got {type(base).__name__}")
-    twin = base.clone(episode_id=episode_id)
-    if env is base:
-        return twin
-    memo: dict[int, Any] = {id(base): twin, id(base.domain): base.domain,
-                            id(base.action_space): twin.action_space,
-                            id(base.observation_space): twin.observation_space}
-    for shared in (base.user, base.judge):  # a wrapper's saved env spec may hold them (clients, locks): shared
-        if shared is not None and not isinstance(shared, str):
-            memo[id(shared)] = shared
-    return copy.deepcopy(env, memo)
 
 
 class Tau2Env(gym.Env):
@@ -331,11 +153,18 @@ class Tau2Env(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
-    domain_name: Optional[str] = None  # fixed by the per-domain subclasses
+    domain_name: Optional[str] = None  # fixed by the per-domain classes (tau2_gym.envs.registration)
+    #: keyword arguments of the domain's own settings, folded into ``domain_options`` (e.g. ``retrieval_config``)
+    domain_option_names: tuple[str, ...] = ()
 
     def __init__(self, domain: Optional[str] = None, *, config: Optional[Tau2EnvConfig] = None,
                  render_mode: Optional[str] = None, **kwargs: Any) -> None:
         super().__init__()
+        options = {name: kwargs.pop(name) for name in self.domain_option_names if kwargs.get(name) is not None}
+        for name in self.domain_option_names:
+            kwargs.pop(name, None)
+        if options:
+            kwargs["domain_options"] = {**(kwargs.get("domain_options") or {}), **options}
         name = domain or kwargs.pop("domain", None) or self.domain_name or (config.domain if config else None)
         if config is None:
             config = Tau2EnvConfig.from_kwargs(domain=name or "mock", **kwargs)
@@ -348,51 +177,46 @@ class Tau2Env(gym.Env):
         self.config = config
         self.render_mode = render_mode
 
-        from tau2_gym.core.domain import load_domain
-
         self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
         if config.solo and not self.domain.spec.solo_supported:
             raise ValueError(self.domain.spec.solo_error or f"{config.domain} domain does not support solo mode")
-        self.agent_can_stop = config.solo if config.agent_can_stop is None else bool(config.agent_can_stop)
         self.policy = self.domain.policy(config.solo)
         self.data_version = Record(self.domain.data_version_record())
-        from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
-
         self.judge = config.judge if hasattr(config.judge, "assess") else make_judge(config.judge)
         self.tasks = apply_no_judge_choice(self.domain, self._task_pool(), self.judge, f"env {config.domain!r}")
         self._all_tasks: Optional[dict[str, Task]] = None
         self.user = None if config.solo else resolve_user(config.user)
         if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):
-            from tau2_gym.core.parsing import available_parsers
-
             if config.parser not in available_parsers():
                 raise ValueError(f"unknown parser {config.parser!r}; choose one of "
                                  f"{available_parsers() + ['tau2', 'none']} or pass a callable")
-
-        from tau2_gym.core.prompts import done_tool_schema
-
-        tools = list(self.domain.agent_tool_schemas())
-        if config.solo and self.domain.has_user_tools:
-            tools += self.domain.user_tool_schemas()
-        if self.agent_can_stop:
-            tools.append(done_tool_schema(self.domain.source))
-        # the domain's schemas are process-wide: the env owns a private copy so no caller can change them
-        self.tools: tuple[dict, ...] = copy.deepcopy(tuple(tools))
-        self._tools_json = json.dumps(list(self.tools))  # info's per-episode copy: json.loads is ~5x deepcopy
-
+        self.setup = EpisodeSetup(self.domain, solo=config.solo, max_steps=config.max_steps,
+                                  max_errors=config.max_errors, enforce_protocol=config.enforce_protocol,
+                                  agent_can_stop=config.agent_can_stop, timeout=config.timeout, parser=config.parser,
+                                  tokenizer=config.tokenizer, fill_tool_call_ids=config.fill_tool_call_ids,
+                                  judge=self.judge, evaluate=config.evaluate, strict_replay=config.strict_replay)
+        self.agent_can_stop = self.setup.agent_can_stop
+        self.tools: tuple[dict, ...] = self.setup.tools
         self.action_space = AssistantActionSpace(self.tools, parser=config.parser, tokenizer=config.tokenizer)
         self.observation_space = MessagesSpace() if config.obs_format == "messages" else TranscriptSpace()
+        #: False: the message dicts of an observation are shared with the episode's earlier observations (read
+        #: them, do not change them); a long episode's observations then cost O(T) instead of O(T^2) to build
+        self.copy_observations = True
 
-        self.loop: Optional[tl.TurnLoop] = None
+        self.episode: Optional[Episode] = None
         self.task: Optional[Task] = None
         self._info_task: Optional[Task] = None
         self._info_tools: list[dict] = []
         self._cursor = 0
-        self._calls = 0
-        self._reported = False
         self._final: Optional[tuple[Any, float, bool, bool, dict]] = None
+        self._after_end = False  # this step came after the episode's end: it repeats the final transition
         self._time_limit: Optional[int] = None  # an outer TimeLimit's max_episode_steps (found at reset)
         self._env_steps = 0  # step() calls since reset, as the TimeLimit counts them
+
+    @property
+    def loop(self) -> Optional[tl.TurnLoop]:
+        """The live episode's orchestrator state (read only; None before the first reset)."""
+        return None if self.episode is None else self.episode.loop
 
     # ------------------------------------------------------------------ copies
 
@@ -429,37 +253,41 @@ class Tau2Env(gym.Env):
     def _shared_tasks(domain: Any, config: Tau2EnvConfig) -> dict[str, Task]:
         return {t.id: t for t in domain.tasks(config.task_set, None)}
 
+    def sibling(self) -> "Tau2Env":
+        """A new env sharing this one's loaded domain, task pool, tools, spaces, judge and user simulator, with
+        its own RNG and no episode: how a vector env holds thousands of envs for the memory of one."""
+        new = shallow_copy(self)
+        new._np_random = new._np_random_seed = None  # seeded at its first reset, as a freshly made env
+        new.episode = new.task = new._info_task = new._final = None
+        new._info_tools = []
+        new._cursor = new._env_steps = 0
+        return new
+
     def clone(self, episode_id: Optional[str] = None) -> "Tau2Env":
         """An independent copy of this env and its live episode, for branching (tree search, best-of-n,
         "what if the agent had called X here").
 
-        Copied: the turn loop (messages, the agent's and the user's views, step and error counters, the
-        clock), the tool environment (each DB as its copy-on-write changes over the shared base), the RNGs
+        Copied: the episode (messages, the agent's and the user's views, step and error counters, the clock,
+        the tool environment with each DB as its copy-on-write changes over the shared base), the RNGs
         (``np_random`` and the action space's: the clone draws what the original would have drawn), the
         episode's counters (an outer ``TimeLimit``'s limit and steps so far). Shared, read-only: the loaded
         domain (base DBs, tool schemas, policies), the task pool and the task, the config, the judge and the
         user simulator; also the episode's ``info["task"]`` / ``info["tools"]`` copies made at ``reset`` (branches
-        of one episode hand out the same ones: a deep copy of a large task costs ~10x the clone; the loaded task
-        that grades is never handed out). Simulators are stateless (:mod:`tau2_gym.players.users.base`): the user's side of the
-        conversation lives in the turn loop, so an LLM user keeps its one client, connection pool and reply
-        cache, and the clone's user turns see the clone's own history. Given the same actions (and a
-        deterministic user: the oracle, or an LLM at temperature 0 with the episode seed, which the clone
-        keeps) the clone and the original produce the same trajectory and reward; otherwise they diverge
-        freely. The clone gets a new episode id (``episode_id=`` to choose one): saved runs stay distinct.
-
-        Cost: about 35-90 µs for airline episodes of 8-40 messages (each message is copied once, the DBs'
-        changed records only); ``bench/bench_clone.py`` measures it against upstream's rebuild and replay.
-        Through wrappers use :func:`clone_env` (``gym.make`` returns a wrapper chain; ``env.unwrapped.clone()``
-        is the bare env).
+        of one episode hand out the same ones; the loaded task that grades is never handed out). Simulators are
+        stateless (:mod:`tau2_gym.players.users.base`): the user's side of the conversation lives in the episode,
+        so an LLM user keeps its one client and reply cache, and the clone's user turns see the clone's own
+        history. Given the same actions (and a deterministic user: the oracle, or an LLM at temperature 0 with the
+        episode seed, which the clone keeps) the clone and the original produce the same trajectory and reward;
+        otherwise they diverge freely. The clone gets a new episode id (``episode_id=`` to choose one).
+        Through wrappers use :func:`~tau2_gym.envs.clone.clone_env` (``gym.make`` returns a wrapper chain).
         """
-        new = _shallow(self)  # not copy.copy: that goes through __getstate__ (made for pickling)
-        new._np_random = _copy_rng(self._np_random)
-        space = _shallow(self.action_space)
-        space._np_random = _copy_rng(getattr(self.action_space, "_np_random", None))
+        new = shallow_copy(self)  # not copy.copy: that goes through __getstate__ (made for pickling)
+        new._np_random = copy_rng(self._np_random)
+        space = shallow_copy(self.action_space)
+        space._np_random = copy_rng(getattr(self.action_space, "_np_random", None))
         new.action_space = space
-        if self.loop is not None:
-            new.loop = copy_turn_loop(self.loop)
-            new.loop.episode_id = episode_id or tl.new_episode_id()
+        if self.episode is not None:
+            new.episode = copy_episode(self.episode, episode_id)
         if self._final is not None:
             obs, reward, term, trunc, info = self._final
             new._final = (obs, reward, term, trunc, dict(info))
@@ -537,34 +365,10 @@ class Tau2Env(gym.Env):
             ValueError / IndexError: an unknown ``task_id`` or an out-of-range ``task_index`` (a caller's error,
             not the agent's), or a task that cannot run in solo mode.
         """
-        super().reset(seed=seed)
-        options = options or {}
-        task = self._pick_task(options)
-        if self.config.solo:
-            why = tl.solo_task_error(task)
-            if why is not None:
-                raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
-        user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the user simulator's seed, from reset(seed)
-        self.task = task
-        # info hands out per-episode copies: the loaded task and the env's tools are shared and grade/define
-        # every later episode, so what a caller does to info must not reach them (one copy per reset)
-        self._info_task = task.model_copy(deep=True)
-        self._info_tools = json.loads(self._tools_json)
-        self.loop = tl.TurnLoop(self.domain, task, solo=self.config.solo, max_steps=self.config.max_steps,
-                                max_errors=self.config.max_errors, enforce_protocol=self.config.enforce_protocol,
-                                agent_can_stop=self.agent_can_stop, timeout=self.config.timeout, seed=user_seed)
-        self._calls = 0
-        self._reported = False
-        self._final = None
+        self.begin_reset(seed=seed, options=options)
         self._time_limit = outer_time_limit(self)
-        self._env_steps = 0
-        self.loop.start()
-        self._run_user()
-        info = self._info()
-        if self.loop.done:
-            info["episode_over"] = True
-            info["termination_reason"] = self.loop.termination_reason
-        return self._observation(), info
+        self._answer_user()
+        return self.end_reset()
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """One agent turn: the action goes to the customer (text) or the environment (tool calls), then the
@@ -590,89 +394,120 @@ class Tau2Env(gym.Env):
             :meth:`save_results` and ``tau2-gym eval``), ``error`` for error endings and ``evaluation_error``
             if scoring failed. A step after the end repeats the final transition with reward 0 and a warning.
         """
-        loop = self.loop
-        if loop is None:
+        self.begin_step(action)
+        self._answer_user()
+        return self.end_step(stacklevel=3)
+
+    # ------------------------------------------------------------------ the two phases of reset and step
+
+    def begin_reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> None:
+        """:meth:`reset` up to the customer's first turn: pick the task and start the episode. Then answer
+        :meth:`pending_user_turn` with :meth:`answer_user` until it is None, and call :meth:`end_reset`. A vector
+        env does this for many envs at once and answers all their customers in one batch."""
+        super().reset(seed=seed)
+        options = options or {}
+        task = self._pick_task(options)
+        if self.config.solo:
+            why = tl.solo_task_error(task)
+            if why is not None:
+                raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
+        user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the user simulator's seed, from reset(seed)
+        self.task = task
+        # info hands out per-episode copies: the loaded task and the env's tools are shared and grade/define
+        # every later episode, so what a caller does to info must not reach them (one copy per reset)
+        self._info_task = task.model_copy(deep=True)
+        self._info_tools = copy.deepcopy(list(self.tools))
+        self._final = None
+        self._after_end = False
+        self._time_limit = None
+        self._env_steps = 0
+        self.episode = self.setup.start(task, seed=user_seed)
+
+    def begin_step(self, action: Any) -> None:
+        """:meth:`step` up to the customer's reply: the agent's action goes in and its tool calls run. Then
+        answer :meth:`pending_user_turn` with :meth:`answer_user` until it is None, and call :meth:`end_step`."""
+        episode = self.episode
+        if episode is None:
             raise RuntimeError("call reset() before step()")
         self._env_steps += 1
-        if self._final is not None:
-            warnings.warn("step() called after the episode ended; call reset()", stacklevel=2)
-            obs, _, term, trunc, info = self._final
-            return self._observation(), 0.0, term, trunc, dict(info)
-        if not loop.done:
-            try:
-                msg = to_assistant_message(action, parser=self.config.parser, tokenizer=self.config.tokenizer,
-                                           fill_ids=self.config.fill_tool_call_ids, first_id=self._calls,
-                                           timestamp="")  # submit_agent stamps it
-            except ActionError as exc:
-                loop.abort_agent(exc.reason, exc.record)
-            else:
-                self._calls += len(msg.tool_calls or ())
-                loop.submit_agent(msg)
-                self._run_user()
-        if self._time_limit is not None and self._env_steps >= self._time_limit and loop.status == tl.AGENT:
-            loop.truncate(tl.MAX_STEPS)  # the TimeLimit truncates this step: end it here, recorded and scored
-        if not loop.done:
-            return self._observation(), 0.0, False, False, self._info()
+        self._after_end = self._final is not None
+        if not self._after_end and not episode.done:
+            episode.act(action)
+
+    def pending_user_turn(self) -> Optional[UserTurnRequest]:
+        """The customer turn the episode waits for (None: none; then the phase can end)."""
+        return None if self.episode is None else self.episode.user_request()
+
+    def answer_user(self, reply: Any) -> None:
+        """Deliver the customer's reply to :meth:`pending_user_turn` (a message, or the exception the simulator
+        raised: the episode then ends as ``user_error``)."""
+        if self.episode is None:
+            raise RuntimeError("call reset() before answer_user()")
+        self.episode.answer(reply)
+
+    def end_reset(self) -> tuple[Any, dict]:
+        """The ``(observation, info)`` of :meth:`reset`, once the customer has spoken."""
+        info = self._info()
+        if self.episode is not None and self.episode.done:
+            info["episode_over"] = True
+            info["termination_reason"] = self.episode.termination_reason
+        return self.observation(), info
+
+    def end_step(self, stacklevel: int = 2) -> tuple[Any, float, bool, bool, dict]:
+        """The transition of :meth:`step`, once the customer has spoken."""
+        episode = self.episode
+        assert episode is not None
+        if self._after_end:
+            warnings.warn("step() called after the episode ended; call reset()", stacklevel=stacklevel)
+            _, _, term, trunc, info = self._final  # type: ignore[misc]
+            return self.observation(), 0.0, term, trunc, dict(info)
+        if self._time_limit is not None and self._env_steps >= self._time_limit and episode.status == tl.AGENT:
+            episode.truncate(tl.MAX_STEPS)  # the TimeLimit truncates this step: end it here, recorded and scored
+        if not episode.done:
+            return self.observation(), 0.0, False, False, self._info()
         return self._finish()
 
-    def _run_user(self) -> None:
-        loop = self.loop
-        assert loop is not None
-        while loop.status == tl.USER:
-            request = loop.user_request()
-            try:
-                reply = self.user.generate(request)  # type: ignore[union-attr]
-            except UserSimulatorError as exc:
-                reply = exc
-            except Exception as exc:  # noqa: BLE001 - a broken simulator ends the episode, never the training loop
-                logger.warning("user simulator %s raised %s: %s", type(self.user).__name__, type(exc).__name__, exc)
-                reply = exc
-            loop.submit_user(reply)
+    def _answer_user(self) -> None:
+        if self.episode is not None and self.user is not None:
+            self.episode.run_user(self.user)
 
     def _finish(self) -> tuple[Any, float, bool, bool, dict]:
-        loop = self.loop
-        assert loop is not None and loop.done
-        reason = loop.termination_reason
+        episode = self.episode
+        assert episode is not None and episode.done
+        loop = episode.loop
         messages = loop.messages()
         info = self._info()
         reward_info = None
         reward = 0.0
         if self.config.evaluate:
             try:
-                from tau2_gym.scoring.evaluation import evaluate_simulation
-
-                reward_info = evaluate_simulation(self.domain, loop.task, messages, reason, solo=self.config.solo,
-                                                  judge=self.judge, strict=self.config.strict_replay,
-                                                  live_env=loop.env)
+                reward_info = episode.score(messages)
                 reward = float(reward_info["reward"])
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a failed evaluation is reported, the training loop goes on
                 if self.config.raise_on_evaluation_error:
                     raise
                 logger.warning("evaluation of task %r failed: %s: %s", loop.task.id, type(exc).__name__, exc)
                 info["evaluation_error"] = f"{type(exc).__name__}: {exc}"
                 reward_info = None
-        from tau2_gym.scoring.rewards import apply_reward_mode  # info["tau2_reward"] keeps upstream's reward
-
-        reward = apply_reward_mode(self.config.reward_mode, info, reward_info, reward)
-        info["termination_reason"] = reason
+        reward = apply_reward_mode(self.config.reward_mode, info, reward_info, reward)  # info["tau2_reward"]: raw
+        info["termination_reason"] = loop.termination_reason
         info["reward_info"] = None if reward_info is None else Record(reward_info)
         if loop.error is not None:
             info["error"] = loop.error
-        info["simulation_run"] = loop.simulation_record(reward_info, messages=messages)
-        from tau2_gym.llm.cache import cache_info  # the user simulator's / judge's reply cache, counts so far
-
-        info.update(cache_info(self.user, self.judge))
+        info["simulation_run"] = episode.simulation_record(reward_info, messages=messages)
+        info.update(cache_info(self.user, self.judge))  # the user simulator's / judge's reply caches, counts so far
         terminated = not loop.truncated
         truncated = loop.truncated
         self._final = (None, reward, terminated, truncated, info)
-        return self._observation(), reward, terminated, truncated, dict(info)
+        return self.observation(), reward, terminated, truncated, dict(info)
 
-    def _observation(self) -> Any:
-        loop = self.loop
-        assert loop is not None
+    def observation(self) -> Any:
+        """The agent's view of the live episode, as ``reset`` and ``step`` return it."""
+        episode = self.episode
+        assert episode is not None
         if self.config.obs_format == "messages":
-            return loop.agent_messages()
-        return transcript(loop.agent_view_messages())
+            return episode.agent_messages(copy=self.copy_observations)
+        return transcript(episode.loop.agent_view_messages())
 
     def _info(self) -> dict[str, Any]:
         loop = self.loop
@@ -699,7 +534,7 @@ class Tau2Env(gym.Env):
         return text
 
     def close(self) -> None:
-        self.loop = None
+        self.episode = None
         self._final = None
 
     # ------------------------------------------------------------------ extras
@@ -714,8 +549,6 @@ class Tau2Env(gym.Env):
 
     def results(self, simulation_runs: list[dict]) -> dict[str, Any]:
         """A tau2 results-file dict holding ``simulation_runs`` (from ``info["simulation_run"]``) and their tasks."""
-        from datetime import datetime
-
         ids = list(dict.fromkeys(str(r["task_id"]) for r in simulation_runs))
         tasks = [self.task_by_id(i).model_dump(mode="json") for i in ids]
         return {"timestamp": datetime.now().isoformat(), "info": self.results_info(), "tasks": tasks,
@@ -723,18 +556,12 @@ class Tau2Env(gym.Env):
 
     def save_results(self, path: Any, simulation_runs: list[dict]) -> None:
         """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``)."""
-        from pathlib import Path
-
-        from tau2_gym.core.results_file import write_json_atomic
-
         write_json_atomic(Path(path), self.results(simulation_runs))
 
     def results_info(self) -> dict[str, Any]:
-        """``info`` block of a tau2 results file describing this env (for saving episodes with tau2_gym.core.results_file)."""
+        """``info`` block of a tau2 results file describing this env (and the domain's own settings, if any)."""
         user_info = self.user.info() if self.user is not None and hasattr(self.user, "info") else {
             "implementation": "dummy_user", "llm": None, "llm_args": None}
-        from tau2_gym.core.prompts import user_guidelines
-
         try:
             guidelines = user_guidelines(self.domain.source, use_tools=False)
         except FileNotFoundError:
@@ -750,4 +577,5 @@ class Tau2Env(gym.Env):
             "environment_info": {"domain_name": self.config.domain, "policy": self.policy, "tool_defs": None},
             "seed": None,
             "data_version": self.domain.data_version_record(),
+            **dict(self.domain.spec.extra.get("results_info") or {}),
         }

@@ -5,22 +5,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
-import json
 import logging
 import weakref
 from typing import Any, Callable, Optional
 
-import gymnasium as gym
-
 from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
+from tau2_gym.core.messages import Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
+from tau2_gym.core.turns import AgentTurnRequest, UserSimulatorError
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.envs.tau2_env import Tau2Env, transcript
-from tau2_gym.core.messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
-from tau2_gym.players.agents.base import AgentPolicy, AgentTurnRequest
-from tau2_gym.players.agents.scripted import ScriptedPolicy
+from tau2_gym.envs.episode import AGENT, EpisodeSetup
 from tau2_gym.envs.spaces import AssistantActionSpace
-from tau2_gym.core.turns import UserSimulatorError
+from tau2_gym.envs.tau2_env import Tau2Env, transcript
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
 
 logger = logging.getLogger("tau2_gym")
 
@@ -77,8 +75,6 @@ def resolve_agent(spec: Any) -> Any:
         if sep and "." in kind:
             obj = getattr(importlib.import_module(kind), rest)
             return obj() if isinstance(obj, type) else resolve_agent(obj)
-        from tau2_gym.players.agents.scripted import ALL_AGENTS
-
         names = [cls.name for cls in ALL_AGENTS]
         if spec not in names:
             raise ValueError(f"unknown agent {spec!r}; use one of {names}, 'openai:<model>[@<base_url>]', "
@@ -110,22 +106,6 @@ def user_view(messages: list[Message]) -> list[dict[str, Any]]:
         else:
             out.append({"role": "user", "content": m.content})
     return out
-
-
-def _agent_message(reply: Any, parser: Any, first_id: int) -> AssistantMessage:
-    """The agent's reply as a fresh message; text holding call markup is parsed (vLLM without a tool parser).
-    A simulator-style reply (a UserMessage, e.g. from the HF simulator's generation) becomes the agent's turn."""
-    if isinstance(reply, UserMessage):
-        calls = None if reply.tool_calls is None else [ToolCall(tc.name, tc.arguments, id=tc.id)
-                                                       for tc in reply.tool_calls]
-        reply = AssistantMessage(content=reply.content, tool_calls=calls, cost=reply.cost, usage=reply.usage,
-                                 raw_data=reply.raw_data, timestamp="")
-    if isinstance(reply, AssistantMessage) and not reply.tool_calls and parser not in (None, "none") \
-            and isinstance(reply.content, str) and reply.content.strip():
-        msg = to_assistant_message(reply.content, parser=parser, first_id=first_id, timestamp="")
-        msg.cost, msg.usage, msg.raw_data = reply.cost, reply.usage, reply.raw_data
-        return msg
-    return to_assistant_message(reply, parser=parser or "none", first_id=first_id, timestamp="")
 
 
 class UserEnv(Tau2Env):
@@ -211,11 +191,16 @@ class UserEnv(Tau2Env):
         self.agent = resolve_agent(agent)
         self.agent_parser = agent_parser
         self.user_error_penalty = float(user_error_penalty)
+        # the agent's replies are read with agent_parser (text holding call markup becomes those calls)
+        self.setup = EpisodeSetup(self.domain, solo=False, max_steps=cfg.max_steps, max_errors=cfg.max_errors,
+                                  enforce_protocol=cfg.enforce_protocol, agent_can_stop=cfg.agent_can_stop,
+                                  timeout=cfg.timeout, parser=agent_parser or "none", reply_parser=agent_parser,
+                                  judge=self.judge, evaluate=cfg.evaluate, strict_replay=cfg.strict_replay)
         self.agent_tools: tuple[dict, ...] = self.tools  # the agent env's tools: what the agent may call
         self.user_tools: tuple[dict, ...] = tuple(self.domain.user_tool_schemas()) if self.domain.has_user_tools else ()
         self.action_space = AssistantActionSpace(self.user_tools, parser=cfg.parser, tokenizer=cfg.tokenizer,
                                                  text_probability=0.5 if self.user_tools else 1.0)
-        self._agent_calls = 0
+        self._calls = 0  # the customer's tool calls so far (ids of calls without one)
         self._info_agent_tools: Optional[list[dict]] = None
 
     # ------------------------------------------------------------------ gym API
@@ -226,55 +211,42 @@ class UserEnv(Tau2Env):
         ``options`` as :meth:`Tau2Env.reset` (``task_id``, ``task_index``, ``task``). If the episode already
         ended during reset, ``info["episode_over"]`` is True and the next ``step`` returns the final transition.
         """
-        gym.Env.reset(self, seed=seed)
-        self._forget_episode()
-        options = options or {}
-        task = self._pick_task(options)
-        user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the episode seed (agent and records), as the agent env
-        self.task = task
-        self._info_task = task.model_copy(deep=True)
-        self._info_tools = self._task_user_tools(task)
-        self._info_agent_tools = json.loads(self._tools_json)
-        cfg = self.config
-        self.loop = tl.TurnLoop(self.domain, task, solo=False, max_steps=cfg.max_steps, max_errors=cfg.max_errors,
-                                enforce_protocol=cfg.enforce_protocol, agent_can_stop=self.agent_can_stop,
-                                timeout=cfg.timeout, seed=user_seed)
-        self._calls = 0
-        self._agent_calls = 0
-        self._final = None
-        self._env_steps = 0
-        self.loop.start()
-        self._run_agent()
-        info = self._info()
-        if self.loop.done:
-            info["episode_over"] = True
-            info["termination_reason"] = self.loop.termination_reason
-        return self._observation(), info
+        self.begin_reset(seed=seed, options=options)
+        return self.end_reset()
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """One customer turn: the action goes to the agent (text) or the user's tools (calls), then the agent
         acts until it is the customer's turn again or the episode ends. Never raises for a bad action."""
-        loop = self.loop
-        if loop is None:
+        self.begin_step(action)
+        return self.end_step(stacklevel=3)
+
+    def begin_reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> None:
+        self._forget_episode()
+        super().begin_reset(seed=seed, options=options)
+        self._info_tools = self._task_user_tools(self.episode.task)  # type: ignore[union-attr]
+        self._info_agent_tools = copy.deepcopy(list(self.agent_tools))
+        self._calls = 0
+        self._run_agent()
+
+    def begin_step(self, action: Any) -> None:
+        episode = self.episode
+        if episode is None:
             raise RuntimeError("call reset() before step()")
         self._env_steps += 1
-        if self._final is not None:
-            import warnings
+        self._after_end = self._final is not None
+        if self._after_end or episode.done:
+            return
+        try:
+            msg = self._user_message(action)
+        except ActionError as exc:
+            episode.answer(UserSimulatorError(f"unreadable customer action: {exc.reason}"))
+        else:
+            episode.answer(msg)
+            self._run_agent()
 
-            warnings.warn("step() called after the episode ended; call reset()", stacklevel=2)
-            _, _, term, trunc, info = self._final
-            return self._observation(), 0.0, term, trunc, dict(info)
-        if not loop.done:
-            try:
-                msg = self._user_message(action)
-            except ActionError as exc:
-                loop.submit_user(UserSimulatorError(f"unreadable customer action: {exc.reason}"))
-            else:
-                loop.submit_user(msg)
-                self._run_agent()
-        if not loop.done:
-            return self._observation(), 0.0, False, False, self._info()
-        return self._finish()
+    def pending_user_turn(self) -> None:
+        """None: the customer's turns are this env's actions."""
+        return None
 
     def _user_message(self, action: Any) -> UserMessage:
         cfg = self.config
@@ -288,35 +260,25 @@ class UserEnv(Tau2Env):
 
     def _run_agent(self) -> None:
         """The agent's turns (tool calls and their results included) until the customer must speak."""
-        loop = self.loop
-        assert loop is not None
-        while loop.status == tl.AGENT:
-            view = loop.agent_messages()
-            request = AgentTurnRequest(
-                episode_id=loop.episode_id, system_prompt=view[0]["content"], messages=view[1:],
-                tools=list(self.agent_tools), task=loop.task, seed=loop.seed, turn=loop.agent_turns,
-                solo=False, extra={"domain": self.config.domain})
+        episode = self.episode
+        assert episode is not None
+        while episode.status == AGENT:
+            request = episode.agent_request({"domain": self.config.domain})
             try:
                 reply = self.agent.generate(request)
-                msg = _agent_message(reply, self.agent_parser, self._agent_calls)
-            except ActionError as exc:
-                loop.abort_agent(exc.reason, exc.record)
-                break
             except Exception as exc:  # noqa: BLE001 - a failing agent ends the episode, never the training loop
                 logger.warning("agent %s raised %s: %s", type(self.agent).__name__, type(exc).__name__, exc)
-                loop.abort_agent(f"agent policy failed: {type(exc).__name__}: {exc}")
+                episode.abort(f"agent policy failed: {type(exc).__name__}: {exc}")
                 break
-            self._agent_calls += len(msg.tool_calls or ())
-            loop.submit_agent(msg)
-        if loop.done:
+            episode.act(reply)
+        if episode.done:
             self._forget_episode()
 
     def _forget_episode(self) -> None:
         """Tell a stateful agent policy (scripted: one plan per episode) that the current episode is over."""
-        loop = self.loop
         done = getattr(self.agent, "episode_done", None)
-        if loop is not None and done is not None:
-            done(loop.episode_id)
+        if self.episode is not None and done is not None:
+            done(self.episode.episode_id)
 
     def _finish(self) -> tuple[Any, float, bool, bool, dict]:
         self._forget_episode()
@@ -329,7 +291,7 @@ class UserEnv(Tau2Env):
         self._final = (None, reward, terminated, not terminated, info)
         return obs, reward, terminated, not terminated, dict(info)
 
-    def _observation(self) -> Any:
+    def observation(self) -> Any:
         loop = self.loop
         assert loop is not None
         if self.config.obs_format == "text":
@@ -338,12 +300,12 @@ class UserEnv(Tau2Env):
             return tl.copy_view(loop.user_request().openai_messages())
         tools = tl.user_tools_for(self.domain, loop.task)
         system = tl.user_system_prompt(self.domain, loop.task, tools is not None)
-        return [{"role": "system", "content": system}] + user_view(loop.trajectory)
+        return [{"role": "system", "content": system}, *user_view(loop.trajectory)]
 
     def _task_user_tools(self, task: Any) -> list[dict]:
         """A private copy of the user tool schemas offered for ``task`` (a task may restrict them: upstream's
         ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""
-        return json.loads(json.dumps(tl.user_tools_for(self.domain, task) or []))
+        return copy.deepcopy(tl.user_tools_for(self.domain, task) or [])
 
     def clone(self, episode_id: Optional[str] = None) -> "UserEnv":
         """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
@@ -367,7 +329,7 @@ class UserEnv(Tau2Env):
         if self._info_tools is None:
             self._info_tools = self._task_user_tools(loop.task)
         if self._info_agent_tools is None:
-            self._info_agent_tools = json.loads(self._tools_json)
+            self._info_agent_tools = copy.deepcopy(list(self.agent_tools))
         return {
             "domain": self.config.domain,
             "role": "user",

@@ -7,12 +7,13 @@ copy-on-write database view: 10,000 live airline episodes fit in one process.
 
 A vector step runs in three phases:
 
-1. every sub-env takes its action through ``Tau2Env.step`` itself (tool calls execute at once), except that
-   the user simulator is *not* called there;
-2. the pending user turns of all episodes are answered together -- one ``user.generate_batch(requests)``
-   per round (an OpenAI-compatible simulator sends them concurrently, a local HF model batches them), rounds
-   repeating while users make tool calls;
-3. observations, rewards (the tau2 reward at episode end) and infos are collected.
+1. every sub-env takes its action (``Tau2Env.begin_step``; tool calls execute at once);
+2. the pending customer turns of all episodes (``Tau2Env.pending_user_turn``) are answered together -- one
+   ``user.generate_batch(requests)`` per round (an OpenAI-compatible simulator sends them concurrently, a local
+   HF model batches them), rounds repeating while customers make tool calls;
+3. each sub-env's transition is collected (``Tau2Env.end_step``: observation, the tau2 reward at the end, info).
+
+Resets run the same three phases (``begin_reset`` / ``end_reset``), sharing the batches with the steps.
 
 Trajectories, rewards and RNG streams are those of N separate ``Tau2Env`` s under Gymnasium's
 ``SyncVectorEnv`` with the same seeds (the tests pin that). Autoreset follows Gymnasium's documented modes
@@ -36,22 +37,10 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
     gym.make_vec("tau2/airline-v0", 8, vectorization_mode="sync", wrappers=[KeepRecordsWhole])
     gym.make_vec("tau2/airline-v0", 8, vectorization_mode="async", wrappers=[KeepRecordsWhole],
                  vector_kwargs={"shared_memory": False})  # chat observations cannot live in shared memory
-
-Throughput with many live episodes: every episode holds its messages and views as Python objects, and
-CPython's cyclic garbage collector re-scans all of them on each full collection. The env's own code makes
-no reference cycles (episodes are freed by reference counting), so ``reset``/``step`` pause the collector
-while that code runs -- it catches up once per call instead of every 700 allocations -- and leave it as
-they found it around the user simulator (whose code may well make cycles), unless the simulator declares
-``cycle_free`` (the offline ones here do). That cut the collector's time by about two thirds
-(``bench/bench_vector.py`` lookup workload, N = 1,024). ``step`` with one sub-env skips the pause: a single
-live episode adds next to nothing for it to re-scan. A training process can go further once its envs are
-built, e.g. ``gc.freeze(); gc.set_threshold(50_000, 20, 100)`` (README, "Throughput").
 """
 
 from __future__ import annotations
 
-import copy
-import gc
 import logging
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -73,10 +62,6 @@ __all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole", "WholeRecord"]
 WHOLE_RECORD_KEYS = frozenset({"reward_info", "simulation_run"})
 _SCALARS = (int, float, bool)
 _SCALAR_SET = frozenset(_SCALARS)
-
-
-def _noop() -> None:
-    return None
 
 
 def autoreset_mode_of(value: Union[str, AutoresetMode]) -> AutoresetMode:
@@ -192,19 +177,9 @@ class Tau2VectorEnv(VectorEnv):
         template = cls(domain=domain, **kwargs) if config is None else cls(**kwargs)
         user_spec = config.user if config is not None else kwargs.get("user", "oracle")
         self._owns_user = user_spec is None or isinstance(user_spec, str)  # we built it, so we close it
-        self.envs: list[Any] = [template] + [copy.copy(template) for _ in range(self.num_envs - 1)]
-        for slot in self.envs:
-            slot._np_random = None  # fresh per sub-env (seeded by reset), as N separately made envs
-            slot._np_random_seed = None
-            slot._run_user = _noop  # user turns are answered here, in batches (phase 2)
-            slot._observation = _noop  # built once per step here, after the user turns (phase 3)
+        template.copy_observations = copy_observations
+        self.envs: list[Any] = [template.sibling() for _ in range(self.num_envs)]  # fresh RNGs, as N made envs
         self.template = template
-        from tau2_gym.envs.tau2_env import Tau2Env
-
-        self._share_obs = (not copy_observations and template.config.obs_format == "messages"
-                           and type(template)._observation is Tau2Env._observation)
-        # Tau2Env._info: only its step/error counters change during an episode (see _refreshed_info)
-        self._plain_info = type(template)._info is Tau2Env._info
         self.user = template.user
         self.tools = template.tools
         self.metadata = dict(type(template).metadata)
@@ -221,7 +196,6 @@ class Tau2VectorEnv(VectorEnv):
         self._terminations: list[bool] = [False] * self.num_envs
         self._truncations: list[bool] = [False] * self.num_envs
         self._autoreset_envs: list[bool] = [False] * self.num_envs
-        self._gc_paused = False  # True while step/reset hold the collector paused
         self.user_batches = 0
         self.user_requests = 0
 
@@ -244,48 +218,24 @@ class Tau2VectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ phases
 
-    def _observe(self, slot: Any) -> Any:
-        """The sub-env's observation (``Tau2Env._observation``), without the per-step deep copy of the history
-        unless ``copy_observations``: message dicts are shared with the episode's earlier observations."""
-        loop = slot.loop
-        if self._share_obs and loop is not None:
-            view = getattr(loop, "_agent_view", None)  # the turn loop's cached OpenAI view of the agent side
-            if view is not None:
-                return [{"role": "system", "content": tl.agent_system_prompt(slot.domain, loop.task, loop.solo)},
-                        *view]
-        return type(slot)._observation(slot)
-
-    def _refreshed_info(self, slot: Any, info: dict) -> dict:
-        """``slot._info()`` after the user's turn, from the info its step/reset just built (not yet handed
-        out): of :meth:`Tau2Env._info`'s fields only the step and error counters change within an episode."""
-        if not self._plain_info:
-            return slot._info()
-        loop = slot.loop
-        info["step_count"] = loop.step_count
-        info["num_errors"] = loop.num_errors
-        return info
-
     def _answer_users(self, slots: Sequence[Any]) -> None:
-        """Phase 2: answer every pending user turn of ``slots``, one batch per round."""
-        pending = [s for s in slots if s.loop is not None and s.loop.status == tl.USER]
+        """Phase 2: answer every pending customer turn of ``slots``, one batch per round."""
+        pending = [s for s in slots if s.pending_user_turn() is not None]
         while pending:
-            requests = [s.loop.user_request() for s in pending]
+            requests = [s.pending_user_turn() for s in pending]
             replies = self._generate(requests)
             for slot, reply in zip(pending, replies):
                 if isinstance(reply, BaseException) and not isinstance(reply, UserSimulatorError):
                     logger.warning("user simulator %s raised %s: %s", type(self.user).__name__,
                                    type(reply).__name__, reply)
-                slot.loop.submit_user(reply)
-            pending = [s for s in pending if s.loop.status == tl.USER]
+                slot.answer_user(reply)
+            pending = [s for s in pending if s.pending_user_turn() is not None]
 
     def _generate(self, requests: list) -> list:
         self.user_batches += 1
         self.user_requests += len(requests)
         user = self.user
         batch = getattr(user, "generate_batch", None)
-        resume = self._gc_paused and not getattr(user, "cycle_free", False)
-        if resume:
-            gc.enable()  # the simulator runs with the collector as the caller had it
         try:
             if batch is not None:
                 replies = list(batch(requests))
@@ -300,56 +250,28 @@ class Tau2VectorEnv(VectorEnv):
             logger.warning("user simulator %s failed on a batch of %d: %s: %s", type(user).__name__,
                            len(requests), type(exc).__name__, exc)
             return [exc] * len(requests)
-        finally:
-            if resume:
-                gc.disable()
         if len(replies) != len(requests):
             exc = UserSimulatorError(f"{type(user).__name__}.generate_batch returned {len(replies)} replies "
                                      f"for {len(requests)} requests")
             return [exc] * len(requests)
         return replies
 
-    def _after_user(self, slot: Any, info: dict) -> tuple:
-        """Phase 3 for a stepped sub-env whose user has answered: the tail of ``Tau2Env.step``."""
-        if slot.loop.done:
-            _, reward, term, trunc, info = slot._finish()
-            return self._observe(slot), reward, term, trunc, info
-        return self._observe(slot), 0.0, False, False, self._refreshed_info(slot, info)
-
-    def _after_reset(self, slot: Any, info: dict) -> tuple:
-        """Phase 3 for a reset sub-env: the tail of ``Tau2Env.reset``, now that the user has spoken."""
-        info = self._refreshed_info(slot, info)
-        if slot.loop.done:
-            info["episode_over"] = True
-            info["termination_reason"] = slot.loop.termination_reason
-        return self._observe(slot), info
-
     def _advance(self, step_idx: Sequence[int], actions: Sequence[Any], reset_idx: Sequence[int] = (),
                  seeds: Optional[Sequence[Optional[int]]] = None,
                  options: Optional[Sequence[Optional[dict]]] = None) -> tuple[dict[int, tuple], dict[int, tuple]]:
-        """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their user turns
+        """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their customer turns
         (the resets' opening lines included) are answered in shared batches.
 
         Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
         """
         envs = self.envs
-        reset_infos = []
-        for k, i in enumerate(reset_idx):  # phase 1: Tau2Env.reset / Tau2Env.step, minus the user's turn
-            reset_infos.append(envs[i].reset(seed=None if seeds is None else seeds[k],
-                                             options=None if options is None else options[k])[1])
-        results: dict[int, tuple] = {}
-        waiting: list[tuple[int, dict]] = []
+        for k, i in enumerate(reset_idx):  # phase 1
+            envs[i].begin_reset(seed=None if seeds is None else seeds[k], options=None if options is None else options[k])
         for i, action in zip(step_idx, actions):
-            slot = envs[i]
-            res = slot.step(action)
-            if res[2] or res[3] or slot.loop.status != tl.USER:
-                results[i] = (self._observe(slot),) + tuple(res[1:])
-            else:
-                waiting.append((i, res[4]))
-        self._answer_users([envs[i] for i in reset_idx] + [envs[i] for i, _ in waiting])  # phase 2
-        for i, info in waiting:  # phase 3
-            results[i] = self._after_user(envs[i], info)
-        resets = {i: self._after_reset(envs[i], info) for i, info in zip(reset_idx, reset_infos)}
+            envs[i].begin_step(action)
+        self._answer_users([envs[i] for i in (*reset_idx, *step_idx)])  # phase 2
+        results = {i: envs[i].end_step(stacklevel=4) for i in step_idx}  # phase 3
+        resets = {i: envs[i].end_reset() for i in reset_idx}
         return results, resets
 
     # ------------------------------------------------------------------ Gymnasium API
@@ -359,22 +281,6 @@ class Tau2VectorEnv(VectorEnv):
         """Reset all sub-envs (or those in ``options["reset_mask"]``); seeds as ``SyncVectorEnv``:
         an int gives ``seed + i`` to sub-env i, a list one seed each. ``options`` may be one dict for all or a
         list with one dict (or None) per sub-env."""
-        return self._gc_paused_call(self._reset, seed, options)
-
-    def _gc_paused_call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` with the cyclic collector paused, unless the caller already paused it (module docstring)."""
-        if not gc.isenabled():
-            return fn(*args)
-        gc.disable()
-        self._gc_paused = True
-        try:
-            return fn(*args)
-        finally:
-            self._gc_paused = False
-            gc.enable()
-
-    def _reset(self, seed: Union[int, Sequence[Optional[int]], None],
-               options: Union[dict, Sequence[Optional[dict]], None]) -> tuple[list, dict[str, Any]]:
         n = self.num_envs
         if seed is None:
             seeds: list[Optional[int]] = [None] * n
@@ -418,13 +324,6 @@ class Tau2VectorEnv(VectorEnv):
                              + (f" of length {len(actions)}" if hasattr(actions, "__len__") else ""))
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step()")
-        if n == 1 and self.autoreset_mode is AutoresetMode.NEXT_STEP:
-            # one live episode: nothing for the collector to re-scan, so no pause (module docstring)
-            return self._step_one(actions[0])
-        return self._gc_paused_call(self._step, actions)
-
-    def _step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        n = self.num_envs
         mode = self.autoreset_mode
         to_reset: list[int] = []
         to_step: list[int] = []
@@ -467,36 +366,6 @@ class Tau2VectorEnv(VectorEnv):
         return (list(obs), np.fromiter(self._rewards, np.float64, n), np.fromiter(terms, np.bool_, n),
                 np.fromiter(truncs, np.bool_, n), infos)
 
-    def _step_one(self, action: Any) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """:meth:`_step` for ``num_envs=1`` under NEXT_STEP autoreset (the default): the same phases and results
-        without the index lists and dicts that cost as much as the sub-env's own step when there is one env."""
-        slot = self.envs[0]
-        if self._autoreset_envs[0]:  # the episode ended on the previous step: this step resets it
-            info = slot.reset()[1]
-            self._answer_users((slot,))
-            obs, info = self._after_reset(slot, info)
-            reward, term, trunc = 0.0, False, False
-        else:
-            res = slot.step(action)
-            if res[2] or res[3] or slot.loop.status != tl.USER:
-                obs = self._observe(slot)
-                _, reward, term, trunc, info = res
-            else:
-                self._answer_users((slot,))
-                obs, reward, term, trunc, info = self._after_user(slot, res[4])
-        self._obs[0] = obs
-        self._rewards[0] = reward
-        self._terminations[0] = term
-        self._truncations[0] = trunc
-        self._autoreset_envs = [term or trunc]
-        rewards = _ONE[float].copy()
-        rewards[0] = reward
-        terms = _ONE[bool].copy()
-        terms[0] = term
-        truncs = _ONE[bool].copy()
-        truncs[0] = trunc
-        return [obs], rewards, terms, truncs, _batch_one(info)
-
     # ------------------------------------------------------------------ infos
 
     def _batch_infos(self, entries: Sequence[tuple[int, dict]]) -> dict[str, Any]:
@@ -511,9 +380,6 @@ class Tau2VectorEnv(VectorEnv):
         n = self.num_envs
         if not entries:
             return {}
-        first_keys = entries[0][1].keys()
-        if len(entries) == n and all(info.keys() == first_keys for _, info in entries):
-            return self._batch_full([info for _, info in entries], n)  # the usual step: every env, same keys
         # Envs grouped by their key tuple (a step mixes running and ending episodes: a few distinct key sets),
         # so each column is gathered by list comprehensions rather than a Python loop per key and env.
         groups: dict[tuple[str, ...], list[int]] = {}  # key tuple -> positions in entries
@@ -550,40 +416,6 @@ class Tau2VectorEnv(VectorEnv):
             out[f"_{key}"] = mask.copy()  # every key gets its own mask array
         return out
 
-    def _batch_full(self, infos: list[dict], n: int) -> dict[str, Any]:
-        """:meth:`_batch_infos` when every env reported the same keys (the usual step): the same arrays, built
-        with one numpy call per key -- at small N the generic path's per-key bookkeeping was most of a step.
-        How a key is batched depends only on its name and its first value's type, so that is memoised."""
-        if n == 1:
-            return _batch_one(infos[0])
-        mask = np.empty(n, dtype=np.bool_)
-        mask.fill(True)  # np.ones is Python-level numpy code: slower at small n
-        fromiter = np.fromiter
-        kinds = _KEY_KINDS
-        out: dict[str, Any] = {}
-        for key, first in infos[0].items():
-            kind = type(first)
-            spec = kinds.get((key, kind))
-            if spec is None:
-                spec = _key_kind(key, first)
-            mask_key, how = spec
-            values = [info[key] for info in infos]
-            if how is _OBJECT:
-                out[key] = fromiter(values, object, n)
-            elif how is _SCALAR:
-                for v in values:
-                    if type(v) is not kind:  # mixed scalars: _column's casting rules
-                        out[key] = _column(first, np.arange(n), values, n)
-                        break
-                else:
-                    out[key] = fromiter(values, kind, n)
-            elif how is _NESTED:
-                out[key] = self._batch_infos([(i, v) for i, v in enumerate(values) if isinstance(v, dict)])
-            else:
-                out[key] = _column(first, np.arange(n), values, n)
-            out[mask_key] = mask.copy()
-        return out
-
     # ------------------------------------------------------------------ the rest of the VectorEnv API
 
     def render(self) -> tuple[Any, ...]:
@@ -616,10 +448,7 @@ class Tau2VectorEnv(VectorEnv):
         the domain, tasks and user simulator shared). Step it like any env; this vector env is unchanged.
 
         Call it between vector steps: then every sub-env is at its agent's turn (or its episode is over)."""
-        twin = self.envs[self._slot_index(index)].clone(episode_id=episode_id)
-        for name in ("_run_user", "_observation"):  # the vector env's phase overrides: a standalone env runs both
-            twin.__dict__.pop(name, None)
-        return twin
+        return self.envs[self._slot_index(index)].clone(episode_id=episode_id)
 
     def copy_slot(self, src: int, dst: Union[int, Sequence[int]]) -> None:
         """Branch inside the vector env: sub-env(s) ``dst`` become clones of sub-env ``src``'s episode, with its
@@ -634,7 +463,7 @@ class Tau2VectorEnv(VectorEnv):
             j = self._slot_index(j)
             if j == src:
                 continue
-            self.envs[j] = source.clone()  # keeps the slot's phase overrides (copied attributes)
+            self.envs[j] = source.clone()
             if hasattr(self, "_obs"):
                 obs = self._obs[src]
                 self._obs[j] = list(obs) if isinstance(obs, list) else obs
@@ -655,12 +484,11 @@ class Tau2VectorEnv(VectorEnv):
             raise ValueError("set_slot needs an env answered by this vector env's user simulator: build it with "
                              "user=vec.user (the vector env batches every sub-env's user turns with its own)")
         twin = base.clone()
-        twin._run_user = _noop
-        twin._observation = _noop
+        twin.copy_observations = self.template.copy_observations
         self.envs[i] = twin
         if not hasattr(self, "_obs"):
             self._obs = [None] * self.num_envs
-        self._obs[i] = self._observe(twin) if twin.loop is not None else None
+        self._obs[i] = twin.observation() if twin.episode is not None else None
         final = twin._final
         self._rewards[i] = 0.0 if final is None else final[1]
         self._terminations[i] = False if final is None else final[2]
@@ -679,7 +507,7 @@ class Tau2VectorEnv(VectorEnv):
             raise ValueError(f"step_slots: {len(idx)} indices but {len(actions)} actions")
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step_slots()")
-        results, _ = self._gc_paused_call(self._advance, idx, list(actions))
+        results, _ = self._advance(idx, list(actions))
         for i, (obs, reward, term, trunc, _) in results.items():
             self._obs[i] = obs
             self._rewards[i] = reward
@@ -728,45 +556,6 @@ class Tau2VectorEnv(VectorEnv):
                 pass
 
 
-_ONE_TRUE = np.ones(1, dtype=np.bool_)
-_ONE = {kind: np.zeros(1, dtype=kind) for kind in (*_SCALARS, object)}  # 1-element templates, copied per key
-#: info key -> (value type, mask key, template or None, nested): :func:`_batch_one`'s memo of :func:`_key_kind`
-_ONE_SPECS: dict[str, tuple[type, str, Optional[np.ndarray], bool]] = {}
-
-
-def _one_spec(key: str, value: Any) -> tuple[type, str, Optional[np.ndarray], bool]:
-    mask_key, how = _key_kind(key, value)
-    kind = type(value)
-    template = _ONE[object] if how is _OBJECT else _ONE[kind] if how is _SCALAR else None
-    spec = (kind, mask_key, template, how is _NESTED)
-    if len(_ONE_SPECS) < 4096:
-        _ONE_SPECS[key] = spec
-    return spec
-
-
-def _batch_one(info: dict) -> dict[str, Any]:
-    """:meth:`Tau2VectorEnv._batch_full` for ``num_envs=1``: each array copied from a 1-element template and
-    filled (about half the cost of ``fromiter``; with one env a step's info batching is a large share)."""
-    specs = _ONE_SPECS
-    mask = _ONE_TRUE
-    out: dict[str, Any] = {}
-    for key, value in info.items():
-        spec = specs.get(key)
-        if spec is None or spec[0] is not type(value):
-            spec = _one_spec(key, value)
-        _, mask_key, template, nested = spec
-        if template is not None:
-            array = template.copy()
-            array[0] = value
-            out[key] = array
-        elif nested:
-            out[key] = _batch_one(value)
-        else:
-            out[key] = _column(value, np.arange(1), [value], 1)
-        out[mask_key] = mask.copy()
-    return out
-
-
 def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:
     """Env indices as an index array (numpy indexes with it as with the list, without converting the list
     again for every key), and the ``_key`` mask they set."""
@@ -774,28 +563,6 @@ def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:
     mask = np.zeros(n, dtype=np.bool_)
     mask[index] = True
     return index, mask
-
-
-_SCALAR, _OBJECT, _NESTED, _ARRAY = "scalar", "object", "nested", "array"
-_KEY_KINDS: dict[tuple[str, type], tuple[str, str]] = {}  # (info key, first value's type) -> (mask key, how)
-
-
-def _key_kind(key: str, first: Any) -> tuple[str, str]:
-    """How :meth:`Tau2VectorEnv._batch_full` batches ``key`` when its first value is like ``first``: the rules
-    of :func:`_column` and :meth:`Tau2VectorEnv._batch_infos`, memoised (bounded: keys come from env code)."""
-    kind = type(first)
-    if kind in _SCALAR_SET:
-        how = _SCALAR
-    elif kind is str or not isinstance(first, (dict, np.number, np.ndarray)):
-        how = _OBJECT
-    elif isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
-        how = _NESTED
-    else:
-        how = _ARRAY
-    spec = ("_" + key, how)
-    if len(_KEY_KINDS) < 4096:
-        _KEY_KINDS[(key, kind)] = spec
-    return spec
 
 
 def _fits(value: Any) -> bool:
@@ -821,12 +588,3 @@ def _column(first: Any, idx: np.ndarray, values: list[Any], n: int) -> np.ndarra
     array = np.full(n, None, dtype=object)
     array[idx] = column
     return array
-
-
-def _as_object(array: np.ndarray) -> np.ndarray:
-    if array.dtype == object and array.ndim == 1:
-        return array
-    out = np.full(len(array), None, dtype=object)
-    for j in range(len(array)):
-        out[j] = array[j]
-    return out

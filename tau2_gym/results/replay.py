@@ -447,12 +447,11 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
         _, reward, terminated, truncated, final_info = env.step(action)
         done = terminated or truncated
     if not done:
-        loop = env.loop
         if ending == "agent_error":
-            loop.abort_agent(_RECORDED_AGENT_ERROR, _copy_agent(refused) if refused is not None else None)
+            env.episode.abort(_RECORDED_AGENT_ERROR, _copy_agent(refused) if refused is not None else None)
             done = True
         elif ending in (MAX_STEPS, TIMEOUT):
-            loop.truncate(ending)  # an outer step limit / the clock ended the recorded run at this turn
+            env.episode.truncate(ending)  # an outer step limit / the clock ended the recorded run at this turn
             done = True
         if done:
             _, reward, _, _, final_info = env.step(None)

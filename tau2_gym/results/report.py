@@ -9,7 +9,7 @@ opens as fast as its summary (``compress=True``: gzip chunks of 64 simulations i
 for long conversations, unpacked by the browser on first use). The file loads nothing from the network (inline CSS/JS/SVG, and a
 Content-Security-Policy that only allows the report's own script by hash).
 
-Metrics are ``tau2-gym eval``'s (:class:`tau2_gym.cli.eval.Tally`): infrastructure errors and
+Metrics are ``tau2-gym eval``'s (:class:`tau2_gym.scoring.metrics.Tally`): infrastructure errors and
 unscored simulations are left out of average reward and pass^k, a pass is a reward of 1.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tau2_gym.cli.eval import Tally, pass_hat_k
+from tau2_gym.scoring.metrics import PASS_TOLERANCE, Tally, is_pass, pass_hat_k
 
 __all__ = ["ReportError", "Run", "RunSummary", "load_run", "summarise", "flips", "build_report", "write_report",
            "bootstrap_ci", "BOOTSTRAP_SAMPLES"]
@@ -44,7 +44,6 @@ COMPONENT_NAMES = {"DB": "DB", "ENV_ASSERTION": "env assertions", "ACTION": "act
                    "COMMUNICATE": "communicate", "NL_ASSERTION": "NL assertions"}
 INFRASTRUCTURE_ERROR = "infrastructure_error"
 CHUNK = 64  # simulations per compressed details block (build_report(compress=True))
-PASS_TOLERANCE = 1e-6  # as Tally.pass_hat: a pass is a reward within 1e-6 of 1
 
 
 class ReportError(ValueError):
@@ -176,7 +175,7 @@ class SimStats:
 
     @property
     def passed(self) -> bool:
-        return self.reward is not None and not self.infra and abs(self.reward - 1.0) <= PASS_TOLERANCE
+        return self.reward is not None and not self.infra and is_pass(self.reward)
 
     @property
     def cell(self) -> str:
@@ -453,7 +452,7 @@ def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_
     values = tally.pass_hat()
     for k in shown_ks(sorted(values)):
         value = values[k]
-        per_task = [pass_hat_k(len(v), sum(1 for r in v if abs(r - 1.0) <= PASS_TOLERANCE), k)
+        per_task = [pass_hat_k(len(v), sum(1 for r in v if is_pass(r)), k)
                     for v in tally.rewards.values()]
         lo, hi = bootstrap_ci(per_task, samples, seed)
         pass_hat[k] = (value, lo, hi)

@@ -8,8 +8,9 @@
                          "oracle", domain="airline", num_trials=8, concurrency=64, output="runs/airline.json",
                          num_actors=16, address="auto")
 
-The driver (this process) selects the episodes -- (task, trial, seed), trial-major, upstream's trial seeds --
-and hands them out one at a time to the actors; every actor hosts one collector (one loaded domain, one
+The driver (this process) runs the collect core of :mod:`tau2_gym.runner.collect` -- the same selection,
+resume, log, progress and results file as :func:`~tau2_gym.runner.collect.collect` -- and hands the episodes out
+one at a time to the actors; every actor hosts one collector (one loaded domain, one
 policy and user, ``concurrency`` episodes in flight as Ray async calls). A finished episode's record comes
 back to the driver, which is the only writer of the output: the same ``<stem>.jsonl`` log (header line with the
 run signature, one tau2 ``SimulationRun`` per line, fsync'd in groups before it counts as done) and the same
@@ -33,16 +34,21 @@ import asyncio
 import collections
 import logging
 import os
+import socket
 from dataclasses import fields
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tau2_gym.runner.collect import (INFRASTRUCTURE_ERROR, RolloutConfig, RolloutReport, _key, _Log, _Progress, _Runner,
-                              open_log, output_paths, select_for_run, trial_seeds)
 from tau2_gym.core.tasks import Task
+from tau2_gym.llm.cache import cache_info, sum_stats
+from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, select_for_run, run_collection
+from tau2_gym.runner.episodes import EpisodeRunner
+from tau2_gym.runner.log import record_key
+from tau2_gym.runner.players import build_player
+from tau2_gym.scoring.judges import make_judge
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["collect_ray", "acollect_ray", "cli_collect", "RAY_MISSING"]
+__all__ = ["collect_ray", "acollect_ray", "ActorPool", "EpisodeActor", "RAY_MISSING"]
 
 RAY_MISSING = "Ray is not installed; rollouts on Ray need the extra: pip install 'tau2-gym[ray]'"
 
@@ -56,37 +62,6 @@ def import_ray() -> Any:
     return ray
 
 
-# ------------------------------------------------------------------------------------------ players
-
-
-def _is_player(obj: Any) -> bool:
-    return hasattr(obj, "generate") or hasattr(obj, "agenerate")
-
-
-def build_player(spec: Any, kind: str, solo: bool = False) -> Any:
-    """A policy/user from what ``collect`` accepts (object, scripted name) or a zero-argument factory."""
-    if isinstance(spec, type) or (spec is not None and not isinstance(spec, str) and not _is_player(spec)
-                                  and callable(spec)):
-        spec = spec()
-    if kind == "policy":
-        if isinstance(spec, str):
-            from tau2_gym.players.agents.scripted import ScriptedPolicy
-
-            return ScriptedPolicy(spec)
-        return spec
-    if solo:
-        return None
-    if spec is None:
-        from tau2_gym.players.users.scripted import OracleUser
-
-        return OracleUser()
-    if isinstance(spec, str):
-        from tau2_gym.envs.tau2_env import resolve_user
-
-        return resolve_user(spec)
-    return spec
-
-
 def _close(obj: Any) -> None:
     close = getattr(obj, "close", None)
     if close is not None:
@@ -97,41 +72,35 @@ def _close(obj: Any) -> None:
 
 
 class EpisodeActor:
-    """One collector in a Ray actor: the domain is loaded once here, episodes arrive one call each.
+    """One episode runner in a Ray actor: the domain is loaded once here, episodes arrive one call each.
 
     Ray runs up to ``max_concurrency`` calls of this async actor at once, so LLM-bound episodes overlap inside
     the actor exactly as in :func:`~tau2_gym.runner.collect.acollect`.
     """
 
     def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
-        from tau2_gym.scoring.judges import make_judge
-
         self.policy = build_player(policy, "policy")
         self.user = build_player(user, "user", config.solo)
         judge = judge if hasattr(judge, "assess") else make_judge(judge)
         self.tasks = {t.id: t for t in tasks}
-        self.runner = _Runner(config, list(tasks), self.policy, self.user, judge)
+        self.runner = EpisodeRunner(config, list(tasks), self.policy, self.user, judge)
 
     def info(self) -> dict:
-        import socket
-
         return {"pid": os.getpid(), "host": socket.gethostname()}
 
     async def run(self, task_id: str, trial: int, seed: int) -> dict:
-        """The episode's SimulationRun record (``_Runner.run_episode``: retries inside, never raises)."""
+        """The episode's SimulationRun record (``EpisodeRunner.run_episode``: retries inside, never raises)."""
         return await self.runner.run_episode(self.tasks[task_id], trial, seed)
 
     def cache_stats(self) -> dict:
         """This actor's user/judge reply-cache counts (the driver sums them over the actors)."""
-        from tau2_gym.llm.cache import cache_info
-
         return cache_info(self.user, self.runner.judge)
 
 
 # ------------------------------------------------------------------------------------------ the driver
 
 
-class _Pool:
+class ActorPool:
     """The actors and the episodes each has in flight (object ref -> (actor slot, item))."""
 
     def __init__(self, ray: Any, make: Callable[[], Any], num_actors: int, per_actor: int, restarts: int) -> None:
@@ -215,8 +184,8 @@ class _Pool:
         self.actors.clear()
 
 
-async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set, commit: Callable) -> None:
-    """Hand out ``queue`` and commit the records as they come back, until nothing is queued or in flight.
+async def _stream(ray: Any, pool: ActorPool, queue: collections.deque, deliver: Callable[[dict], None]) -> None:
+    """Hand out ``queue`` and deliver the records as they come back, until nothing is queued or in flight.
 
     Every call's result is awaited as an asyncio future (Ray resolves it by callback), so a completion costs the
     same with 10 or 10,000 episodes in flight -- no ``ray.wait`` scan over all of them.
@@ -241,13 +210,13 @@ async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set,
             watchers.add(task)
             task.add_done_callback(watchers.discard)
 
+    written: set = set()  # a record is delivered once per (task, trial, seed)
     hand_out()
     try:
         while pool.inflight:
             got = [await arrived.get()]
             while not arrived.empty():  # all that arrived meanwhile: one group commit
                 got.append(arrived.get_nowait())
-            batch = []
             for ref, run, exc in got:
                 if ref not in pool.inflight:
                     continue  # its actor died and its item is queued again: this late result is not used
@@ -258,15 +227,13 @@ async def _stream(ray: Any, pool: _Pool, queue: collections.deque, written: set,
                     raise RuntimeError(f"episode {pool.inflight[ref][1]} failed on its Ray actor: "
                                        f"{type(exc).__name__}: {exc}") from exc
                 pool.done(ref)
-                key = _key(run)
+                key = record_key(run)
                 if key in written:  # cannot happen (one call per unfinished item); never write twice
                     logger.error("episode %s came back twice; the second record is dropped", key)
                     continue
                 written.add(key)
-                batch.append(run)
-            hand_out()  # first: the actors' freed slots refill while the batch is fsync'd
-            if batch:
-                commit(batch)
+                deliver(run)
+            hand_out()
     finally:
         for task in list(watchers):
             task.cancel()
@@ -315,65 +282,43 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
     # the driver's own players only describe the run (signature, results info); the actors build theirs
     info_policy = build_player(policy, "policy")
     info_user = build_player(user, "user", cfg.solo)
-    runner = _Runner(cfg, selected, info_policy, info_user, judge)
-    seeds = trial_seeds(cfg.seed, cfg.num_trials)
-    units = [(trial, task) for trial in range(cfg.num_trials) for task in selected]
-    order = {(t.id, trial, seeds[trial]): k for k, (trial, t) in enumerate(units)}
-
-    out_path, lpath = output_paths(cfg)
-    records: dict[tuple, dict] = {}
-    log: Optional[_Log] = None
-    if lpath is not None:
-        log, records = open_log(cfg, lpath, runner.signature())
-    done_keys = {k for k, r in records.items() if r.get("termination_reason") != INFRASTRUCTURE_ERROR}
-    todo = [(task.id, trial, seeds[trial]) for trial, task in units if (task.id, trial, seeds[trial]) not in done_keys]
-    resumed = len(units) - len(todo)
-    ran = failed = 0
-    interrupted = False
-    written: set[tuple] = set()  # keys this call has logged: a record is written once
-    progress = _Progress(len(units), resumed, cfg.progress)
+    collection = Collection(cfg, selected, EpisodeRunner(cfg, selected, info_policy, info_user, judge))
     started_ray = False
-    pool: Optional[_Pool] = None
+    pool: Optional[ActorPool] = None
     actor_caches: list[dict] = []
-    try:
-        if todo:
-            if not ray.is_initialized():
-                ray.init(address=None if address in (None, "local") else address, include_dashboard=False,
-                         log_to_driver=True, **(init_kwargs or {}))
-                started_ray = True
-            elif address not in (None, "local"):
-                logger.warning("this process is already connected to Ray; address=%r is not used", address)
-            options = {"num_cpus": 1, **(actor_options or {})}
-            cpus = ray.cluster_resources().get("CPU", 0.0)
-            if min(num_actors, len(todo)) * float(options.get("num_cpus") or 0) > cpus:
-                logger.warning("%d actor(s) x num_cpus=%s exceed the cluster's %s CPUs: the rest wait until CPUs "
-                               "free up (or join); for LLM-bound actors pass actor_options={'num_cpus': 0.25}",
-                               min(num_actors, len(todo)), options.get("num_cpus"), cpus)
-            for obj, name in ((policy, "policy"), (user, "user simulator"), (cfg.judge, "judge")):
-                _check_picklable(ray, obj, name)
-            actor_cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
-                                         "output": None, "progress": False})
-            tasks_ref = ray.put(selected)
-            remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency), **options)
-            restarts = num_actors if max_actor_restarts is None else max_actor_restarts
-            pool = _Pool(ray, lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
-                         min(num_actors, len(todo)), max(1, cfg.concurrency), restarts)
-            if on_pool is not None:
-                on_pool(pool)
-            def commit(batch: list[dict]) -> None:
-                nonlocal ran, failed
-                if log is not None:
-                    log.write(batch)  # one fsync for the group; only then do they count as done
-                for run in batch:
-                    records[_key(run)] = run
-                    ran += 1
-                    failed += run.get("termination_reason") == INFRASTRUCTURE_ERROR
-                    progress.add(run)
+    interrupted = True
 
-            await _stream(ray, pool, collections.deque(todo), written, commit)
-    except BaseException:
-        interrupted = True
-        raise
+    async def execute(units: list[Unit], deliver: Callable[[dict], None]) -> None:
+        nonlocal started_ray, pool
+        if not units:
+            return
+        if not ray.is_initialized():
+            ray.init(address=None if address in (None, "local") else address, include_dashboard=False,
+                     log_to_driver=True, **(init_kwargs or {}))
+            started_ray = True
+        elif address not in (None, "local"):
+            logger.warning("this process is already connected to Ray; address=%r is not used", address)
+        options = {"num_cpus": 1, **(actor_options or {})}
+        cpus = ray.cluster_resources().get("CPU", 0.0)
+        if min(num_actors, len(units)) * float(options.get("num_cpus") or 0) > cpus:
+            logger.warning("%d actor(s) x num_cpus=%s exceed the cluster's %s CPUs: the rest wait until CPUs "
+                           "free up (or join); for LLM-bound actors pass actor_options={'num_cpus': 0.25}",
+                           min(num_actors, len(units)), options.get("num_cpus"), cpus)
+        for obj, name in ((policy, "policy"), (user, "user simulator"), (cfg.judge, "judge")):
+            _check_picklable(ray, obj, name)
+        actor_cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
+                                     "output": None, "progress": False})
+        tasks_ref = ray.put(selected)
+        remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency), **options)
+        restarts = num_actors if max_actor_restarts is None else max_actor_restarts
+        pool = ActorPool(ray, lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
+                         min(num_actors, len(units)), max(1, cfg.concurrency), restarts)
+        if on_pool is not None:
+            on_pool(pool)
+        await _stream(ray, pool, collections.deque((t.id, trial, seed) for t, trial, seed in units), deliver)
+
+    try:
+        interrupted = await run_collection(collection, execute)
     finally:
         if pool is not None:
             if not interrupted:
@@ -381,26 +326,15 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
             pool.kill_all()
         if started_ray:
             ray.shutdown()
-        if log is not None:
-            log.close()
-        progress.close()
         for obj in (info_policy, info_user):
             _close(obj)
-        runs = sorted((r for k, r in records.items() if k in order), key=lambda r: order[_key(r)])
-        results = runner.results(runs, seeds)
+        extra = {}
         if actor_caches:  # the actors asked the LLMs, not the driver's own (idle) players: their counts summed
-            from tau2_gym.llm.cache import sum_stats
-
             for name in ("user_cache", "judge_cache"):
                 summed = sum_stats([c.get(name) for c in actor_caches])
                 if summed is not None:
-                    results["info"][name] = summed
-        if out_path is not None:
-            from tau2_gym.core.results_file import write_json_atomic
-
-            write_json_atomic(out_path, results)
-        report = RolloutReport(simulations=runs, results=results, output=out_path, log=lpath, ran=ran,
-                               resumed=resumed, failed=failed, interrupted=interrupted)
+                    extra[name] = summed
+        report = collection.report(interrupted, extra)
     return report
 
 
@@ -416,18 +350,3 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
         raise RuntimeError("collect_ray() cannot run inside a running event loop; use `await acollect_ray(...)` "
                            "there")
     return asyncio.run(acollect_ray(tasks, policy, user, config=config, **settings))
-
-
-def cli_collect(args: Any, config: RolloutConfig, solo: bool) -> RolloutReport:
-    """``tau2-gym rollout --ray [ADDRESS] --ray-actors N``: the CLI's players, built by factories in each actor."""
-    from functools import partial
-
-    from tau2_gym.cli.rollout import build_policy, build_user
-
-    try:
-        import_ray()
-    except ImportError as exc:
-        raise SystemExit(f"error: --ray: {exc}") from None
-    address = None if args.ray in (None, "local") else args.ray  # None: the current runtime, else a local one
-    return collect_ray(None, partial(build_policy, args, solo), partial(build_user, args, solo), config=config,
-                       num_actors=max(1, int(args.ray_actors)), address=address)

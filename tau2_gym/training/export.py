@@ -17,6 +17,7 @@ import os
 from typing import Any, Iterable, Optional
 
 from tau2_gym.core.results_file import ResultsFileError, load_results
+from tau2_gym.envs.episode import EpisodeSetup
 
 
 class ExportError(ValueError):
@@ -132,7 +133,6 @@ def tokenize_rows(rows: Iterable[dict[str, Any]], tokenizer: Any, *, chat_templa
     history before the policy's first turn are prompt (mask 0), as in the rollout's first observation."""
     from tau2_gym.core.domain import load_domain
     from tau2_gym.training.hf.chat import ChatRenderer, TemplateError, stop_token_ids
-    from tau2_gym.core.orchestrator import TurnLoop
 
     tok = load_tokenizer(tokenizer)
     try:
@@ -146,9 +146,7 @@ def tokenize_rows(rows: Iterable[dict[str, Any]], tokenizer: Any, *, chat_templa
         key = (row["domain"], row["task_id"])
         if key not in openings:
             loaded = load_domain(row["domain"], data_version=data_version)
-            loop = TurnLoop(loaded, loaded.task(row["task_id"]))
-            loop.start()
-            openings[key] = len(loop.agent_messages())
+            openings[key] = len(EpisodeSetup(loaded).start(loaded.task(row["task_id"])).agent_messages())
         try:
             ids, mask = renderer.episode_ids(row["messages"], json.loads(row["tools"]), first_policy=openings[key])
         except ValueError as exc:  # no policy turn (e.g. ended during reset): nothing to train on

@@ -32,7 +32,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tau2_gym.envs.tau2_env import Tau2Env, clone_env
+from tau2_gym.envs.clone import clone_env
+from tau2_gym.envs.tau2_env import Tau2Env
 
 __all__ = ["Policy", "TurnSearch", "SearchResult", "best_of_n", "search_turn", "branch_score", "reward_if_stopped",
            "oracle_policy", "HFTurnPolicy", "clone_env"]

@@ -48,6 +48,7 @@ from collections import Counter
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 
+from tau2_gym.envs.episode import USER, EpisodeSetup
 from tau2_gym.training.hf.generation import Generation, HFGenerator, finish_row
 from tau2_gym.training.hf.policy import PolicyRunner, Trajectory
 
@@ -148,12 +149,9 @@ def opening_messages(loaded: Any, task: Any, solo: bool = False) -> list[dict[st
 
     Tool-call arguments stay JSON strings (a dataset needs one schema for every row).
     """
-    from tau2_gym.core import orchestrator as tl
-
-    loop = tl.TurnLoop(loaded, task, solo=solo)
-    loop.start()
-    messages = loop.agent_messages()
-    if loop.status == tl.USER:
+    episode = EpisodeSetup(loaded, solo=solo).start(task)
+    messages = episode.agent_messages()
+    if episode.status == USER:
         messages.append({"role": "user", "content": ""})
     return messages
 
@@ -412,7 +410,7 @@ class Tau2Rollout:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
         user = self.env_kwargs.get("user")
         if isinstance(user, str) and user not in ("oracle", "oracle_user"):
-            from tau2_gym.envs.tau2_env import resolve_user
+            from tau2_gym.players.users import resolve_user
 
             self.env_kwargs["user"] = resolve_user(user)
         return dict(self.env_kwargs)
@@ -771,7 +769,7 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     shared = dict(env_kwargs)
     user = shared.get("user")
     if isinstance(user, str) and user not in ("oracle", "oracle_user"):  # one simulator for all instances
-        from tau2_gym.envs.tau2_env import resolve_user
+        from tau2_gym.players.users import resolve_user
 
         shared["user"] = resolve_user(user)
     members: dict[str, Any] = {"env_kwargs": shared, "domain": domain}

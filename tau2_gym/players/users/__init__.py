@@ -1,8 +1,12 @@
 """User simulators: one small interface (:mod:`tau2_gym.players.users.base`), several implementations."""
 
-from tau2_gym.players.users.base import UserSimulator, UserSimulatorError, UserTurnRequest
+import importlib
+from typing import Any
 
-__all__ = ["UserSimulator", "UserSimulatorError", "UserTurnRequest", "user_from_spec"]
+from tau2_gym.players.users.base import UserSimulator, UserSimulatorError, UserTurnRequest
+from tau2_gym.players.users.scripted import OracleUser
+
+__all__ = ["UserSimulator", "UserSimulatorError", "UserTurnRequest", "resolve_user", "user_from_spec"]
 
 
 def user_from_spec(spec: str) -> UserSimulator:
@@ -24,3 +28,25 @@ def user_from_spec(spec: str) -> UserSimulator:
 
         return HFUserSimulator(model_name_or_path=rest)
     raise ValueError(f"unknown user simulator spec {spec!r}; use 'openai:<model>[@<base_url>]' or 'hf:<model>'")
+
+
+def resolve_user(spec: Any) -> Any:
+    """A user simulator from a spec: an object with ``generate(request)``, ``"oracle"``, ``"package.module:Attr"``
+    (a class is instantiated without arguments), or a spec string the model-backed simulators understand."""
+    if spec is None:
+        spec = "oracle"
+    if not isinstance(spec, str):
+        if callable(getattr(spec, "generate", None)):
+            return spec
+        raise TypeError(f"user={spec!r} is not a user simulator (it needs a generate(request) method)")
+    if spec in ("oracle", "oracle_user"):
+        return OracleUser()
+    if ":" in spec and "." in spec.split(":", 1)[0]:  # "package.module:Attr"
+        module, _, attr = spec.partition(":")
+        obj = getattr(importlib.import_module(module), attr)
+        return obj() if isinstance(obj, type) else obj
+    try:  # model-backed simulators: "openai:<model>", "hf:<model>"
+        return user_from_spec(spec)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the env also accepts a UserSimulator instance, 'oracle' or "
+                         "'package.module:Class')") from None

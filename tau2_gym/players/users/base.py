@@ -26,10 +26,6 @@ class UserSimulator:
     """Base class. Implement :meth:`generate`; override the async/batched entry points when faster."""
 
     implementation: str = "user_simulator"
-    #: True when ``generate``/``generate_batch`` make no reference cycles, so :class:`~tau2_gym.envs.vector.Tau2VectorEnv`
-    #: may keep the cyclic collector paused through them as it does through its own code (LLM-backed
-    #: simulators leave it False: their client libraries make cycles, and their cost hides the collector's)
-    cycle_free: bool = False
 
     def generate(self, request: UserTurnRequest) -> UserMessage:
         """Next user message (text, or tool calls with ``requestor='user'``). Raise UserSimulatorError."""

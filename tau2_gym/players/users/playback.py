@@ -34,7 +34,6 @@ class PlaybackUser(UserSimulator):
     """
 
     implementation = "playback_user"
-    cycle_free = True
 
     def __init__(self, turns: Sequence[UserMessage] = (), end_error: Optional[str] = None) -> None:
         self.turns: list[UserMessage] = list(turns)

@@ -61,11 +61,6 @@ class ScriptedUser(UserSimulator):
         self.replies = replies
         self.then = then
 
-    @property
-    def cycle_free(self) -> bool:  # type: ignore[override]
-        """Fixed replies make no reference cycles; a callable script is the caller's code, so no promise."""
-        return not callable(self.replies)
-
     def generate(self, request: UserTurnRequest) -> UserMessage:
         if callable(self.replies):
             return to_user_message(self.replies(request))
@@ -110,7 +105,6 @@ class OracleUser(UserSimulator):
     """
 
     implementation = "oracle_user"
-    cycle_free = True
 
     def __init__(self, done_text: str = "I did that. What's next?", stop_text: str = STOP) -> None:
         self.done_text = done_text

@@ -1,0 +1,192 @@
+"""Playing one episode of a rollout: the policy and the customer are awaited, the episode is driven by the one
+episode driver (:mod:`tau2_gym.envs.episode`), scored, and recorded as a tau2 ``SimulationRun`` -- with upstream's
+retry policy: an episode whose run raised is run again, then recorded as ``infrastructure_error``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import traceback
+import uuid
+from datetime import datetime
+from typing import Any, Optional, Sequence
+
+from tau2_gym.core.domain import load_domain
+from tau2_gym.core.prompts import user_guidelines
+from tau2_gym.core.tasks import Task
+from tau2_gym.envs.episode import EpisodeSetup
+from tau2_gym.llm.cache import cache_info
+from tau2_gym.llm.cost import episode_usage, sum_usage
+from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.runner.config import RolloutConfig
+from tau2_gym.runner.log import INFRASTRUCTURE_ERROR
+
+logger = logging.getLogger("tau2_gym")
+
+__all__ = ["EpisodeRunner", "HALF_DUPLEX", "git_commit"]
+
+HALF_DUPLEX = "half_duplex"  # upstream's CommunicationMode of text runs (SimulationRun.mode)
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the working directory, as upstream records ``info.git_commit``; else "unknown"."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    head = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    return head or "unknown"
+
+
+def _offline(obj: Any) -> bool:
+    """Scripted policies/users never block: call them inline rather than through a thread."""
+    return bool(getattr(obj, "offline", False)) or isinstance(obj, (OracleUser, ScriptedUser))
+
+
+class EpisodeRunner:
+    """Runs the episodes of one rollout: one loaded domain, one episode setup, one policy and one customer."""
+
+    def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
+        self.config = config
+        self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
+        self.tasks = list(tasks)
+        self.policy = policy
+        self.user = user
+        self.judge = judge
+        self.setup = EpisodeSetup(self.domain, solo=config.solo, max_steps=config.max_steps,
+                                  max_errors=config.max_errors, enforce_protocol=config.enforce_protocol,
+                                  agent_can_stop=config.agent_can_stop, timeout=config.timeout,
+                                  parser=config.parser or "auto", reply_parser=config.parser, judge=judge,
+                                  evaluate=config.evaluate, strict_replay=config.strict_replay)
+        self.agent_can_stop = self.setup.agent_can_stop
+        self.tools = list(self.setup.tools)
+        self.policy_inline = _offline(policy)
+        self.user_inline = user is not None and _offline(user)
+        self._git_commit: Optional[str] = None
+
+    # --------------------------------------------------------------- one episode
+
+    async def _agent_turn(self, request: Any) -> Any:
+        if self.policy_inline:
+            return self.policy.generate(request)
+        return await self.policy.agenerate(request)
+
+    async def _user_turn(self, request: Any) -> Any:
+        if self.user_inline:
+            return self.user.generate(request)
+        return await self.user.agenerate(request)
+
+    async def run_once(self, task: Task, trial: int, seed: int) -> dict:
+        """One attempt: the episode to its end, then its reward. Exceptions escape (the caller retries)."""
+        cfg = self.config
+        episode = self.setup.start(task, seed=seed)
+        try:
+            while not episode.done:
+                request = episode.user_request()
+                if request is not None:
+                    if self.user is None:
+                        raise RuntimeError(f"task {task.id!r} needs a user simulator but none was given")
+                    episode.answer(await self._user_turn(request))
+                else:
+                    episode.act(await self._agent_turn(episode.agent_request({"domain": cfg.domain,
+                                                                              "trial": trial})))
+        finally:
+            done = getattr(self.policy, "episode_done", None)
+            if done is not None:
+                done(episode.episode_id)
+        messages = episode.loop.messages()
+        reward_info = episode.score(messages)
+        run = episode.simulation_run(reward_info, trial=trial, messages=messages)
+        run.update(episode_usage(run["messages"]))  # agent_usage / user_usage, as upstream's newer files
+        run["mode"], run["policy"] = HALF_DUPLEX, self.domain.policy(cfg.solo, task)  # as upstream v1.0.1 records
+        if episode.loop.error is not None:
+            run["info"]["error"] = episode.loop.error
+        rejected = episode.rejected_reply
+        if rejected is not None:  # the reply that ended the episode: its usage and (captured) tokens
+            run["info"]["rejected_agent_reply"] = {"raw_data": rejected["raw_data"], "usage": rejected.get("usage"),
+                                                   "cost": rejected.get("cost")}
+            run["agent_usage"] = sum_usage([run.get("agent_usage"), rejected.get("usage")])  # it was paid for
+            run["agent_cost"] = float(run.get("agent_cost") or 0.0) + float(rejected.get("cost") or 0.0)
+        return run
+
+    async def run_episode(self, task: Task, trial: int, seed: int) -> dict:
+        """The episode with upstream's retry policy; never raises (except cancellation)."""
+        cfg = self.config
+        attempts = cfg.max_retries + 1
+        last: Optional[BaseException] = None
+        tb = ""
+        for attempt in range(attempts):
+            try:
+                return await self.run_once(task, trial, seed)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+                last, tb = exc, traceback.format_exc()
+                if attempt + 1 < attempts:
+                    logger.warning("task %s trial %d failed (attempt %d/%d): %s: %s", task.id, trial, attempt + 1,
+                                   attempts, type(exc).__name__, exc)
+                    await asyncio.sleep(cfg.retry_delay)
+        logger.error("task %s trial %d failed after %d attempts: %s: %s", task.id, trial, attempts,
+                     type(last).__name__, last)
+        now = datetime.now().isoformat()
+        return {"id": str(uuid.uuid4()), "task_id": task.id, "timestamp": now, "start_time": now, "end_time": now,
+                "duration": 0.0, "termination_reason": INFRASTRUCTURE_ERROR, "agent_cost": None, "user_cost": None,
+                "agent_usage": None, "user_usage": None, "mode": HALF_DUPLEX, "policy": self.domain.policy(cfg.solo, task),
+                "reward_info": None, "messages": [], "trial": trial, "seed": seed, "skipped": False,
+                "info": {"error": str(last), "error_type": type(last).__name__, "error_traceback": tb,
+                         "failed_after_attempts": attempts, "data_version": self.domain.data_version_record()}}
+
+    # --------------------------------------------------------------- the results file
+
+    def signature(self) -> dict[str, Any]:
+        """Settings that change episodes, logged in the header so that a resume with others is flagged."""
+        cfg = self.config
+        agent = self.policy.info() if hasattr(self.policy, "info") else {}
+        user = self.user.info() if self.user is not None and hasattr(self.user, "info") else {}
+        return {"task_set": cfg.task_set, "data_version": self.domain.source.version.name,
+                "data": self.domain.source.name, "seed": cfg.seed, "max_steps": cfg.max_steps, "max_errors": cfg.max_errors,
+                "solo": cfg.solo, "agent_can_stop": self.agent_can_stop, "enforce_protocol": cfg.enforce_protocol,
+                "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
+                "agent": [agent.get("implementation"), agent.get("llm")],
+                "user": [user.get("implementation"), user.get("llm")],
+                **({"domain_options": cfg.domain_options} if cfg.domain_options else {})}
+
+    def results_info(self, seed_list: list[int]) -> dict[str, Any]:
+        cfg = self.config
+        try:
+            guidelines = user_guidelines(self.domain.source, use_tools=False)
+        except FileNotFoundError:
+            guidelines = None
+        if self.user is not None and hasattr(self.user, "info"):
+            user_info = dict(self.user.info())
+        else:
+            user_info = {"implementation": "dummy_user", "llm": None, "llm_args": None}
+        agent_info = dict(self.policy.info()) if hasattr(self.policy, "info") else {
+            "implementation": type(self.policy).__name__, "llm": None, "llm_args": None}
+        if cfg.solo and agent_info.get("implementation") != "llm_agent_solo":
+            # upstream's evaluate-trajs reads a file as solo only from this name (with dummy_user); our agent's
+            # own name is kept beside it
+            if agent_info.get("implementation") != "llm_agent":
+                agent_info["tau2_gym_agent"] = agent_info.get("implementation")
+            agent_info["implementation"] = "llm_agent_solo"
+        if self._git_commit is None:
+            self._git_commit = git_commit()
+        return {
+            "git_commit": self._git_commit,
+            "num_trials": cfg.num_trials,
+            "max_steps": cfg.max_steps,
+            "max_errors": cfg.max_errors,
+            "user_info": {**user_info, "global_simulation_guidelines": guidelines},
+            "agent_info": agent_info,
+            "environment_info": {"domain_name": cfg.domain, "policy": self.domain.policy(cfg.solo), "tool_defs": None},
+            "seed": cfg.seed,
+            "data_version": self.domain.data_version_record(),
+            **dict(self.domain.spec.extra.get("results_info") or {}),
+            **cache_info(self.user, self.judge),  # tau2_gym.llm.cache: whether the caches were on, where, counts
+        }
+
+    def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:
+        return {"timestamp": datetime.now().isoformat(), "info": self.results_info(seed_list),
+                "tasks": [t.model_dump(mode="json") for t in self.tasks], "simulations": runs,
+                "simulation_index": None}  # upstream fills it only in its "dir" storage format
