@@ -8,6 +8,8 @@ import importlib
 import sys
 from typing import Any, Optional
 
+from tau2_gym.data import DataError
+
 COMMANDS = {
     "demo": "Run the built-in demo on the default data (no API key needed).",
     "data": "Fetch or locate the official tau2 data.",
@@ -52,7 +54,6 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    from tau2_gym.data import DataError
 
     previous = _exit_on_sigterm()
     try:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tau2_gym import data
+from tau2_gym.data.manifest import load_manifest, verify
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["fetch", "path", "verify", "versions"],
@@ -20,7 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tau2_gym import data
 
     try:
         if args.action == "versions":
@@ -55,7 +57,5 @@ def run(args: argparse.Namespace) -> int:
 
 def _full_check(source):
     """Hash every manifest file now (no stamp shortcuts), cache or custom folder alike."""
-    from tau2_gym.data.manifest import load_manifest, verify
-
     v = source.version
     return verify(source.root, source.src, v.name, load_manifest(v.cache_name))

@@ -15,6 +15,11 @@ import time
 import warnings
 from collections import Counter
 
+from tau2_gym import data
+from tau2_gym.data import DataError
+from tau2_gym.envs import env_id, register_envs
+from tau2_gym.players.agents.scripted import ALL_AGENTS, make_agent
+
 REASONS = ("user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error")
 SHORT = {"user_stop": "user", "agent_stop": "agent", "max_steps": "steps", "too_many_errors": "errors",
          "agent_error": "a_err", "user_error": "u_err"}
@@ -39,7 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _env_ids(args: argparse.Namespace) -> list[str]:
-    from tau2_gym.envs import env_id, register_envs
 
     ids = register_envs()
     wanted = (args.envs or []) + (args.domains or [])
@@ -59,7 +63,6 @@ def _env_ids(args: argparse.Namespace) -> list[str]:
 def _pick_data(args: argparse.Namespace) -> tuple[str, "object"]:
     """The data the demo runs on, and its first line: the chosen version, or the legacy one when the chosen
     one cannot be fetched (the demo may fall back; scoring, rollouts and training never do)."""
-    from tau2_gym import data
 
     try:
         source = data.resolve(args.data_dir, args.data_version)
@@ -76,8 +79,6 @@ def _pick_data(args: argparse.Namespace) -> tuple[str, "object"]:
 def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
-    from tau2_gym.players.agents.scripted import ALL_AGENTS, make_agent
-    from tau2_gym.data import DataError
 
     try:
         first_line, source = _pick_data(args)

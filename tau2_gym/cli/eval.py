@@ -30,12 +30,22 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from tau2_gym.core.results_file import ResultsFileError, format_problems, read_json_any, write_json_atomic
-from tau2_gym.results.rescore import ERROR_KEY, FileCheck, InputError, plan_outputs, rescore_file
+from tau2_gym.core.results_file import (
+    ResultsFileError,
+    format_problems,
+    read_json_any,
+    write_json_atomic,
+)
+from tau2_gym.results.rescore import (
+    ERROR_KEY,
+    FileCheck,
+    InputError,
+    plan_outputs,
+    rescore_file,
+)
 from tau2_gym.scoring.evaluation import EvaluationType
 from tau2_gym.scoring.judges import judge_specs_help, make_judge
 from tau2_gym.scoring.metrics import Tally
-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

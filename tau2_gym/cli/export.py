@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tau2_gym.training.export import ExportError, export_dataset
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", help="tau2 results files (.json or .json.gz)")
@@ -24,7 +26,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tau2_gym.training.export import ExportError, export_dataset
 
     split = None if args.split in ("none", "") else args.split
     try:

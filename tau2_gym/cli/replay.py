@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from tau2_gym.core.results_file import write_json_atomic
+from tau2_gym.results.replay import ReplayInputError, replay
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="RESULTS.json", help="results files (.json or .json.gz)")
@@ -54,8 +57,6 @@ def _output_problem(out: Path, inputs: list[Path]) -> Optional[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tau2_gym.results.replay import ReplayInputError, replay
-    from tau2_gym.core.results_file import write_json_atomic
 
     if not args.paths:
         return _fail("give at least one results file")

@@ -9,6 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tau2_gym.results.report import (
+    BOOTSTRAP_SAMPLES,
+    BOOTSTRAP_SEED,
+    ReportError,
+    write_report,
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="RESULTS.json",
@@ -26,7 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tau2_gym.results.report import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, ReportError, write_report
 
     samples = BOOTSTRAP_SAMPLES if args.bootstrap_samples is None else args.bootstrap_samples
     if samples < 0:

@@ -25,11 +25,20 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tau2_gym.data import DataError
+from tau2_gym.players.agents.scripted import ALL_AGENTS
 from tau2_gym.runner.collect import RolloutConfig, collect, ids_in_split_order
-from tau2_gym.runner.players import (DEFAULT_LLM, LLM_AGENTS, LLM_USERS, UNSUPPORTED_AGENTS, PlayerSettings, build_policy,
-                                     build_user, judge_with_cache)
+from tau2_gym.runner.players import (
+    DEFAULT_LLM,
+    LLM_AGENTS,
+    LLM_USERS,
+    UNSUPPORTED_AGENTS,
+    PlayerSettings,
+    build_policy,
+    build_user,
+    judge_with_cache,
+)
+from tau2_gym.runner.ray import collect_ray, import_ray
 from tau2_gym.scoring.metrics import pass_hat
-
 
 
 def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
@@ -46,7 +55,6 @@ def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tau2_gym.players.agents.scripted import ALL_AGENTS
 
     scripted = [c.name for c in ALL_AGENTS]
     g = parser.add_argument_group("tasks")
@@ -333,7 +341,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "ray", None) is not None:  # the episodes run on Ray actors, each building its players
             try:
-                from tau2_gym.runner.ray import collect_ray, import_ray
 
                 import_ray()
             except ImportError as exc:

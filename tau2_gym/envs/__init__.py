@@ -3,6 +3,8 @@ allows solo mode). Importing this package is cheap; env classes load on ``gym.ma
 
 from __future__ import annotations
 
+from tau2_gym.core.domain import domain_names, get_domain_spec
+
 ENTRY_POINTS = {
     "mock": "tau2_gym.envs.mock:MockEnv",
     "airline": "tau2_gym.envs.airline:AirlineEnv",
@@ -24,7 +26,6 @@ def register_envs() -> list[str]:
     """Register one id per available domain (+ a solo id where supported); already-registered ids are kept."""
     import gymnasium as gym
 
-    from tau2_gym.core.domain import domain_names, get_domain_spec
 
     ids = []
     for name in domain_names():
@@ -52,7 +53,6 @@ def register_role_envs() -> list[str]:
     domains); no vector entry point: ``gym.make_vec`` runs them in a ``SyncVectorEnv``."""
     import gymnasium as gym
 
-    from tau2_gym.core.domain import domain_names
 
     ids = [user_env_id(name) for name in domain_names()] + [f"{NAMESPACE}/mix-v0"]
     for name, eid in zip(domain_names(), ids):

@@ -20,7 +20,11 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 import gymnasium as gym
 import numpy as np
 
+from tau2_gym.core.domain import domain_names
+from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
+from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.envs.user_env import UserEnv
 
 SUCCESS = 1.0 - 1e-6  # a reward at least this is a success (tau2 rewards are 0 or 1 on shipped tasks)
 CURRICULA = ("success",)
@@ -29,7 +33,6 @@ CURRICULA = ("success",)
 @dataclass(frozen=True)
 class Component:
     """One source of tasks: a domain and a split (``key`` is ``"domain"`` or ``"domain:split"``)."""
-
     key: str
     domain: str
     split: Optional[str]
@@ -217,7 +220,6 @@ class MixEnv(gym.Env):
                  role: str = "agent", domain_kwargs: Optional[Mapping[str, Mapping[str, Any]]] = None,
                  render_mode: Optional[str] = None, **env_kwargs: Any) -> None:
         super().__init__()
-        from tau2_gym.core.domain import domain_names
 
         if mixture is None:
             mixture = Mixture(domains if domains is not None else domain_names(), split,
@@ -239,7 +241,6 @@ class MixEnv(gym.Env):
             raise ValueError(f"domain_kwargs for {extra}, which are not mixture components ({mixture.keys})")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}")
-        from tau2_gym.envs.config import Tau2EnvConfig
 
         user_only = {"agent", "agent_parser", "user_error_penalty"} if role == "user" else set()
         for c in mixture.components:  # bad arguments fail here, not at a component's first draw
@@ -268,13 +269,11 @@ class MixEnv(gym.Env):
             kwargs = {**self.env_kwargs, **self.domain_kwargs.get(c.domain, {}), **self.domain_kwargs.get(c.key, {}),
                       "task_split": c.split}
             if self.role == "user":
-                from tau2_gym.envs.user_env import UserEnv
 
                 env = UserEnv(c.domain, render_mode=self.render_mode, **kwargs)
             else:
                 from gymnasium.envs.registration import load_env_creator
 
-                from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
 
                 cls = load_env_creator(ENTRY_POINTS.get(c.domain, GENERIC_ENTRY_POINT))
                 env = cls(domain=c.domain, render_mode=self.render_mode, **kwargs)

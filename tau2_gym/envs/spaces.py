@@ -14,6 +14,8 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 from gymnasium.spaces import Space
 
+from tau2_gym.core.actions import ActionError, to_assistant_message
+
 _WORDS = ("hello", "order", "flight", "refund", "please", "check", "status", "account", "phone", "data",
           "reservation", "thanks", "cancel", "update", "help", "item", "user", "task", "bill", "line")
 _ROLES = ("system", "user", "assistant", "tool")
@@ -99,7 +101,6 @@ class MessagesSpace(Space[list]):
 
 class TranscriptSpace(Space[str]):
     """Any string (a ``role: content`` transcript); ``sample`` draws a few random lines."""
-
     def __init__(self, seed: Optional[int] = None) -> None:
         super().__init__(shape=None, dtype=None, seed=seed)
 
@@ -200,7 +201,6 @@ class AssistantActionSpace(Space[Any]):
         return False
 
     def contains(self, x: Any) -> bool:
-        from tau2_gym.core.actions import ActionError, to_assistant_message
 
         try:
             msg = to_assistant_message(x, parser=self.parser, tokenizer=self.tokenizer)

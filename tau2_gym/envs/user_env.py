@@ -11,14 +11,22 @@ from typing import Any, Callable, Optional
 
 from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
-from tau2_gym.core.messages import Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
+from tau2_gym.core.messages import (
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    dumps_arguments,
+)
 from tau2_gym.core.turns import AgentTurnRequest, UserSimulatorError
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.episode import AGENT, EpisodeSetup
 from tau2_gym.envs.spaces import AssistantActionSpace
 from tau2_gym.envs.tau2_env import Tau2Env, transcript
 from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
+from tau2_gym.players.users.hf_user import HFUserSimulator
 
 logger = logging.getLogger("tau2_gym")
 
@@ -36,7 +44,6 @@ USER_TERMINAL_REASONS = frozenset({tl.USER_STOP, tl.AGENT_STOP, tl.USER_ERROR})
 
 class _CallablePolicy(AgentPolicy):
     """A plain function ``fn(request) -> action`` (e.g. a wrapped HF model) as an agent policy."""
-
     def __init__(self, fn: Callable[[AgentTurnRequest], Any]) -> None:
         self.fn = fn
         self.implementation = getattr(fn, "__name__", "callable_agent")
@@ -62,14 +69,12 @@ def resolve_agent(spec: Any) -> Any:
     if isinstance(spec, str):
         kind, sep, rest = spec.partition(":")
         if sep and rest and kind == "openai":
-            from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 
             model, at, base_url = rest.partition("@")
             if at and not base_url.startswith(("http://", "https://")):
                 model, base_url = rest, ""
             return OpenAIAgentPolicy(model=model, base_url=base_url or None)
         if sep and rest and kind == "hf":  # the HF simulator's generation (template, tools, parser) serves any side
-            from tau2_gym.players.users.hf_user import HFUserSimulator
 
             return HFUserSimulator(model_name_or_path=rest)
         if sep and "." in kind:

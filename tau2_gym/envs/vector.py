@@ -50,9 +50,10 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.spaces import Space, Tuple
 from gymnasium.vector.vector_env import AutoresetMode, VectorEnv
 
-from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.records import Record
+from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.turns import UserSimulatorError
+from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
 
 logger = logging.getLogger("tau2_gym")
 
@@ -131,7 +132,6 @@ class KeepRecordsWhole(gym.Wrapper):
 
 
 def _env_class(domain: str) -> Callable[..., Any]:
-    from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
 
     return load_env_creator(ENTRY_POINTS.get(domain, GENERIC_ENTRY_POINT))
 
@@ -542,7 +542,6 @@ class Tau2VectorEnv(VectorEnv):
         env's format."""
         from pathlib import Path
 
-        from tau2_gym.core.results_file import write_json_atomic
 
         write_json_atomic(Path(path), self.results(simulation_runs))
 

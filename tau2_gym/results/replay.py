@@ -35,9 +35,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from tau2_gym.core.messages import (AnyMessage, AssistantMessage, ParticipantMessage, SystemMessage, ToolCall, ToolMessage,
-                               UserMessage, message_from_dict)
+from tau2_gym.core.domain import domain_names, load_domain
+from tau2_gym.core.messages import (
+    AnyMessage,
+    AssistantMessage,
+    ParticipantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    from_openai,
+    message_from_dict,
+)
+from tau2_gym.core.orchestrator import MAX_STEPS, TIMEOUT
+from tau2_gym.core.results_file import ResultsFileError, read_json_any
+from tau2_gym.core.tasks import Task
+from tau2_gym.data.versions import VERSIONS, get_version
+from tau2_gym.envs.tau2_env import Tau2Env
+from tau2_gym.players.users.playback import PlaybackUser
 from tau2_gym.runner.progress import progress as _progress
+from tau2_gym.scoring.judges import make_judge
 
 __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "compare_trajectories"]
 
@@ -56,7 +73,6 @@ class ReplayInputError(ValueError):
 @dataclass
 class SimulationReplay:
     """The outcome of replaying one recorded simulation."""
-
     file: Optional[str]
     index: int  # position among the file's simulations
     simulation_id: Optional[str]
@@ -91,7 +107,6 @@ class SimulationReplay:
 @dataclass
 class ReplayReport:
     """Per-simulation outcomes of :func:`replay`, with the counts."""
-
     simulations: list[SimulationReplay] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
@@ -215,8 +230,6 @@ def compare_trajectories(recorded: Sequence[AnyMessage], new: Sequence[AnyMessag
 
 def _load_inputs(results: Any) -> list[tuple[Optional[str], dict]]:
     """``[(label, raw results dict)]`` from a path, a list of paths / dicts, or a dict."""
-    from tau2_gym.core.results_file import ResultsFileError, read_json_any
-
     items: Iterable[Any] = [results] if isinstance(results, (str, os.PathLike, dict)) else results
     out: list[tuple[Optional[str], dict]] = []
     for item in items:
@@ -260,7 +273,6 @@ class _FileSettings:
 
 def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str],
               data_version: Optional[str]) -> _FileSettings:
-    from tau2_gym.data.versions import VERSIONS
 
     info = raw["info"]
     agent = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
@@ -294,7 +306,6 @@ def _setting_warnings(raw: dict, dom: Any) -> list[str]:
 
 class _Envs:
     """One env per distinct setting (built on first use), each with its own playback user."""
-
     def __init__(self, data_dir: Optional[str], judge: Any, env_kwargs: dict) -> None:
         self.data_dir = data_dir
         self.judge = judge
@@ -307,8 +318,6 @@ class _Envs:
         if env is None:
             import warnings
 
-            from tau2_gym.envs.tau2_env import Tau2Env
-            from tau2_gym.players.users.playback import PlaybackUser
 
             kwargs = dict(user=PlaybackUser(), solo=s.solo, agent_can_stop=agent_can_stop, max_steps=s.max_steps,
                           max_errors=s.max_errors, data_dir=self.data_dir, data_version=s.data_version,
@@ -327,7 +336,6 @@ class _Envs:
 
 class _Tasks:
     """A file's embedded tasks (validated on first use), falling back to the data's task of the same id."""
-
     def __init__(self, raw_tasks: Optional[list]) -> None:
         self.raw: dict[str, Any] = {}
         for rt in raw_tasks or ():
@@ -336,7 +344,6 @@ class _Tasks:
         self._parsed: dict[str, Any] = {}
 
     def get(self, task_id: str, env: Any) -> Any:
-        from tau2_gym.core.tasks import Task
 
         if task_id in self._parsed:
             return self._parsed[task_id]
@@ -386,7 +393,6 @@ def _replay_one(sim: Any, index: int, label: Optional[str], settings: _FileSetti
 
 
 def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Envs, tasks: _Tasks) -> None:
-    from tau2_gym.core.orchestrator import MAX_STEPS, TIMEOUT
 
     ending = out.recorded_termination
     if out.task_id is None:
@@ -473,7 +479,6 @@ def _read_message(m: Any) -> AnyMessage:
     if isinstance(m, dict) and (("tool_call_id" in m and "id" not in m)
                                 or any(isinstance(c, dict) and isinstance(c.get("function"), dict)
                                        for c in (m.get("tool_calls") or ()) if isinstance(m.get("tool_calls"), list))):
-        from tau2_gym.core.messages import from_openai
 
         msg = from_openai(m)
         if isinstance(msg, ToolMessage):
@@ -516,7 +521,6 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
     Raises:
         ReplayInputError: an input is missing, not JSON, or not a results file (checked before any replay).
     """
-    from tau2_gym.scoring.judges import make_judge
 
     inputs = _load_inputs(results)
     start = time.perf_counter()
@@ -527,10 +531,8 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
     report = ReplayReport()
     work: list[tuple[Any, int, Optional[str], _FileSettings, _Tasks]] = []
     if data_version is not None:
-        from tau2_gym.data.versions import get_version
 
         get_version(data_version)  # an unknown name fails here, once (ValueError)
-    from tau2_gym.core.domain import domain_names, load_domain
 
     for label, raw in inputs:
         settings = _settings(raw, max_steps, data_dir, data_version)

@@ -31,6 +31,10 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from tau2_gym.core.domain import get_domain_spec
+from tau2_gym.core.messages import TRANSFER
+from tau2_gym.core.prompts import STOP_FUNCTION_NAME
+from tau2_gym.core.results_file import ResultsFileError, read_json_any
 from tau2_gym.scoring.metrics import PASS_TOLERANCE, Tally, is_pass, pass_hat_k
 
 __all__ = ["ReportError", "Run", "RunSummary", "load_run", "summarise", "flips", "build_report", "write_report",
@@ -71,7 +75,6 @@ class _RewardInfo(_Model):
 
 class _Sim(_Model):
     """What the report reads of a simulation; everything else is ignored (messages are read defensively)."""
-
     id: Optional[str] = None
     task_id: str
     trial: Optional[int] = None
@@ -159,7 +162,6 @@ def _checks(ri: _RewardInfo) -> list[tuple[str, bool, str]]:
 @dataclass
 class SimStats:
     """What the summary needs of one simulation (computed once; the details view gets the same facts)."""
-
     index: int
     task_id: str
     trial: Optional[int]
@@ -270,7 +272,6 @@ def _int(v: Any) -> int:
 @dataclass
 class Run:
     """One results file, read for the report."""
-
     path: Path
     label: str
     domain: str
@@ -304,10 +305,6 @@ def _who(info: Any) -> str:
 
 def _domain_tools(name: str) -> tuple[frozenset[str], frozenset[str], str]:
     """Agent tool names (with the solo stop tool), user tool names, and the user's transfer token."""
-    from tau2_gym.core.domain import get_domain_spec
-    from tau2_gym.core.messages import TRANSFER
-    from tau2_gym.core.prompts import STOP_FUNCTION_NAME
-
     try:
         spec = get_domain_spec(name)
     except KeyError as exc:
@@ -324,7 +321,6 @@ def _domain_tools(name: str) -> tuple[frozenset[str], frozenset[str], str]:
 def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str] = None) -> Run:
     """Read one results file (``.json`` / ``.json.gz``; ``raw``: its parsed JSON, if already read); unparseable
     simulations are skipped and counted, anything else wrong with the file raises :class:`ReportError`."""
-    from tau2_gym.core.results_file import ResultsFileError, read_json_any
 
     path = Path(path)
     if raw is None:
@@ -393,7 +389,6 @@ def _first_line(exc: Exception) -> str:
 @dataclass
 class RunSummary:
     """The summary numbers of one run (what the report prints, and what tests and the CLI read)."""
-
     simulations: int
     scored: int
     skipped: int

@@ -11,8 +11,14 @@ from typing import Any, Optional
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.messages import messages_to_dicts
-from tau2_gym.core.results_file import (ScoringSimulation, fill_run_metadata, format_problems, is_openai_message,
-                                        read_for_scoring, solo_mode)
+from tau2_gym.core.results_file import (
+    ScoringSimulation,
+    fill_run_metadata,
+    format_problems,
+    is_openai_message,
+    read_for_scoring,
+    solo_mode,
+)
 from tau2_gym.core.tasks import Task
 from tau2_gym.runner.progress import progress as _progress
 from tau2_gym.scoring.evaluation import evaluate_simulation, needs_nl_judge

@@ -29,6 +29,8 @@ from typing import Any, Mapping, Optional
 
 import gymnasium as gym
 
+from tau2_gym.core.actions import ActionError, to_assistant_message
+
 REWARD_MODES = ("default", "strict", "partial")
 
 __all__ = ["REWARD_MODES", "PARTIAL_WEIGHTS", "INFRASTRUCTURE_TERMINATIONS", "mode_reward", "strict_reward",
@@ -195,7 +197,6 @@ class TurnDiscount(gym.Wrapper, gym.utils.RecordConstructorArgs):
 def format_errors(action: Any, tools: Any, parser: Any = "auto", tokenizer: Any = None) -> int:
     """Malformed pieces of one action: 1 for an action the env cannot read (it ends as ``agent_error``), else
     the number of calls the tool schemas reject (unknown tool, missing required or undeclared argument)."""
-    from tau2_gym.core.actions import ActionError, to_assistant_message
 
     try:
         msg = to_assistant_message(action, parser=parser, tokenizer=tokenizer)

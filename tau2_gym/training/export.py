@@ -16,8 +16,12 @@ import json
 import os
 from typing import Any, Iterable, Optional
 
+from tau2_gym.core.domain import load_domain
+from tau2_gym.core.messages import to_openai_messages
+from tau2_gym.core.prompts import agent_system_prompt
 from tau2_gym.core.results_file import ResultsFileError, load_results
 from tau2_gym.envs.episode import EpisodeSetup
+from tau2_gym.training.hf.chat import ChatRenderer, TemplateError, stop_token_ids
 
 
 class ExportError(ValueError):
@@ -82,9 +86,6 @@ def export_rows(paths: Iterable[str | os.PathLike[str]], *, split: Optional[str]
     string of schemas, ``reward``, ``task_id``, ``domain``, ``split`` (what the filter kept: see
     :func:`training_split`), ``data_version``. Unscored runs are dropped. ``split=None`` keeps every task;
     a selection with ``test``-split tasks is refused unless ``allow_test_split=True``."""
-    from tau2_gym.core.domain import load_domain
-    from tau2_gym.core.messages import to_openai_messages
-    from tau2_gym.core.prompts import agent_system_prompt
 
     rows: list[dict[str, Any]] = []
     domains: dict[str, Any] = {}
@@ -131,8 +132,6 @@ def tokenize_rows(rows: Iterable[dict[str, Any]], tokenizer: Any, *, chat_templa
     """``messages`` rows -> ``tokens`` rows: ``input_ids`` and ``assistant_masks`` (1 exactly on the policy's
     tokens, each turn through its end-of-turn token) plus the rows' metadata. The greeting and any task
     history before the policy's first turn are prompt (mask 0), as in the rollout's first observation."""
-    from tau2_gym.core.domain import load_domain
-    from tau2_gym.training.hf.chat import ChatRenderer, TemplateError, stop_token_ids
 
     tok = load_tokenizer(tokenizer)
     try:

@@ -32,8 +32,12 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from tau2_gym.core.records import as_dict
 from tau2_gym.envs.clone import clone_env
 from tau2_gym.envs.tau2_env import Tau2Env
+from tau2_gym.players.agents.scripted import OracleAgent
+from tau2_gym.scoring.evaluation import evaluate_simulation
+from tau2_gym.training.hf.policy import PolicyRunner, hf_runner, to_action
 
 __all__ = ["Policy", "TurnSearch", "SearchResult", "best_of_n", "search_turn", "branch_score", "reward_if_stopped",
            "oracle_policy", "HFTurnPolicy", "clone_env"]
@@ -47,7 +51,6 @@ UNKNOWN: Score = (0.0, 0.0)
 @dataclass
 class TurnSearch:
     """One agent turn of a search: the candidates tried, their branch scores, and the one taken."""
-
     turn: int
     candidates: list[Any]
     scores: list[Score]
@@ -63,7 +66,6 @@ class TurnSearch:
 @dataclass
 class SearchResult:
     """A searched episode: its final step, the actions taken, and per-turn search records and costs."""
-
     reward: float
     terminated: bool
     truncated: bool
@@ -78,8 +80,6 @@ class SearchResult:
     @property
     def simulation_run(self) -> Optional[dict[str, Any]]:
         """The searched episode's trajectory as a tau2 ``SimulationRun`` dict (saveable, re-scorable)."""
-        from tau2_gym.core.records import as_dict
-
         run = self.info.get("simulation_run")
         return None if run is None else as_dict(run)
 
@@ -114,7 +114,6 @@ def branch_score(reward: float, info: dict[str, Any]) -> Score:
 def reward_if_stopped(env: Any) -> Score:
     """A value for a branch cut off by ``depth``: its score if the customer hung up now (the trajectory so far
     scored as a ``user_stop``). Costs one evaluation per cut-off branch."""
-    from tau2_gym.scoring.evaluation import evaluate_simulation
 
     base = env.unwrapped
     loop = base.loop
@@ -298,7 +297,6 @@ class oracle_policy:  # noqa: N801 - used like a function: oracle_policy(epsilon
         self._plans: dict[tuple, list[dict]] = {}
 
     def plan(self, info: dict[str, Any]) -> list[dict]:
-        from tau2_gym.players.agents.scripted import OracleAgent
 
         task = info["task"]
         key = (info.get("domain"), task.id, bool(info.get("solo")))
@@ -333,7 +331,6 @@ class HFTurnPolicy:
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 256, parser: Any = "auto",
                  generator: Any = None, **generation: Any) -> None:
-        from tau2_gym.training.hf.policy import PolicyRunner, hf_runner
 
         if generator is not None:
             self.runner = PolicyRunner(generator, tokenizer, parser=parser, max_new_tokens=max_new_tokens)
@@ -344,7 +341,6 @@ class HFTurnPolicy:
     def __call__(self, observation: Any, info: dict[str, Any], rng: np.random.Generator) -> Any:
         import torch
 
-        from tau2_gym.training.hf.policy import to_action
 
         runner = self.runner
         tools = list(info.get("tools") or [])

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from tau2_gym.training.hf.policy import Trajectory, TurnRecord
+
 __all__ = ["TokenTrajectoryError", "server_trajectory", "server_trajectories"]
 
 
@@ -68,7 +70,6 @@ def _logprobs(value: Any, n: int, where: str) -> list[float]:
 def server_trajectory(run: dict) -> Any:
     """One SimulationRun (dict) recorded with ``capture_tokens`` (``vllm``, ``sglang``, ``auto``) as a
     PolicyRunner ``Trajectory``; :class:`TokenTrajectoryError` names the reply it cannot use."""
-    from tau2_gym.training.hf.policy import Trajectory, TurnRecord
 
     task = run.get("task_id")
     replies = _replies(run)

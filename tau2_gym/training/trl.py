@@ -48,7 +48,14 @@ from collections import Counter
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 
+from tau2_gym.core.domain import load_domain
+from tau2_gym.core.orchestrator import solo_task_error
+from tau2_gym.envs import env_id
 from tau2_gym.envs.episode import USER, EpisodeSetup
+from tau2_gym.players.users import resolve_user
+from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
+from tau2_gym.scoring.rewards import infrastructure_failure
+from tau2_gym.training.export import SplitGuardError, training_split
 from tau2_gym.training.hf.generation import Generation, HFGenerator, finish_row
 from tau2_gym.training.hf.policy import PolicyRunner, Trajectory
 
@@ -107,11 +114,9 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_
     """
     from datasets import Dataset
 
-    from tau2_gym.core.domain import load_domain
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1; got {repeats}")
-    from tau2_gym.training.export import training_split
 
     loaded = load_domain(domain, data_dir, data_version)
     ids, recorded = training_split(loaded, split, task_set=task_set, allow_test_split=allow_test_split)
@@ -124,12 +129,10 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_
         ids = tuple(str(t) for t in task_ids)
     tasks = [by_id[i] for i in ids]
     if solo:
-        from tau2_gym.core.orchestrator import solo_task_error
 
         tasks = [t for t in tasks if solo_task_error(t) is None]
     if not tasks:
         raise ValueError(f"no tasks for domain {domain!r} (task_set={task_set!r}, split={split!r})")
-    from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
 
     tasks = list(apply_no_judge_choice(loaded, tasks, judge if hasattr(judge, "assess") else make_judge(judge),
                                        f"dataset of {domain!r}"))
@@ -189,8 +192,6 @@ INFRASTRUCTURE_REASONS = ("user_error", "infrastructure_error", "evaluation_erro
 
 def masked_reason(t: Trajectory) -> Optional[str]:
     """Why a trajectory carries no signal about the policy (None: it does): see ``tau2_gym.scoring.rewards``."""
-    from tau2_gym.scoring.rewards import infrastructure_failure
-
     return infrastructure_failure(t.termination_reason, t.info)
 
 
@@ -347,7 +348,6 @@ class TRLVLLMGenerator:
 
 class Tau2Rollout:
     """The ``rollout_func`` object (see :func:`make_rollout_func`); keeps a pool of envs per domain."""
-
     def __init__(self, *, env_kwargs: Optional[dict[str, Any]] = None, max_new_tokens: int = 512,
                  max_turns: Optional[int] = None, parser: Union[str, Callable[..., Any]] = "auto",
                  chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
@@ -389,8 +389,6 @@ class Tau2Rollout:
         ``allow_test_split=True``)."""
         allowed = self._allowed.get(domain)
         if allowed is None:
-            from tau2_gym.core.domain import load_domain
-            from tau2_gym.training.export import training_split
 
             kw = self.env_kwargs
             loaded = load_domain(domain, kw.get("data_dir"), kw.get("data_version"), options=kw.get("domain_options"))
@@ -399,7 +397,6 @@ class Tau2Rollout:
             allowed = self._allowed[domain] = (frozenset(ids), recorded)
         ids, recorded = allowed
         if task_id not in ids:
-            from tau2_gym.training.export import SplitGuardError
 
             raise SplitGuardError(f"task {task_id!r} of domain {domain!r} is not in the training split "
                                   f"{recorded!r}; build the dataset with build_dataset(split=...) of the same split "
@@ -410,7 +407,6 @@ class Tau2Rollout:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
         user = self.env_kwargs.get("user")
         if isinstance(user, str) and user not in ("oracle", "oracle_user"):
-            from tau2_gym.players.users import resolve_user
 
             self.env_kwargs["user"] = resolve_user(user)
         return dict(self.env_kwargs)
@@ -420,8 +416,6 @@ class Tau2Rollout:
             return self.env_factory(domain)
         import gymnasium as gym
 
-        import tau2_gym  # noqa: F401 - registers the tau2/* ids
-        from tau2_gym.envs import env_id
 
         kwargs = self._kwargs()
         solo = bool(kwargs.pop("solo", False))
@@ -433,8 +427,6 @@ class Tau2Rollout:
         if vec is None:
             import gymnasium as gym
 
-            import tau2_gym  # noqa: F401 - registers the tau2/* ids
-            from tau2_gym.envs import env_id
 
             kwargs = self._kwargs()
             solo = bool(kwargs.pop("solo", False))
@@ -670,8 +662,6 @@ class Tau2ToolEnv:
     def __init__(self) -> None:
         import gymnasium as gym
 
-        import tau2_gym  # noqa: F401
-        from tau2_gym.envs import env_id
 
         kwargs = dict(self.env_kwargs)
         solo = bool(kwargs.pop("solo", False))
@@ -706,7 +696,6 @@ class Tau2ToolEnv:
         reasons (``user_error``, ``evaluation_error``): never trained on as a policy failure."""
         if not self.ended:
             return 0.0
-        from tau2_gym.scoring.rewards import infrastructure_failure
 
         why = infrastructure_failure(self.termination_reason, self.info)
         if why is not None:
@@ -758,8 +747,6 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     """
     import gymnasium as gym
 
-    import tau2_gym  # noqa: F401
-    from tau2_gym.envs import env_id
 
     kwargs = dict(env_kwargs)
     solo = bool(kwargs.pop("solo", False))
@@ -769,7 +756,6 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     shared = dict(env_kwargs)
     user = shared.get("user")
     if isinstance(user, str) and user not in ("oracle", "oracle_user"):  # one simulator for all instances
-        from tau2_gym.players.users import resolve_user
 
         shared["user"] = resolve_user(user)
     members: dict[str, Any] = {"env_kwargs": shared, "domain": domain}

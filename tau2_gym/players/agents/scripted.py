@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Optional, Union
 
+from tau2_gym.core.domain import get_domain_spec
 from tau2_gym.core.tasks import Action, Task
 from tau2_gym.core.turns import AgentTurnRequest
 from tau2_gym.players.agents.base import AgentPolicy
@@ -54,7 +55,6 @@ def closing_text(task: Task) -> str:
 
 class ScriptedAgent:
     """Base: a precomputed list of actions, then ``fallback()`` forever."""
-
     name = "scripted"
 
     def __init__(self) -> None:
@@ -75,7 +75,6 @@ class ScriptedAgent:
         """Whether tool ``name`` of the episode's domain changes the DB (unknown domain: assume it does)."""
         if self.domain is None:
             return True
-        from tau2_gym.core.domain import get_domain_spec
 
         spec = get_domain_spec(self.domain)
         for kit in (spec.agent_toolkit, spec.user_toolkit):
@@ -98,7 +97,6 @@ class ScriptedAgent:
 
 class OracleAgent(ScriptedAgent):
     """Performs the gold actions in order (asking the user for user-side ones), then communicates."""
-
     name = "oracle"
 
     def steps(self, task: Task) -> list[tuple[str, Any]]:
@@ -149,7 +147,6 @@ def _last_call(agent: OracleAgent, steps: list[tuple[str, Any]]) -> Optional[int
 
 class SkipLastActionAgent(OracleAgent):
     """Flaw: forgets the last writing gold action of its own (the DB then differs from the gold DB)."""
-
     name = "skip_last_action"
 
     def steps(self, task: Task) -> list[tuple[str, Any]]:
@@ -162,7 +159,6 @@ class SkipLastActionAgent(OracleAgent):
 
 class WrongArgumentsAgent(OracleAgent):
     """Flaw: its last writing gold action gets a corrupted string argument."""
-
     name = "wrong_arguments"
 
     def steps(self, task: Task) -> list[tuple[str, Any]]:
@@ -184,13 +180,11 @@ class WrongArgumentsAgent(OracleAgent):
 
 class GiveUpAgent(ScriptedAgent):
     """Flaw: does nothing and wraps up at once."""
-
     name = "give_up"
 
 
 class HallucinatingAgent(ScriptedAgent):
     """Flaw: keeps calling a tool that does not exist (every call is an error: ends as too_many_errors)."""
-
     name = "hallucinating"
 
     def fallback(self) -> Any:
@@ -228,7 +222,6 @@ class StallingAgent(ScriptedAgent):
 
 class MalformedAgent(ScriptedAgent):
     """Flaw: emits raw text with broken tool-call markup (the episode ends as agent_error)."""
-
     name = "malformed"
 
     def fallback(self) -> Any:

@@ -17,13 +17,14 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence
 
+from tau2_gym.training.hf.chat import stop_token_ids
+
 __all__ = ["Generation", "Generator", "HFGenerator"]
 
 
 @dataclass
 class Generation:
     """One generated turn: the sampled ids (ending with the stop token when ``finish_reason == "stop"``)."""
-
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str  # "stop" (ended with a stop token) or "length" (hit its token limit)
@@ -31,7 +32,6 @@ class Generation:
 
 class Generator(Protocol):
     """What :class:`~tau2_gym.training.hf.policy.PolicyRunner` needs from a backend."""
-
     stop_ids: frozenset[int]
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[Generation]:
@@ -110,7 +110,6 @@ class HFGenerator:
                  stop_ids: Optional[Iterable[int]] = None, generation_config: Any = None,
                  logits_processor: Optional[Sequence[Any]] = None,
                  generate_kwargs: Optional[dict[str, Any]] = None) -> None:
-        from tau2_gym.training.hf.chat import stop_token_ids
 
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 or None; got {batch_size}")

@@ -30,9 +30,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tau2_gym.training.hf.chat import ChatRenderer
-from tau2_gym.training.hf.generation import Generation, Generator
 from tau2_gym.core.parsing import ParsedCall, has_response_parser, parse_tool_calls
+from tau2_gym.training.hf.chat import ChatRenderer
+from tau2_gym.training.hf.generation import Generation, Generator, HFGenerator
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,6 @@ _PREFIX_TAIL = 256  # tokens of context handed to a response parser as its `pref
 @dataclass
 class TurnRecord:
     """One policy turn: where its tokens sit in ``completion_ids`` and what became of them."""
-
     start: int
     end: int
     text: str
@@ -60,7 +59,6 @@ class TurnRecord:
 @dataclass
 class Trajectory:
     """One episode as token ids, with the tau2 outcome (see the module docstring for the fields)."""
-
     task_id: Optional[str]
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
@@ -129,7 +127,6 @@ class _Episode:
 
 class _EnvList:
     """Single Gymnasium envs, stepped one after another."""
-
     def __init__(self, envs: Sequence[Any]) -> None:
         self.envs = list(envs)
 
@@ -356,7 +353,6 @@ def hf_runner(model: Any, tokenizer: Any, *, max_new_tokens: int = 512, max_comp
               **generation: Any) -> PolicyRunner:
     """A :class:`PolicyRunner` over ``model.generate`` (``generation``: :class:`HFGenerator` arguments such as
     ``do_sample``, ``temperature``, ``batch_size``, ``logits_processor``)."""
-    from tau2_gym.training.hf.generation import HFGenerator
 
     return PolicyRunner(HFGenerator(model, tokenizer, **generation), tokenizer, parser=parser,
                         max_new_tokens=max_new_tokens, max_completion_tokens=max_completion_tokens,

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
+from tau2_gym.core.domain import load_domain
+from tau2_gym.core.prompts import done_tool_schema
+
 __all__ = ["CHATML_TOOLS_TEMPLATE", "tiny_tokenizer", "tiny_model", "tiny_model_and_tokenizer", "domain_corpus",
            "CHATML_RESPONSE_TEMPLATE"]
 
@@ -96,8 +99,6 @@ def domain_corpus(domain: str = "mock", data_dir: Optional[str] = None) -> list[
     """Texts a tau2 domain's prompts are made of (policy, tool schemas, task texts), to fit a tiny tokenizer."""
     import json
 
-    from tau2_gym.core.domain import load_domain
-    from tau2_gym.core.prompts import done_tool_schema
 
     loaded = load_domain(domain, data_dir)
     texts = [loaded.policy(False), GREETING_HINT]
