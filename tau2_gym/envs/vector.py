@@ -57,7 +57,7 @@ from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole", "WholeRecord"]
+__all__ = ["Tau2VectorEnv", "SharedTuple", "KeepRecordsWhole"]
 
 #: info keys whose (dict) values are kept whole in an object array instead of being batched field by field
 WHOLE_RECORD_KEYS = frozenset({"reward_info", "simulation_run"})
@@ -104,9 +104,6 @@ class SharedTuple(Tuple):
 
     def __repr__(self) -> str:
         return f"SharedTuple({self.spaces[0] if self.spaces else None!r}, n={len(self.spaces)})"
-
-
-WholeRecord = Record  # earlier name; records are now emitted by Tau2Env itself
 
 
 class KeepRecordsWhole(gym.Wrapper):
