@@ -175,26 +175,28 @@ class Echo:
 
 
 def transport(record: dict, tmp: str, n: int = 3000, window: int = 64, delay: float = 0.0) -> tuple:
-    """The driver's share of an episode through collect_ray's own loop (``distributed._stream``): hand-out,
-    result, the log append (JSON line, group fsync); ``window`` episodes in flight on one actor that does no
+    """The driver's share of an episode through collect_ray's own loop (``runner.ray._stream``): hand-out,
+    result, the log append (JSON lines, written and fsync'd once); ``window`` episodes in flight on one actor that does no
     work but wait ``delay`` s."""
     import asyncio
     import collections
 
-    from tau2_gym.runner.ray import _Pool, _stream
-    from tau2_gym.runner.collect import _Log
+    from tau2_gym.runner.log import EpisodeLog
+    from tau2_gym.runner.ray import ActorPool, _stream
 
     ray = _ray()
     remote = ray.remote(Echo).options(max_concurrency=window, num_cpus=1)
-    pool = _Pool(ray, lambda: remote.remote(record, delay), 1, window, 0)
+    pool = ActorPool(ray, lambda: remote.remote(record, delay), 1, window, 0)
     ray.get([a.info.remote() for a in pool.actors.values()])
     path = Path(tmp) / "echo.jsonl"
     if path.exists():
         path.unlink()
-    log = _Log(path)
+    log = EpisodeLog(path)
     queue = collections.deque(("0", 0, k) for k in range(n))
     c0, t0 = time.process_time(), time.perf_counter()
-    asyncio.run(_stream(ray, pool, queue, set(), log.write))
+    finished: list = []
+    asyncio.run(_stream(ray, pool, queue, finished.append))
+    log.write(finished)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     log.close()
     assert path.read_bytes().count(b"\n") == n
