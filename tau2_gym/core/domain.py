@@ -78,6 +78,10 @@ class DomainSpec:
     # The spec specialised to a data source and the domain's options (load_domain(options=...)); called once per
     # loaded domain. A domain without it takes no options.
     bind: Optional[Callable[["DomainSpec", _data.DataSource, dict], "DomainSpec"]] = None
+    # The Gymnasium manual of the domain's env (its class docstring: Description, Action Space, ... sections) and the
+    # env keyword arguments that are the domain's own settings (folded into ``domain_options``).
+    env_doc: str = ""
+    env_options: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------------------------- registry

@@ -3,17 +3,10 @@ allows solo mode). Importing this package is cheap; env classes load on ``gym.ma
 
 from __future__ import annotations
 
+import gymnasium as gym
+
 from tau2_gym.core.domain import domain_names, get_domain_spec
 
-ENTRY_POINTS = {
-    "mock": "tau2_gym.envs.mock:MockEnv",
-    "airline": "tau2_gym.envs.airline:AirlineEnv",
-    "retail": "tau2_gym.envs.retail:RetailEnv",
-    "telecom": "tau2_gym.envs.telecom:TelecomEnv",
-    "telecom-workflow": "tau2_gym.envs.telecom_workflow:TelecomWorkflowEnv",
-    "banking_knowledge": "tau2_gym.envs.banking_knowledge:BankingKnowledgeEnv",
-}
-GENERIC_ENTRY_POINT = "tau2_gym.envs.tau2_env:Tau2Env"
 VECTOR_ENTRY_POINT = "tau2_gym.envs.vector:Tau2VectorEnv"
 NAMESPACE = "tau2"
 
@@ -22,15 +15,23 @@ def env_id(domain: str, solo: bool = False, version: int = 0) -> str:
     return f"{NAMESPACE}/{domain}{'-solo' if solo else ''}-v{version}"
 
 
+def env_class_name(domain: str) -> str:
+    """The name of ``domain``'s env class (:mod:`tau2_gym.envs.domain_envs`): ``telecom-workflow`` ->
+    ``TelecomWorkflowEnv``."""
+    return "".join(part.capitalize() for part in domain.replace("-", "_").split("_")) + "Env"
+
+
+def entry_point(domain: str) -> str:
+    """The Gymnasium entry point of ``domain``'s env class."""
+    return f"tau2_gym.envs.domain_envs:{env_class_name(domain)}"
+
+
 def register_envs() -> list[str]:
     """Register one id per available domain (+ a solo id where supported); already-registered ids are kept."""
-    import gymnasium as gym
-
-
     ids = []
     for name in domain_names():
         spec = get_domain_spec(name)
-        entry = ENTRY_POINTS.get(name, GENERIC_ENTRY_POINT)
+        entry = entry_point(name)
         base_kwargs = {"domain": name}  # also tells the vector entry point (shared by all ids) its domain
         variants = [False, True] if spec.solo_supported else [False]
         for solo in variants:
@@ -51,9 +52,6 @@ def user_env_id(domain: str, version: int = 0) -> str:
 def register_role_envs() -> list[str]:
     """``tau2/<domain>-user-v0`` (the policy plays the customer) and ``tau2/mix-v0`` (tasks drawn from several
     domains); no vector entry point: ``gym.make_vec`` runs them in a ``SyncVectorEnv``."""
-    import gymnasium as gym
-
-
     ids = [user_env_id(name) for name in domain_names()] + [f"{NAMESPACE}/mix-v0"]
     for name, eid in zip(domain_names(), ids):
         if eid not in gym.envs.registry:
@@ -63,4 +61,4 @@ def register_role_envs() -> list[str]:
     return ids
 
 
-__all__ = ["register_envs", "register_role_envs", "env_id", "user_env_id", "ENTRY_POINTS"]
+__all__ = ["register_envs", "register_role_envs", "env_id", "env_class_name", "entry_point", "user_env_id"]

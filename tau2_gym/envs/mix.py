@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 from tau2_gym.core.domain import domain_names
-from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
+from tau2_gym.envs import entry_point
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.envs.user_env import UserEnv
@@ -275,7 +275,7 @@ class MixEnv(gym.Env):
                 from gymnasium.envs.registration import load_env_creator
 
 
-                cls = load_env_creator(ENTRY_POINTS.get(c.domain, GENERIC_ENTRY_POINT))
+                cls = load_env_creator(entry_point(c.domain))
                 env = cls(domain=c.domain, render_mode=self.render_mode, **kwargs)
             self.envs[c.key] = env
         return env

@@ -53,7 +53,7 @@ from gymnasium.vector.vector_env import AutoresetMode, VectorEnv
 from tau2_gym.core.records import Record
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.turns import UserSimulatorError
-from tau2_gym.envs import ENTRY_POINTS, GENERIC_ENTRY_POINT
+from tau2_gym.envs import entry_point
 
 logger = logging.getLogger("tau2_gym")
 
@@ -130,7 +130,7 @@ class KeepRecordsWhole(gym.Wrapper):
 
 def _env_class(domain: str) -> Callable[..., Any]:
 
-    return load_env_creator(ENTRY_POINTS.get(domain, GENERIC_ENTRY_POINT))
+    return load_env_creator(entry_point(domain))
 
 
 class Tau2VectorEnv(VectorEnv):
