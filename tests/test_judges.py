@@ -93,8 +93,8 @@ def test_specs_parse_into_configs():
                                       ("pass", "pass", True), ("exclude", "exclude", True)]:
         judge = make_judge(spec)
         assert (judge.skip, judge.counts_as, judge.explicit) == (True, counts_as, explicit), spec
-    cfg = parse_judge_spec("openai:my-model,base_url=http://h:1/v1,max_retries=5,backoff=0.5,api_key_env=K")
-    assert cfg == OpenAIJudgeConfig(model="my-model", base_url="http://h:1/v1", max_retries=5, backoff=0.5,
+    cfg = parse_judge_spec("openai:my-model,base_url=http://h:1/v1,max_retries=5,backoff_base=0.5,api_key_env=K")
+    assert cfg == OpenAIJudgeConfig(model="my-model", base_url="http://h:1/v1", max_retries=5, backoff_base=0.5,
                                     api_key_env="K")
     assert parse_judge_spec("openai:") == OpenAIJudgeConfig()
     assert parse_judge_spec("hf:org/tiny,device=cpu,max_new_tokens=8") == HFJudgeConfig(
@@ -133,14 +133,14 @@ def test_openai_judge_sends_upstreams_request_and_parses_the_reply(source):
 
 def test_openai_judge_retries_with_backoff_then_succeeds(source):
     with OpenAIStub([{"status": 503}, {"status": 500}, _verdict(True, True)]) as server:
-        judge = OpenAIJudgeConfig(model="m", base_url=server.base_url, max_retries=3, backoff=0.01).build()
+        judge = OpenAIJudgeConfig(model="m", base_url=server.base_url, max_retries=3, backoff_base=0.01).build()
         assert len(judge.assess(TRAJ, ASSERTIONS, source=source)) == 2
     assert len(server.requests) == 3
 
 
 def test_openai_judge_gives_a_clear_error_after_the_last_retry(source):
     with OpenAIStub([{"status": 503}]) as server:
-        judge = OpenAIJudgeConfig(model="m", base_url=server.base_url, max_retries=2, backoff=0.01).build()
+        judge = OpenAIJudgeConfig(model="m", base_url=server.base_url, max_retries=2, backoff_base=0.01).build()
         with pytest.raises(JudgeError, match=r"failed after 3 attempt\(s\)") as info:
             judge.assess(TRAJ, ASSERTIONS, source=source)
     assert server.base_url in str(info.value) and len(server.requests) == 3

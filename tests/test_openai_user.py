@@ -186,10 +186,10 @@ def test_backoff_grows_exponentially_within_jitter_and_cap():
         sim = sim_for(server, backoff_base=1.0, backoff_max=5.0, jitter=0.5)
     for k, nominal in enumerate([1.0, 2.0, 4.0, 5.0, 5.0]):
         for _ in range(50):
-            d = sim._backoff(k, None)
+            d = sim.client.backoff(k, None)
             assert nominal * 0.5 <= d <= nominal
-    assert sim._backoff(0, retry_after=3.0) >= 3.0  # Retry-After honoured
-    assert sim._backoff(0, retry_after=100.0) <= 5.0  # but capped
+    assert sim.client.backoff(0, retry_after=3.0) >= 3.0  # Retry-After honoured
+    assert sim.client.backoff(0, retry_after=100.0) <= 5.0  # but capped
 
 
 # ------------------------------------------------------------------------------------ concurrency

@@ -81,8 +81,8 @@ def test_configured_prices_beat_the_table_and_no_litellm_gives_zero(monkeypatch)
     monkeypatch.setitem(sys.modules, "litellm", None)  # import fails
     model_price.cache_clear()
     usage = {"prompt_tokens": 10, "completion_tokens": 4}
-    assert OpenAIUserSimulator(model="priced-model")._cost({}, usage) == 0.0
+    assert OpenAIUserSimulator(model="priced-model").client.cost({}, usage) == 0.0
     sim = OpenAIUserSimulator(model="priced-model", input_cost_per_token=0.5, output_cost_per_token=1.0)
-    assert sim._cost({}, usage) == 9.0
-    assert sim._cost({"usage": {"cost": 0.25}}, usage) == 0.25  # a server-reported cost wins
+    assert sim.client.cost({}, usage) == 9.0
+    assert sim.client.cost({"usage": {"cost": 0.25}}, usage) == 0.25  # a server-reported cost wins
     model_price.cache_clear()

@@ -132,10 +132,10 @@ def test_client_errors_are_classified_like_the_sdks():
     err = asyncio.run(main())
     assert (err.status, err.message, err.retry_after) == (429, "slow down", 7.0)
     sim = OpenAIUserSimulator(model="m", api_key_env=None)
-    reason, retryable, after = sim._classify(err)
+    reason, retryable, after = sim.client.classify(err)
     assert retryable and after == 7.0 and reason.startswith("HTTP 429")
-    assert not sim._classify(chat_http.HTTPStatus(400, "bad", None))[1]
-    assert sim._classify(chat_http.Unreachable("ConnectionRefusedError"))[1]
+    assert not sim.client.classify(chat_http.HTTPStatus(400, "bad", None))[1]
+    assert sim.client.classify(chat_http.Unreachable("ConnectionRefusedError"))[1]
 
 
 def test_auto_picks_aiohttp_when_installed_else_the_sdk():

@@ -75,8 +75,17 @@ def test_async_request_to_dripping_server_ends_within_timeout(drip_url, transpor
     assert asyncio.run(go()) < TIMEOUT + SLACK
 
 
-def test_agent_client_shares_the_bounded_request_path():
-    from tau2_gym.players.agents.openai_agent import _AgentClient
+def test_agent_and_user_share_the_bounded_request_path(drip_url):
+    from tau2_gym.core.turns import AgentTurnRequest, PolicyError
+    from tau2_gym.llm.client import ChatClient
+    from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 
-    assert _AgentClient.generate is OpenAIUserSimulator.generate
-    assert _AgentClient.agenerate is OpenAIUserSimulator.agenerate
+    policy = OpenAIAgentPolicy(model="m", base_url=drip_url, api_key_env=None, timeout=TIMEOUT, max_retries=0)
+    assert isinstance(policy.client, ChatClient) and isinstance(_sim(drip_url).client, ChatClient)
+    user_request = make_request()
+    request = AgentTurnRequest(episode_id="e", system_prompt="S", messages=user_request.messages, tools=[],
+                               task=user_request.task)
+    start = time.monotonic()
+    with pytest.raises(PolicyError, match="agent model 'm'.*timed out"):
+        policy.generate(request)
+    assert time.monotonic() - start < TIMEOUT + SLACK

@@ -10,7 +10,7 @@ Judges are built from small config dataclasses or from a one-line spec (``--judg
 
     fail | pass | exclude        (no judge: count NL-judged tasks as failed / passed, or leave them out)
     openai:gpt-4.1-2025-04-14
-    openai:my-model,base_url=http://localhost:8000/v1,api_key_env=MY_KEY,max_retries=5
+    openai:my-model,base_url=http://localhost:8000/v1,api_key_env=MY_KEY,max_retries=5,backoff_base=2
     hf:Qwen/Qwen2.5-0.5B-Instruct,device=cpu,max_new_tokens=512
 
 Failures never become a score: a judge that cannot answer, or answers something unparseable, raises
@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Union
 
 from tau2_gym.core import upstream_text as prose
 from tau2_gym.data import DataSource
+from tau2_gym.llm.client import ChatClient, LLMConfig, LLMError, reply_message
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
 
 NL_MODULE = "evaluator/evaluator_nl_assertions.py"
@@ -181,19 +180,10 @@ class NoneJudgeConfig:
 
 
 @dataclass
-class OpenAIJudgeConfig:
-    """An OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, LiteLLM proxy, ...)."""
+class OpenAIJudgeConfig(LLMConfig):
+    """An OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, LiteLLM proxy, ...) through tau2_gym.llm.client."""
 
     model: str = field(default=UPSTREAM_DEFAULT_MODEL, metadata=_help("model name sent to the endpoint"))
-    base_url: Optional[str] = field(default=None, metadata=_help("endpoint URL, e.g. http://localhost:8000/v1 "
-                                                                 "(default: the openai package's)"))
-    api_key_env: str = field(default="OPENAI_API_KEY", metadata=_help("environment variable holding the API key"))
-    temperature: float = field(default=0.0, metadata=_help("sampling temperature (upstream: 0)"))
-    max_retries: int = field(default=3, metadata=_help("retries after a failed request"))
-    backoff: float = field(default=1.0, metadata=_help("seconds before the first retry, doubled each time"))
-    timeout: float = field(default=120.0, metadata=_help("seconds per request"))
-    cache: Optional[str] = field(default="auto", metadata=_help(
-        "reply cache (tau2_gym.llm.cache): auto = the default file at temperature 0; a path = that file; off"))
 
     def build(self) -> "OpenAIJudge":
         return OpenAIJudge(self)
@@ -222,7 +212,12 @@ def config_help(cls: type) -> str:
     """One line per field: name, default, help -- what ``--judge help`` prints."""
     lines = [f"{cls.__name__}: {(cls.__doc__ or '').strip()}"]
     for f in dataclasses.fields(cls):
-        default = f.default if f.default is not dataclasses.MISSING else "(required)"
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = "(required)"
         lines.append(f"  {f.name} = {default!r}: {f.metadata.get('help', '')}")
     return "\n".join(lines)
 
@@ -236,6 +231,8 @@ def judge_specs_help() -> str:
 
 def _coerce(value: str, annotation: Any) -> Any:
     text = str(annotation)
+    if text.startswith("dict"):
+        raise ValueError("a mapping cannot be given in a judge spec; build the config in Python")
     if "float" in text:
         return float(value)
     if "int" in text:
@@ -311,75 +308,38 @@ def apply_no_judge_choice(domain: Any, tasks: Any, judge: Any, where: str, stack
 
 
 class OpenAIJudge(Judge):
-    """Chat completions at temperature 0, no JSON mode (as upstream); retries with exponential backoff."""
+    """Chat completions at temperature 0, no JSON mode (as upstream), through the package's one LLM client
+    (:class:`~tau2_gym.llm.client.ChatClient`): its retries, backoff and reply cache apply."""
 
     def __init__(self, config: OpenAIJudgeConfig) -> None:
         self.config = config
         self.name = f"openai:{config.model}"
-        self._client: Any = None
-        from tau2_gym.llm.cache import open_cache
-
         # the same cache (and key rule) as the user simulator: a re-evaluation asks nothing twice
-        self.cache = open_cache(config.cache, config.temperature)
+        self.client = ChatClient(config, who="judge")
 
     def cache_stats(self) -> dict[str, Any]:
         """Hits, misses and replies stored by this judge's cache (``on`` False without one)."""
-        return {"on": False} if self.cache is None else self.cache.stats()
+        return self.client.cache_stats()
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            try:
-                import openai
-            except ImportError as exc:
-                raise JudgeError("the openai judge needs the 'openai' package: pip install 'tau2-gym[openai]'") from exc
-            key = os.environ.get(self.config.api_key_env)
-            if not key:
-                if self.config.base_url is None:
-                    raise JudgeError(f"the openai judge needs an API key in ${self.config.api_key_env} "
-                                     "(or a base_url of a local endpoint that needs none)")
-                key = "not-needed"
-            self._client = openai.OpenAI(base_url=self.config.base_url, api_key=key, max_retries=0,
-                                         timeout=self.config.timeout)
-        return self._client
-
-    @staticmethod
-    def _content(raw: Any) -> Optional[str]:
-        try:
-            content = raw["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            return None
-        return content if isinstance(content, str) else None
+    def _text(self, raw: dict) -> str:
+        content = reply_message(raw).get("content")
+        if content is None:
+            raise JudgeError(f"{self.name} answered without text content")
+        return content
 
     def complete(self, system: str, user: str) -> str:
-        request = {"model": self.config.model,
-                   "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-                   "temperature": self.config.temperature}
-        if self.cache is not None:
-            cached = self._content(self.cache.get(request))
-            if cached is not None:
-                return cached
-        client = self._get_client()
-        attempts = max(0, int(self.config.max_retries)) + 1
-        last: Optional[BaseException] = None
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self.config.backoff * (2 ** (attempt - 1)))
-            try:
-                response = client.chat.completions.create(**request)
-                content = response.choices[0].message.content
-                if content is None:
-                    raise JudgeError(f"{self.name} answered without text content")
-                if self.cache is not None:
-                    raw = response.to_dict() if hasattr(response, "to_dict") else response.model_dump()
-                    self.cache.put(request, raw)
-                return content
-            except JudgeError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - transport/API errors are retried
-                last = exc
-        where = self.config.base_url or "the default OpenAI endpoint"
-        raise JudgeError(f"{self.name} at {where} failed after {attempts} attempt(s): "
-                         f"{type(last).__name__}: {last}") from last
+        if self.client.api_key() is None and self.config.base_url is None:
+            raise JudgeError(f"the openai judge needs an API key in ${self.config.api_key_env} "
+                             "(or a base_url of a local endpoint that needs none)")
+        request = self.client.request_kwargs([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        try:
+            return self.client.complete(request, self._text).value
+        except LLMError as exc:
+            raise JudgeError(f"{self.name} at {exc.where} failed after {exc.attempts} attempt(s): "
+                             f"{exc.reason}") from exc
+
+    def close(self) -> None:
+        self.client.close()
 
 
 # ------------------------------------------------------------------------------------ Hugging Face

@@ -17,15 +17,16 @@ from typing import Any, Optional, Sequence, Union
 
 from tau2_gym.core.messages import AssistantMessage, ToolCall
 from tau2_gym.core.turns import AgentTurnRequest, PolicyError
+from tau2_gym.llm.client import DEFAULT_MODEL, BadToolCall, ChatClient, LLMConfig, LLMError, Reply, chat_message
 from tau2_gym.players.agents.base import AgentPolicy
-from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator, _BadToolCall, _usage
 
-__all__ = ["OpenAIAgentConfig", "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES"]
+__all__ = ["OpenAIAgentConfig", "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES",
+           "PolicyError"]
 
 logger = logging.getLogger(__name__)
 
 #: upstream tau2's default agent model
-DEFAULT_AGENT_MODEL = "gpt-4.1-2025-04-14"
+DEFAULT_AGENT_MODEL = DEFAULT_MODEL
 
 
 # ------------------------------------------------------------------------------------------ OpenAI
@@ -47,11 +48,14 @@ CAPTURE_EXTENSIONS["auto"] = {**CAPTURE_EXTENSIONS["vllm"], **CAPTURE_EXTENSIONS
 
 
 @dataclass
-class OpenAIAgentConfig(OpenAIUserConfig):
-    """Settings of :class:`OpenAIAgentPolicy` (the fields of the OpenAI user simulator's config, with the
-    agent's defaults). Print ``describe()`` to see every value."""
+class OpenAIAgentConfig(LLMConfig):
+    """Settings of :class:`OpenAIAgentPolicy` (the client's, with the agent's defaults, plus tool choice and token
+    capture). Print ``describe()`` to see every value."""
 
     model: str = field(default=DEFAULT_AGENT_MODEL, metadata={"help": "Agent model name sent to the endpoint."})
+    tool_choice: str = field(
+        default="auto", metadata={"help": "tool_choice sent when the agent has tools and the turn asks for none "
+                                          "(upstream: auto; the solo agent's turns ask for required)."})
     capture_tokens: Optional[str] = field(
         default=None, metadata={"help": "Keep each reply's token ids/logprobs on the message's raw_data: 'openai' "
                                         "(requests logprobs + top_logprobs), 'vllm' (also vLLM's return_token_ids and "
@@ -66,12 +70,29 @@ class OpenAIAgentConfig(OpenAIUserConfig):
             raise ValueError(f"capture_tokens must be one of {CAPTURE_MODES}; got {self.capture_tokens!r}")
 
 
+#: what the agent's ``parse`` makes of a reply: (text, tool calls, None), or (None, None, why) for a reply whose
+#: tool call cannot be read
+_Parsed = tuple[Optional[str], Optional[list[ToolCall]], Optional[str]]
+
+
+def _read(raw: dict) -> _Parsed:
+    """A malformed tool call is the policy's output, not a server fault: it is kept (not re-requested, which would
+    resample the policy until it happens to produce valid JSON)."""
+    try:
+        content, calls = chat_message(raw, "assistant")
+    except BadToolCall as exc:
+        return None, None, str(exc)
+    return content, calls, None
+
+
 class OpenAIAgentPolicy(AgentPolicy):
     """upstream's LLM agent over an OpenAI-compatible endpoint (vLLM, SGLang, OpenAI, ...).
 
     ``OpenAIAgentPolicy(model="Qwen/Qwen3-8B", base_url="http://localhost:8000/v1")`` or
     ``OpenAIAgentPolicy(OpenAIAgentConfig(...))``. Thread-safe; ``agenerate`` is concurrent up to
-    ``max_concurrency`` requests per event loop.
+    ``max_concurrency`` requests per event loop. Requests go through the package's one LLM client
+    (:class:`~tau2_gym.llm.client.ChatClient`); ``cache='auto'`` caches nothing here (a policy's replies change as
+    it trains), a path does.
     """
 
     implementation = "llm_agent"
@@ -79,61 +100,102 @@ class OpenAIAgentPolicy(AgentPolicy):
     def __init__(self, config: Optional[OpenAIAgentConfig] = None, **overrides: Any) -> None:
         base = config if config is not None else OpenAIAgentConfig()
         self.config = dataclasses.replace(base, **overrides) if overrides else base
-        self._client = _AgentClient(self.config)
+        self.client = ChatClient(self.config, who="agent", auto_cache=False)
+        self.client.sdk()  # a missing openai package is said now, not at the first agent turn
+        self._warned_tokens = False
 
     def __repr__(self) -> str:
         return f"OpenAIAgentPolicy({self.config!r})"
 
     def request_kwargs(self, request: AgentTurnRequest) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments for one agent turn."""
-        return self._client.request_kwargs(request)
+        cfg = self.config
+        choice = request.tool_choice if request.tool_choice is not None else cfg.tool_choice
+        kw = self.client.request_kwargs(request.openai_messages(), request.tools, choice, request.seed)
+        if cfg.capture_tokens is not None:
+            kw["logprobs"] = True
+            kw["top_logprobs"] = cfg.top_logprobs
+            if CAPTURE_EXTENSIONS[cfg.capture_tokens]:  # the servers' own token-id options
+                kw["extra_body"] = {**kw.get("extra_body", {}), **CAPTURE_EXTENSIONS[cfg.capture_tokens]}
+        return kw
 
     def generate(self, request: AgentTurnRequest) -> Union[AssistantMessage, dict]:
         """The agent's next message; a reply whose tool call cannot be read comes back as the OpenAI message
         dict the server sent (the env/rollout end the episode on it as ``agent_error``)."""
-        return self._client.generate(request)  # type: ignore[arg-type]
+        try:
+            return self._message(self.client.complete(self.request_kwargs(request), _read))
+        except LLMError as exc:
+            raise PolicyError(str(exc)) from exc
 
     async def agenerate(self, request: AgentTurnRequest) -> Union[AssistantMessage, dict]:
-        return await self._client.agenerate(request)  # type: ignore[arg-type]
+        try:
+            return self._message(await self.client.acomplete(self.request_kwargs(request), _read))
+        except LLMError as exc:
+            raise PolicyError(str(exc)) from exc
 
     def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
-        return self._client.generate_batch(requests)  # type: ignore[arg-type]
+        """All requests in flight at once (up to ``max_concurrency``); one action or exception each, in order."""
+        return self.client.batch(self.generate, requests)
+
+    def _message(self, reply: Reply[_Parsed]) -> Union[AssistantMessage, dict]:
+        content, calls, malformed = reply.value
+        raw = reply.raw
+        if self.config.capture_tokens is not None:
+            raw = {**raw, **token_record(raw)}
+            if raw["completion_logprobs"] is None and not self._warned_tokens:
+                self._warned_tokens = True
+                logger.warning("agent model %s returned no logprobs although capture_tokens=%r was asked: token "
+                               "capture is off for such replies (vLLM: serve with logprobs enabled; the server "
+                               "may not support them)", self.config.model, self.config.capture_tokens)
+        if malformed is not None:
+            return self._malformed(reply, raw, malformed)
+        return AssistantMessage(content=content, tool_calls=calls, cost=reply.cost, usage=reply.usage, raw_data=raw)
+
+    def _malformed(self, reply: Reply[_Parsed], raw: dict, reason: str) -> dict:
+        """A reply whose tool call cannot be read, as the OpenAI message dict the server sent: the env and
+        ``rollout`` alike end the episode on it as ``agent_error``, scored and counted in the average
+        (to_assistant_message raises ActionError)."""
+        message = dict(reply.raw["choices"][0].get("message") or {})
+        logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
+                    self.config.model, reason)
+        return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),
+                "usage": reply.usage, "cost": reply.cost, "raw_data": raw}
 
     def info(self) -> dict[str, Any]:
-        out = self._client.info()
-        out["implementation"] = self.implementation
-        return out
+        return {"implementation": self.implementation, "llm": self.config.model,
+                "llm_args": self.client.recorded_args()}
 
     PROBE_TEXT = "tau2-gym token capture probe: reply with one word."
 
     def probe_tokens(self) -> dict[str, Any]:
         """Ask the server once, before a run, whether it returns what ``capture_tokens`` needs.
 
-        One short request (``max_tokens=1``) with the capture options; returns ``{"logprobs", "token_ids",
-        "prompt_token_ids"}`` (booleans), ``server`` (the family whose fields came back: ``vllm``, ``sglang``,
-        ``openai`` or None; see :func:`token_record`) and ``error`` (None, or why the probe itself failed).
+        One short request (``max_tokens=1``; no cache, no retry) with the capture options; returns
+        ``{"logprobs", "token_ids", "prompt_token_ids"}`` (booleans), ``server`` (the family whose fields came
+        back: ``vllm``, ``sglang``, ``openai`` or None; see :func:`token_record`) and ``error`` (None, or why the
+        probe itself failed).
         """
         kw: dict[str, Any] = {"model": self.config.model, "messages": [{"role": "user", "content": self.PROBE_TEXT}],
                               "max_tokens": 1}
-        capture = self._client.request_kwargs(AgentTurnRequest(  # the capture options of a real request
+        capture = self.request_kwargs(AgentTurnRequest(  # the capture options of a real request
             episode_id="probe", system_prompt="", messages=[], tools=[], task=None))  # type: ignore[arg-type]
         for name in ("logprobs", "top_logprobs", "extra_body"):
             if name in capture:
                 kw[name] = capture[name]
         try:
-            raw = self._client._sync_client().chat.completions.create(**kw)
-            rec = token_record(raw.to_dict() if hasattr(raw, "to_dict") else raw.model_dump())
+            rec = token_record(self.client.send(kw))
         except Exception as exc:  # noqa: BLE001 - reported, the run decides
             return {"logprobs": False, "token_ids": False, "prompt_token_ids": False, "server": None,
                     "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        return {"logprobs": rec["completion_logprobs"] is not None, "token_ids": rec["completion_token_ids"] is not None,
+        return {"logprobs": rec["completion_logprobs"] is not None,
+                "token_ids": rec["completion_token_ids"] is not None,
                 "prompt_token_ids": rec["prompt_token_ids"] is not None, "server": rec["token_source"], "error": None}
 
     def close(self) -> None:
-        self._client.close()
+        self.client.close()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self.client.aclose()
 
 
 def token_record(raw: dict) -> dict[str, Any]:
@@ -178,64 +240,3 @@ def token_record(raw: dict) -> dict[str, Any]:
         source = "openai"
     return {"prompt_token_ids": prompt_ids, "completion_token_ids": ids, "completion_tokens": tokens,
             "completion_logprobs": logprobs, "completion_top_logprobs": top, "token_source": source}
-
-
-class _AgentClient(OpenAIUserSimulator):
-    """The user simulator's client with the agent's message type, tool choice and error class."""
-
-    implementation = "llm_agent"
-
-    def request_kwargs(self, request: Any) -> dict[str, Any]:
-        kw = super().request_kwargs(request)
-        choice = getattr(request, "tool_choice", None)
-        if choice is not None and kw.get("tools"):
-            kw["tool_choice"] = choice
-        mode = getattr(self.config, "capture_tokens", None)
-        if mode is not None:
-            kw["logprobs"] = True
-            kw["top_logprobs"] = self.config.top_logprobs
-            if CAPTURE_EXTENSIONS[mode]:  # the servers' own token-id options
-                kw["extra_body"] = {**kw.get("extra_body", {}), **CAPTURE_EXTENSIONS[mode]}
-        return kw
-
-    def _to_message(self, response: Any) -> Union[AssistantMessage, dict]:  # type: ignore[override]
-        try:
-            msg = super()._to_message(response)
-        except _BadToolCall as exc:
-            return self._malformed(response, str(exc))
-        calls = None if msg.tool_calls is None else [
-            ToolCall(tc.name, tc.arguments, id=tc.id, requestor="assistant") for tc in msg.tool_calls]
-        raw = msg.raw_data
-        if getattr(self.config, "capture_tokens", None) is not None and isinstance(raw, dict):
-            raw = {**raw, **token_record(raw)}
-            if raw["completion_logprobs"] is None and not self._warned_tokens:
-                self._warned_tokens = True
-                logger.warning("agent model %s returned no logprobs although capture_tokens=%r was asked: token "
-                               "capture is off for such replies (vLLM: serve with logprobs enabled; the server "
-                               "may not support them)", self.config.model, self.config.capture_tokens)
-        return AssistantMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
-                                raw_data=raw)
-
-    _warned_tokens = False
-
-    def _malformed(self, response: Any, reason: str) -> dict:
-        """A reply whose tool call cannot be read, as the OpenAI message dict the server sent.
-
-        It is the policy's output, not a server fault: it is not re-requested (that would resample the
-        policy until it happens to produce valid JSON) and the env and ``rollout`` alike end the episode on it
-        as ``agent_error``, scored and counted in the average (to_assistant_message raises ActionError).
-        """
-        raw = response if isinstance(response, dict) else (
-            response.to_dict() if hasattr(response, "to_dict") else response.model_dump())
-        message = dict(raw["choices"][0].get("message") or {})
-        usage = _usage(raw)
-        logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
-                    self.config.model, reason)
-        if getattr(self.config, "capture_tokens", None) is not None:
-            raw = {**raw, **token_record(raw)}
-        return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),
-                "usage": usage, "cost": self._cost(raw, usage), "raw_data": raw}
-
-    def _error(self, reason: str, attempts: int) -> PolicyError:  # type: ignore[override]
-        where = self.config.base_url or "the default OpenAI endpoint"
-        return PolicyError(f"agent model {self.config.model!r} at {where}: {reason} (after {attempts} attempt(s))")
