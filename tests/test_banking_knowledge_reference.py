@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from refutil import ok, run_reference, without_db_diff
+from refutil import ok, run_reference, upstream_shaped
 from reference.driver_eval import stub_judge_reply
 from test_evaluation_cases import build_cases
 from tau2_gym import load_domain
@@ -339,7 +339,7 @@ def test_rewards_of_gold_and_perturbed_trajectories_equal_upstream():
                 mismatches.append((label, mine, theirs))
             continue
         ones += theirs["reward_info"]["reward"] == 1.0
-        mine_info = without_db_diff(mine["reward_info"])
+        mine_info = upstream_shaped(mine["reward_info"])
         if mine_info != theirs["reward_info"]:
             mismatches.append((label, _first_diff(mine_info, theirs["reward_info"])))
     print(f"\nrewards: {len(jobs)} simulations of {len(tasks)} tasks ({ones} with reward 1), "

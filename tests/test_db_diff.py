@@ -115,11 +115,12 @@ def test_diff_names_exactly_the_changed_fields(name):
     gold_leaves: dict[str, dict] = {}
     for case in cases:
         try:
-            info = evaluate_simulation(domain, case.task, case.messages, case.termination)
+            extra: dict = {}
+            info = evaluate_simulation(domain, case.task, case.messages, case.termination, diagnostics=extra)
         except EvaluationError:  # e.g. an env assertion about a record the trajectory never wrote (upstream too)
             continue
         check = info.get("db_check") or {}
-        extra = info.get("info") or {}
+        assert "db_diff" not in (info.get("info") or {})  # beside upstream's reward_info, never inside
         if check.get("db_match", True):
             assert "db_diff" not in extra, (case.name, case.task.id)
             seen_gold += case.name == "gold"
@@ -154,10 +155,11 @@ def test_changed_argument_points_at_the_field(mock_domain):
     pred = predicted_environment(mock_domain, task, messages[:2], solo=False)
     messages.append(pred.get_response(messages[-1].tool_calls[0]))
     messages.append(UserMessage(content="Thanks ###STOP###"))
-    info = evaluate_simulation(mock_domain, task, messages, "user_stop")
+    extra: dict = {}
+    info = evaluate_simulation(mock_domain, task, messages, "user_stop", diagnostics=extra)
     assert info["db_check"]["db_match"] is False
     tid = action.arguments["task_id"]
-    assert info["info"]["db_diff"] == [{"db": "agent", "path": f"tasks.{tid}.status", "kind": "changed",
+    assert extra["db_diff"] == [{"db": "agent", "path": f"tasks.{tid}.status", "kind": "changed",
                                         "gold": action.arguments["status"], "predicted": wrong}]
     assert gold.tools.db.tasks[tid]["status"] == action.arguments["status"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from datautil import LEGACY
-from refutil import without_db_diff
+from refutil import upstream_shaped
 
 from test_evaluation_cases import build_cases, ending, execute, gold_steps
 from tau2_gym.cli import main
@@ -79,13 +79,15 @@ def read(path: Path) -> dict:
 
 
 def strip_rewards(raw: dict) -> dict:
-    """The file minus what re-scoring writes: reward_info, and the error note it may add to info."""
+    """The file minus what re-scoring writes: reward_info, and the notes it may add to info (an error, the DB
+    diff of a failed DB check)."""
     out = copy.deepcopy(raw)
     out["info"].pop("rescored", None)
     for sim in out["simulations"]:
         sim.pop("reward_info", None)
         if isinstance(sim.get("info"), dict):
-            sim["info"].pop(ERROR_KEY, None)
+            for key in (ERROR_KEY, "db_diff", "db_diff_truncated"):
+                sim["info"].pop(key, None)
             if not sim["info"]:
                 del sim["info"]
     return out
@@ -319,7 +321,7 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
             assert strip_rewards(mine) == strip_rewards(original)
             assert len(mine["simulations"]) == len(theirs["simulations"]) > 0
             for a, b in zip(mine["simulations"], theirs["simulations"]):
-                assert without_db_diff(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
+                assert upstream_shaped(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
             # the same file without its run metadata, its messages in the OpenAI chat format: the same scores
             from test_eval_lenient import strip_metadata
             from tau2_gym.core.messages import messages_from_dicts, to_openai_messages
@@ -331,7 +333,7 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
             assert main(["eval", str(write(tmp_path / f"{name}_bare.json", bare)), "-o", str(bare_out), "--data-dir",
                          str(upstream_data_dir), "--judge", f"openai:stub,base_url={server.base_url}"]) == 0
             for a, b in zip(read(bare_out)["simulations"], theirs["simulations"]):
-                assert without_db_diff(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
+                assert upstream_shaped(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
 
 
 def test_a_26_3_file_rescored_with_v1_data_warns_and_fresh_tasks_regrades(tmp_path, capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tau2_gym.cli import main
-from tau2_gym.cli.eval import explain_reward_info
+from tau2_gym.cli.eval import explain_db_diff
 from tau2_gym.core.messages import messages_from_dicts, to_openai_messages
 from tau2_gym.core.results_file import MAX_LISTED_ERRORS, load_results
 
@@ -264,16 +264,16 @@ def test_explain_prints_a_hand_built_db_diff():
         {"db": "user", "path": "device.sim_cards[0]", "kind": "only_gold", "gold": {"id": "s1", "on": True},
          "predicted": None}],
         "db_diff_truncated": 7}
-    lines = explain_reward_info({"reward": 0.0, "db_check": {"db_match": False, "db_reward": 0.0}, "info": info})
+    lines = explain_db_diff(info)
     assert lines == [
         '    agent DB  reservations.ABC123.flights[1].date: gold "2024-05-16", predicted "2024-05-17"',
         "    agent DB  reservations.ABC123.total_baggages: gold (absent), predicted 1",
         '    user DB  device.sim_cards[0]: gold {"id":"s1","on":true}, predicted (absent)',
         "    ... and 7 more differing field(s) not recorded"]
-    assert explain_reward_info({"reward": 0.0, "info": {"note": "x"}}) == [
-        "    no field-level DB diff available (reward_info.info has no db_diff)"]
-    long = explain_reward_info({"reward": 0.0, "info": {"db_diff": [
-        {"db": "agent", "path": "p", "kind": "changed", "gold": "x" * 500, "predicted": 1}]}})
+    assert explain_db_diff({"note": "x"}) == [
+        "    no field-level DB diff available (the simulation's info has no db_diff)"]
+    long = explain_db_diff({"db_diff": [
+        {"db": "agent", "path": "p", "kind": "changed", "gold": "x" * 500, "predicted": 1}]})
     assert len(long) == 1 and len(long[0]) < 160 and long[0].endswith("predicted 1")
 
 
@@ -288,7 +288,7 @@ def test_explain_on_real_failing_trajectories(tmp_path, capsys, complete):
         header = f"  simulations[{i}] (task {sim['task_id']!r}, trial {sim['trial']}): DB check failed"
         assert header in out
         block = out.split(header, 1)[1].split("\n  simulations[", 1)[0]
-        diff = sim["reward_info"]["info"]["db_diff"]  # the evaluator's, on every failed DB check
+        diff = sim["info"]["db_diff"]  # the evaluator's, on every failed DB check, beside upstream's reward_info
         assert diff and all(f"{e['db']} DB  {e['path']}: " in block for e in diff)
         assert block.count(" DB  ") == len(diff)
         for e in diff:

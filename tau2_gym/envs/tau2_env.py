@@ -479,9 +479,10 @@ class Tau2Env(gym.Env):
         info = self._info()
         reward_info = None
         reward = 0.0
+        diagnostics: dict[str, Any] = {}
         if self.config.evaluate:
             try:
-                reward_info = episode.score(messages)
+                reward_info = episode.score(messages, diagnostics)
                 reward = float(reward_info["reward"])
             except Exception as exc:  # noqa: BLE001 - a failed evaluation is reported, the training loop goes on
                 if self.config.raise_on_evaluation_error:
@@ -494,7 +495,8 @@ class Tau2Env(gym.Env):
         info["reward_info"] = None if reward_info is None else Record(reward_info)
         if loop.error is not None:
             info["error"] = loop.error
-        info["simulation_run"] = episode.simulation_record(reward_info, messages=messages)
+        info.update(diagnostics)  # beside upstream's reward_info: e.g. the field-level DB diff of a failed DB check
+        info["simulation_run"] = episode.simulation_record(reward_info, messages=messages, info=diagnostics)
         info.update(cache_info(self.user, self.judge))  # the user simulator's / judge's reply caches, counts so far
         terminated = not loop.truncated
         truncated = loop.truncated

@@ -230,8 +230,7 @@ def _analyse(index: int, sim: _Sim, agent_tools: frozenset[str], user_tools: fro
 def _detail(run: "Run", sim: _Sim, st: SimStats, compact: list, checks: list) -> dict[str, Any]:
     ri = sim.reward_info
     info = sim.info or {}
-    rinfo = (ri.info if ri is not None else None) or {}
-    diff = rinfo.get("db_diff")
+    diff = info.get("db_diff")
     cost = _usage_text(sim)
     error = info.get("error") or info.get("evaluation_error")
     return {"run": run.label, "task": sim.task_id, "trial": sim.trial, "seed": sim.seed, "id": sim.id,
@@ -241,7 +240,7 @@ def _detail(run: "Run", sim: _Sim, st: SimStats, compact: list, checks: list) ->
             "basis": ri.reward_basis if ri is not None else None,
             "checks": [list(c) for c in checks],
             "diff": diff if isinstance(diff, list) else None,
-            "diff_more": rinfo.get("db_diff_truncated") if isinstance(rinfo.get("db_diff_truncated"), int) else 0,
+            "diff_more": info.get("db_diff_truncated") if isinstance(info.get("db_diff_truncated"), int) else 0,
             "m": compact}
 
 

@@ -21,7 +21,7 @@ from tau2_gym.core.results_file import (
 )
 from tau2_gym.core.tasks import Task
 from tau2_gym.runner.progress import progress as _progress
-from tau2_gym.scoring.evaluation import evaluate_simulation, needs_nl_judge
+from tau2_gym.scoring.evaluation import DIAGNOSTIC_KEYS, evaluate_simulation, needs_nl_judge
 from tau2_gym.scoring.metrics import EXCLUDED, Tally
 
 __all__ = ["ERROR_KEY", "EXCLUDED_KEY", "FileCheck", "InputError", "plan_outputs", "rescore_file"]
@@ -125,7 +125,7 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
             continue
         task_id = str(sim.get("task_id"))
         info = sim.get("info") if isinstance(sim.get("info"), dict) else {}
-        for key in (ERROR_KEY, EXCLUDED_KEY):
+        for key in (ERROR_KEY, EXCLUDED_KEY, *DIAGNOSTIC_KEYS):
             info.pop(key, None)
         old = _stored_reward(sim.get("reward_info"))
         try:
@@ -150,14 +150,14 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
                 continue
             sim["reward_info"] = evaluate_simulation(domain, task, messages, parsed.termination_reason.value,
                                                      solo=solo, judge=judge, strict=strict,
-                                                     evaluation_type=evaluation_type)
+                                                     evaluation_type=evaluation_type, diagnostics=info)
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
             info[ERROR_KEY] = f"{type(exc).__name__}: {exc}"
         if info or isinstance(sim.get("info"), dict):
             sim["info"] = info  # an upstream ``info: null`` without notes stays null
         tally.add(task_id, sim.get("termination_reason"), sim.get("reward_info"))
-        tally.note(index, task_id, sim.get("trial"), old, sim.get("reward_info"))
+        tally.note(index, task_id, sim.get("trial"), old, sim.get("reward_info"), info)
     raw["info"]["rescored"] = {"by": "tau2-gym eval", "data_version": domain.data_version_record(),
                                "strict_replay": strict, "fresh_tasks": fresh_tasks or check.no_tasks,
                                "evaluation_type": evaluation_type,

@@ -96,8 +96,9 @@ class EpisodeRunner:
             if done is not None:
                 done(episode.episode_id)
         messages = episode.loop.messages()
-        reward_info = episode.score(messages)
-        run = episode.simulation_run(reward_info, trial=trial, messages=messages)
+        diagnostics: dict[str, Any] = {}
+        reward_info = episode.score(messages, diagnostics)
+        run = episode.simulation_run(reward_info, trial=trial, messages=messages, info=diagnostics)
         run.update(episode_usage(run["messages"]))  # agent_usage / user_usage, as upstream's newer files
         run["mode"], run["policy"] = HALF_DUPLEX, self.domain.policy(cfg.solo, task)  # as upstream v1.0.1 records
         if episode.loop.error is not None:

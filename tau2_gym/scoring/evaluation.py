@@ -436,7 +436,8 @@ def _nl_component(domain: LoadedDomain, task: Task, messages: list[AnyMessage], 
 def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMessage], termination_reason: Any, *,
                         solo: bool = False, judge: Optional[Any] = None, strict: bool = True,
                         evaluation_type: EvaluationType | str = EvaluationType.ALL,
-                        hashes: bool = False, live_env: Optional[Environment] = None) -> dict[str, Any]:
+                        hashes: bool = False, live_env: Optional[Environment] = None,
+                        diagnostics: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Score one simulation exactly as upstream's ``evaluate_simulation`` (HEAD) does.
 
     ``messages`` is the stored trajectory (task history included); ``solo`` is the mode it ran in;
@@ -444,8 +445,10 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
     lenient re-grading replay. ``hashes=True`` adds the four DB hashes to ``info["env"]`` (diagnostics;
     it costs full serialisations). ``live_env`` is the environment the episode ran in, if at hand: when it
     provably equals what replaying ``messages`` rebuilds (:meth:`Environment.replays_to`), the replay is
-    skipped -- same result, a fraction of the cost. Raises :class:`EvaluationError` when upstream would
-    raise or the judge fails.
+    skipped -- same result. ``diagnostics``, if given, receives what this package adds beside upstream's record
+    (``db_diff`` / ``db_diff_truncated``: the field-level difference of a failed DB check); the returned
+    reward_info is upstream's, exactly. Raises :class:`EvaluationError` when upstream would raise or the judge
+    fails.
     """
     reason = getattr(termination_reason, "value", termination_reason)
     if reason not in KNOWN_TERMINATIONS:
@@ -462,13 +465,29 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
         raise EvaluationError(f"unknown evaluation type {evaluation_type!r}; expected one of "
                               f"{[e.value for e in EvaluationType]}") from None
     try:
-        return _evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env)
+        return _without_diagnostics(_evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env),
+                                    diagnostics)
     except EvaluationError as exc:
         if str(exc).startswith("task "):
             raise
         raise type(exc)(f"task {task.id!r}: {exc}") from exc  # keeps JudgeError etc. recognisable
     except Exception as exc:  # noqa: BLE001 - upstream raises here too; say which simulation and why
         raise EvaluationError(f"task {task.id!r}: {type(exc).__name__}: {exc}") from exc
+
+
+DIAGNOSTIC_KEYS = ("db_diff", "db_diff_truncated")
+
+
+def _without_diagnostics(reward_info: dict[str, Any], diagnostics: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Upstream's reward_info: our own diagnostics (the field-level DB diff) move to ``diagnostics``."""
+    info = reward_info.get("info")
+    if not isinstance(info, dict) or not any(k in info for k in DIAGNOSTIC_KEYS):
+        return reward_info
+    info = dict(info)
+    moved = {k: info.pop(k) for k in DIAGNOSTIC_KEYS if k in info}
+    if diagnostics is not None:
+        diagnostics.update(moved)
+    return {**reward_info, "info": info or None}
 
 
 def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etype: EvaluationType, solo: bool,

@@ -63,7 +63,7 @@ class Tally:
     compared: int = 0  # scored simulations that had a stored reward
     unstored: int = 0  # scored simulations without one
     changes: list[tuple[str, Any, Optional[float], float]] = field(default_factory=list)  # task, trial, old, new
-    db_failures: list[tuple[int, str, Any, dict]] = field(default_factory=list)  # index, task, trial, reward_info
+    db_failures: list[tuple[int, str, Any, dict, dict]] = field(default_factory=list)  # + reward_info, sim info
 
     def add(self, task_id: str, termination: Any, reward_info: Optional[dict]) -> None:
         self.simulations += 1
@@ -80,8 +80,10 @@ class Tally:
             self.nl_skipped += 1
         self.rewards[task_id].append(float(reward_info["reward"]))
 
-    def note(self, index: int, task_id: str, trial: Any, old: Optional[float], reward_info: Any) -> None:
-        """Compare a new score with the stored one; keep reward_infos whose DB check failed (--explain)."""
+    def note(self, index: int, task_id: str, trial: Any, old: Optional[float], reward_info: Any,
+             info: Optional[dict] = None) -> None:
+        """Compare a new score with the stored one; keep the simulations whose DB check failed, with their
+        ``info`` (which holds the field-level DB diff; ``eval --explain``)."""
         if not isinstance(reward_info, dict) or reward_info is EXCLUDED:
             return
         new = float(reward_info["reward"])
@@ -93,7 +95,7 @@ class Tally:
                 self.changes.append((task_id, trial, old, new))
         db = reward_info.get("db_check")
         if isinstance(db, dict) and db.get("db_match") is False:
-            self.db_failures.append((index, task_id, trial, reward_info))
+            self.db_failures.append((index, task_id, trial, reward_info, info or {}))
 
     def merge(self, other: "Tally") -> None:
         self.num_trials += other.num_trials
