@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Optional, Sequence, Union
 
+from tau2_gym.core.config import describe
 from tau2_gym.scoring.rewards import REWARD_MODES
 
 OBS_FORMATS = ("messages", "text")
@@ -85,10 +86,6 @@ class Tau2EnvConfig:
         return out
 
     def describe(self) -> str:
-        """One line per field: name, value, help."""
-        lines = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            shown = value if value is None or isinstance(value, (str, int, float, bool)) else type(value).__name__
-            lines.append(f"{f.name:26s} {shown!r:28s} {f.metadata.get('help', '')}")
-        return "\n".join(lines)
+        """One line per field: ``name = value  # help``."""
+        return describe(self)
+

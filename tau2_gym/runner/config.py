@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from tau2_gym.core.config import describe
 from tau2_gym.core.parsing import available_parsers
 
 __all__ = ["RolloutConfig", "trial_seeds"]
@@ -67,10 +68,6 @@ class RolloutConfig:
             self.task_ids = [str(t) for t in self.task_ids]
 
     def describe(self) -> str:
-        """One line per field: name, value, help."""
-        lines = []
-        for f in fields(self):
-            v = getattr(self, f.name)
-            shown = v if v is None or isinstance(v, (str, int, float, bool, list)) else type(v).__name__
-            lines.append(f"{f.name:18s} {shown!r:30s} {f.metadata.get('help', '')}")
-        return "\n".join(lines)
+        """One line per field: ``name = value  # help``."""
+        return describe(self)
+

@@ -23,9 +23,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
+from tau2_gym.core.config import describe
 from tau2_gym.core.messages import UserMessage
 from tau2_gym.core.parsing import ParsedCall, parse_tool_calls
-from tau2_gym.players.users.base import UserSimulator, UserSimulatorError, UserTurnRequest
+from tau2_gym.players.users.base import (
+    UserSimulator,
+    UserSimulatorError,
+    UserTurnRequest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +81,7 @@ class HFUserConfig:
 
     def describe(self) -> str:
         """One line per field: ``name = value  # help``."""
-        return "\n".join(f"{f.name} = {getattr(self, f.name)!r}  # {f.metadata.get('help', '')}"
-                         for f in dataclasses.fields(self))
+        return describe(self)
 
 
 class _LoopBatcher:
