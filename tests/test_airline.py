@@ -311,6 +311,41 @@ def test_update_passengers_keeps_count(airline):
     assert res["passengers"] == PAX * 3
 
 
+def test_model_arguments_work_as_their_dicts_when_toolkit_methods_are_called_directly(airline):
+    """Upstream's tools take ``FlightInfo | dict``, ``Passenger | dict``, ``Payment | dict``: a Python caller may
+    pass the models. Each tool gives the result and state its dict twin gives; the caller's models stay as
+    they were."""
+    from tau2_gym.core.tools import to_content
+    from tau2_gym.domains.airline.data_model import FlightInfo, Passenger, Payment
+
+    flights = [{"flight_number": "HAT023", "date": "2024-05-20"}]
+    payments = [{"payment_id": "certificate_7502997", "amount": 100}, {"payment_id": "credit_card_2140654",
+                                                                      "amount": 221}]
+    people = [dict(PAX[0], first_name=name) for name in ("Ann", "Bo", "Cy")]
+    steps = [
+        ("book_reservation", dict(user_id=MEI, origin="JFK", destination="SFO", flight_type="one_way",
+                                  cabin="economy", flights=flights, passengers=PAX, payment_methods=payments,
+                                  total_baggages=2, nonfree_baggages=2, insurance="yes"),
+         {"flights": FlightInfo, "passengers": Passenger, "payment_methods": Payment}),
+        ("update_reservation_flights", dict(reservation_id="R9QDGB", cabin="economy",
+                                            flights=[{"flight_number": "HAT034", "date": "2024-05-20"}],
+                                            payment_id="credit_card_2140654"), {"flights": FlightInfo}),
+        ("update_reservation_passengers", dict(reservation_id="R9QDGB", passengers=people),
+         {"passengers": Passenger}),
+    ]
+    with_dicts, with_models = airline.make_environment(), airline.make_environment()
+    for name, args, model_of in steps:
+        as_models = {k: [model_of[k](**x) for x in v] if k in model_of else v for k, v in args.items()}
+        before = [[m.model_dump() for m in as_models[k]] for k in model_of]
+        want = to_content(getattr(with_dicts.tools, name)(**args))
+        got = to_content(getattr(with_models.tools, name)(**as_models))
+        assert got == want and got.startswith('{"reservation_id": "'), name
+        assert with_models.get_db_hash() == with_dicts.get_db_hash(), name
+        assert [[m.model_dump() for m in as_models[k]] for k in model_of] == before
+    # stored as plain data, like the dicts an LLM sends
+    assert with_models.tools.db.reservations["R9QDGB"]["passengers"] == people
+
+
 def test_send_certificate_message_uses_raw_amount_and_ids_run_out(airline):
     env = airline.make_environment()
     assert content(env, "send_certificate", user_id=MEI, amount=100) == (
@@ -422,10 +457,10 @@ def test_writes_stay_in_their_episode(airline):
     assert airline.base_db.hash_from_scratch() == INITIAL_HASH
 
 
-def test_cached_read_content_follows_episode_changes(airline):
+def test_read_content_follows_episode_changes(airline):
     one, two = airline.make_environment(), airline.make_environment()
     before = content(one, "get_user_details", user_id=MEI)
-    assert content(one, "get_user_details", user_id=MEI) == before  # served from the render cache
+    assert content(one, "get_user_details", user_id=MEI) == before
     _book_321(one)
     after = json.loads(content(one, "get_user_details", user_id=MEI))
     assert after["reservations"][-1] == "HATHAT" and "certificate_7502997" not in after["payment_methods"]

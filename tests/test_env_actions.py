@@ -3,9 +3,12 @@ actions") and none raises out of ``step``."""
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import pytest
 
+from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.core.messages import AssistantMessage, ToolCall
 from tau2_gym.players.users.scripted import ScriptedUser
 
@@ -145,3 +148,35 @@ def test_solo_text_is_agent_error():
     e.reset(options={"task_id": "create_task_1"})
     *_, term, trunc, info = e.step("I created it")
     assert term and info["termination_reason"] == "agent_error"
+
+
+ARGUMENT_TEXTS = ['{"a": 1}', '{"a":1,"b":[1,2.5,null,true]}', ' {"a": 1}', '{"a": 1}\n', '{"a": 1} x',
+                  '{"a": 1}{"b": 2}', '\ufeff{}', '{bad', '[1, 2]', '"s"', "NaN", '{"x": NaN, "y": -Infinity}',
+                  '{"a": 1, "a": 2}', "1", "", "   ", "nul", '{"a": "\\u00e9"}', "[" * 5000 + "]" * 5000]
+
+
+@pytest.mark.parametrize("text", ARGUMENT_TEXTS, ids=range(len(ARGUMENT_TEXTS)))
+def test_string_arguments_are_read_as_json_loads_reads_them(text):
+    """Arguments sent as a JSON string: what ``json.loads`` accepts (an object) is the call's arguments; a blank
+    string is no arguments; anything else is an ActionError naming json's own reason."""
+    action = {"name": "f", "arguments": text}
+    if not text.strip():
+        assert to_assistant_message(action).tool_calls[0].arguments == {}
+        return
+    try:
+        expected = json.loads(text)
+    except json.JSONDecodeError as exc:
+        with pytest.raises(ActionError, match="arguments are not valid JSON") as got:
+            to_assistant_message(action)
+        assert f"({exc.msg})" in str(got.value)
+        return
+    except RecursionError:
+        with pytest.raises(ActionError, match="nested too deeply"):
+            to_assistant_message(action)
+        return
+    if not isinstance(expected, dict):
+        with pytest.raises(ActionError, match="must be a JSON object"):
+            to_assistant_message(action)
+        return
+    got = to_assistant_message(action).tool_calls[0].arguments
+    assert json.dumps(got) == json.dumps(expected)  # (NaN never equals itself: compare the texts)

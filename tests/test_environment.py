@@ -1,10 +1,13 @@
 """Environment semantics on the mock domain: routing, errors, replay rules, gold state."""
 
+import copy
 import logging
+from datetime import datetime
 
 import pytest
 
-from tau2_gym.core.environment import ReplayMismatch
+from tau2_gym import load_domain
+from tau2_gym.core.environment import Environment, ReplayMismatch
 from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.scoring.rebuild import gold_environment, initial_environment, predicted_environment
 
@@ -31,6 +34,75 @@ def test_bad_arguments_give_python_error_text_with_class_name(mock_domain):
 def test_arguments_colliding_with_dispatch_parameters(mock_domain):
     msg = call(mock_domain.make_environment(), "get_users", requestor="assistant", tool_name="x")
     assert msg.error and "got multiple values for argument 'tool_name'" in msg.content
+
+
+@pytest.mark.parametrize("arguments, content", [
+    ({"self": 1}, "Error: Environment.make_tool_call() got multiple values for argument 'self'"),
+    ({"name": 1}, "Error: MockTools.get_users() got an unexpected keyword argument 'name'"),
+    ({"requestor": "user"}, "Error: Environment.make_tool_call() got multiple values for argument 'requestor'"),
+    ({"kwargs": 1}, "Error: MockTools.get_users() got an unexpected keyword argument 'kwargs'"),
+    ({5: 1}, "Error: keywords must be strings"),
+    ([1, 2], "Error: tau2_gym.core.environment.Environment.make_tool_call() argument after ** must be a mapping, "
+             "not list"),
+])
+def test_odd_arguments_fail_with_pythons_own_text(mock_domain, arguments, content):
+    env = mock_domain.make_environment()
+    msg = env.get_response(ToolCall("get_users", arguments, id="c1"))  # type: ignore[arg-type]
+    assert (msg.content, msg.error) == (content, True)
+
+
+def test_an_overridden_dispatch_step_is_always_used(mock_domain):
+    class Counting(Environment):
+        def make_tool_call(self, tool_name, requestor="assistant", **kwargs):
+            self.seen.append(tool_name)
+            return super().make_tool_call(tool_name, requestor, **kwargs)
+
+    spec = mock_domain.spec
+    env = Counting(domain_name="mock", policy="", tools=spec.agent_toolkit(mock_domain.base_db.new_state()),
+                   domain=mock_domain)
+    env.seen = []
+    assert not env.get_response(ToolCall("get_users", {}, id="1")).error
+    assert env.seen == ["get_users"]
+
+
+def test_tool_results_are_stamped_now_unless_the_caller_stamps_them(mock_domain):
+    env = mock_domain.make_environment()
+    before = datetime.now()
+    stamp = env.get_response(ToolCall("get_users", {}, id="1")).timestamp
+    assert before <= datetime.fromisoformat(stamp) <= datetime.now()
+    assert env.get_response(ToolCall("get_users", {}, id="1"), timestamp="").timestamp == ""
+
+
+def test_a_call_with_model_arguments_is_left_as_the_caller_made_it():
+    """Upstream's test_book_reservation: a ToolCall whose arguments hold pydantic models runs like its dict
+    twin, and the caller's call object, arguments dict and models are untouched (so it can change a model
+    and send the same call again)."""
+    from tau2_gym.domains.airline.data_model import FlightInfo, Passenger, Payment
+
+    airline = load_domain("airline")
+    plain = dict(user_id="mia_li_3668", origin="JFK", destination="SFO", flight_type="one_way", cabin="economy",
+                 flights=[{"flight_number": "HAT023", "date": "2024-05-20"}],
+                 passengers=[{"first_name": "Noah", "last_name": "Brown", "dob": "1990-01-01"}],
+                 payment_methods=[{"payment_id": "credit_card_4421486", "amount": 191}],
+                 total_baggages=0, nonfree_baggages=0, insurance="no")
+    models = dict(plain, flights=[FlightInfo(**plain["flights"][0])], passengers=[Passenger(**plain["passengers"][0])],
+                  payment_methods=[Payment(**plain["payment_methods"][0])])
+    payment = models["payment_methods"][0]
+    snapshot = copy.deepcopy(models)
+    model_call = ToolCall("book_reservation", models, id="0")
+
+    env, twin = airline.make_environment(), airline.make_environment()
+    got = env.get_response(model_call)
+    want = twin.get_response(ToolCall("book_reservation", plain, id="0"))
+    assert not got.error and (got.content, got.error) == (want.content, want.error)
+    assert env.get_db_hash() == twin.get_db_hash()
+    assert model_call.arguments is models and models == snapshot
+    assert models["payment_methods"][0] is payment and isinstance(payment, Payment)
+
+    payment.amount = 121  # upstream's test: the reused call now pays the wrong amount
+    again = env.get_response(model_call)
+    assert again.error and again.content == (
+        "Error: Payment amount does not add up, total price is 191, but paid 121")
 
 
 def test_user_tools_absent_in_26_3_data(legacy_mock_domain):

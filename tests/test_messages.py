@@ -1,11 +1,12 @@
 """Message model: lossless tau2-JSON and OpenAI round trips, tau2's content rules."""
 
 import json
+from datetime import datetime
 
 import pytest
 
 from tau2_gym.core.messages import (AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage, from_openai,
-                               message_from_dict, to_openai)
+                                    message_from_dict, now_iso, to_openai, tool_call_to_openai)
 
 
 def test_tau2_json_round_trip_keeps_every_field():
@@ -56,3 +57,24 @@ def test_bad_message_dicts_are_rejected_clearly():
         message_from_dict({"role": "robot"})
     with pytest.raises(ValueError, match="needs an 'id'"):
         message_from_dict({"role": "tool", "content": "x"})
+
+
+def test_messages_are_stamped_with_the_local_time_of_creation():
+    before = datetime.now()
+    stamps = [now_iso(), UserMessage(content="x").timestamp, ToolMessage(id="c", content="y").timestamp,
+              SystemMessage("s").timestamp]
+    after = datetime.now()
+    for stamp in stamps:
+        when = datetime.fromisoformat(stamp)
+        assert when.tzinfo is None and before <= when <= after  # naive local time, as datetime.now()
+    assert UserMessage(content="x", timestamp="given").timestamp == "given"
+
+
+ARGUMENTS = [{}, {"a": "é\u2028\"\\x\n"}, {"user_id": "mia_li_3668", "n": None, "ok": True, "f": 2.5},
+             {"nan": float("nan"), "inf": float("inf"), "big": 10**40}, {1: "int key", None: "none key"},
+             {"a": [1, {"b": 2}], "t": (1, 2)}]
+
+
+@pytest.mark.parametrize("args", ARGUMENTS, ids=range(len(ARGUMENTS)))
+def test_openai_arguments_text_is_json_dumps(args):
+    assert tool_call_to_openai(ToolCall("f", args, id="c"))["function"]["arguments"] == json.dumps(args)

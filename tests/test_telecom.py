@@ -299,6 +299,32 @@ def test_apn_settings_are_validated_like_a_model(env):
     assert user(env, "set_apn_settings", apn_settings={"apn_name": "internet"}).startswith("APN settings set to")
 
 
+def test_set_apn_settings_called_with_a_model_as_upstreams_test_does(env):
+    """Upstream's test_set_apn_settings: the toolkit method takes an APNSettings model or its dict alike."""
+    from tau2_gym.domains.telecom.user_data_model import APNNames, APNSettings
+
+    twin = load_domain("telecom").make_environment()
+    twin.run_env_function_call(EnvFunctionCall(env_type="user", func_name="set_user_info",
+                                               arguments={"name": "John Smith", "phone_number": "555-123-2002"}))
+    settings = APNSettings(apn_name=APNNames.INTERNET, mmsc_url="http://mms.new.com", mms_apn="mms",
+                           reset_at_reboot=False)
+    result = env.user_tools.set_apn_settings(settings)
+    assert result == "APN settings set to: internet\n" + SEARCHED_BAR
+    device = env.user_tools.db.device
+    assert device["active_apn_settings"]["apn_name"] == "internet"
+    assert device["active_apn_settings"]["mmsc_url"] == "http://mms.new.com"
+    assert device["network_connection_status"] == "connected"  # the network search ran
+    assert settings.apn_name is APNNames.INTERNET  # the caller's model is not changed
+    as_dict = twin.user_tools.set_apn_settings({"apn_name": APNNames.INTERNET, "mmsc_url": "http://mms.new.com",
+                                                "mms_apn": "mms", "reset_at_reboot": False})
+    assert as_dict == result and twin.get_user_db_hash() == env.get_user_db_hash()
+    assert user(env, "check_apn_settings") == user(twin, "check_apn_settings")
+    # through the tool dispatch too, keyword or positional
+    assert env.user_tools.use_tool("set_apn_settings", apn_settings=settings) == result
+    assert env.user_tools.set_apn_settings(apn_settings=settings) == result
+    assert twin.get_user_db_hash() == env.get_user_db_hash()
+
+
 def test_mms_needs_mmsc_wifi_calling_off_and_permissions(env):
     helper(env, "break_apn_mms_setting")
     assert user(env, "check_apn_settings") == ("Current APN Name: internet\nMMSC URL (for picture messages): "

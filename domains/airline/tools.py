@@ -5,18 +5,13 @@ arithmetic, the point where a failing call stops (earlier mutations persist) -- 
 match. Where the reference builds a pydantic model from arguments (flight infos, passengers, payments,
 the new reservation, certificates) the same-named model here is built the same way, so validation,
 coercion and error texts agree; where it assigns raw arguments into a record, so do we. Everything else
-is dict work: no whole-model validation on the hot path.
-
-Speed-ups that rest on one invariant -- tools change nothing of a flight but its seat counts, and never
-mutate a shared base record: flight searches filter the base records through a per-base index by origin;
-the content of unchanged base users/reservations and of search results over unchanged flight dates is
-rendered once per process; a booking copies only the booked flight date, not the flight's 30 dates.
+is dict work on the episode's copy-on-write DB; a booking makes private only the booked flight date, not
+the flight's 30 dates (tools change nothing of a flight but its seat counts).
 """
 
 from __future__ import annotations
 
-import weakref
-from typing import Any, Iterable, List, Optional
+from typing import List, Optional
 
 from tau2_gym.core import arithmetic
 from tau2_gym.core.db import copy_json
@@ -30,7 +25,7 @@ from tau2_gym.domains.airline.data_model import (
     Payment,
     Reservation,
 )
-from tau2_gym.core.tools import AsModel, Toolkit, ToolType, to_content, tool
+from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
 
 NOW = "2024-05-15T15:00:00"  # the benchmark's frozen clock (created_at of new reservations)
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
@@ -42,28 +37,6 @@ AIRPORTS = (
     ("EWR", "Newark"), ("CLT", "Charlotte"), ("MSP", "Minneapolis"), ("DTW", "Detroit"),
     ("PHL", "Philadelphia"), ("LGA", "LaGuardia"),
 )
-
-# Base flight records by origin, per shared base DB, in DB order. Valid because no tool adds or removes a
-# flight or changes anything of it but seat counts; new initialization data means a new base.
-_BY_ORIGIN: "weakref.WeakKeyDictionary[Any, dict[str, tuple[dict, ...]]]" = weakref.WeakKeyDictionary()
-
-# Content of unchanged shared records, rendered once per process: base records are never mutated and RL
-# rollouts read the same users/reservations over and over. Keyed by id(record) with the record kept
-# alive (no id reuse); bounded because re-validated DBs (initialization data) bring new records.
-_RENDERED: dict[int, tuple[Any, str]] = {}
-_RENDERED_RESULTS: dict[tuple[int, Any], tuple[Any, str]] = {}  # search results by (id(day), date field)
-_RENDERED_MAX = 20_000
-
-
-def _flights_by_origin(base: Any) -> dict[str, tuple[dict, ...]]:
-    index = _BY_ORIGIN.get(base)
-    if index is None:
-        lists: dict[str, list[dict]] = {}
-        for flight in base.data["flights"].values():
-            lists.setdefault(flight["origin"], []).append(flight)
-        index = {origin: tuple(flights) for origin, flights in lists.items()}
-        _BY_ORIGIN[base] = index
-    return index
 
 
 def _all_dicts(items) -> bool:
@@ -121,18 +94,6 @@ class AirlineTools(Toolkit):
             raise ValueError(f"Flight {flight_number} not found on date {date}")
         return dates[date]
 
-    def _record_result(self, table: str, key: str, record: dict) -> AsModel:
-        """A record as a tool result; an unchanged base record carries its cached content."""
-        if record is not self.db.base.data[table].get(key):  # private to this episode: may change
-            return AsModel(record)
-        hit = _RENDERED.get(id(record))
-        if hit is None or hit[0] is not record:
-            if len(_RENDERED) >= _RENDERED_MAX:
-                _RENDERED.clear()
-            hit = (record, to_content(AsModel(record)))
-            _RENDERED[id(record)] = hit
-        return AsModel(record, hit[1])
-
     def _new_reservation_id(self) -> str:
         reservations = self.db.reservations
         for reservation_id in NEW_RESERVATION_IDS:
@@ -141,48 +102,17 @@ class AirlineTools(Toolkit):
         raise ValueError("Too many reservations")
 
     def _search_direct_flight(self, date, origin=None, destination=None, leave_after=None) -> list[tuple]:
-        """Matching (flight, day) pairs in DB order, with the episode's current seat counts.
-
-        The filter runs on the shared base records (route, dates, status and times never change; only
-        seats do), the same conditions in the reference's order: ``date in dates`` only runs for a route
-        match, so an unhashable date fails only then.
-        """
+        """Matching (flight, day) pairs in DB order, the reference's conditions in its order: ``date in
+        dates`` only runs for a route match, so an unhashable date fails only then."""
         matches = []
-        table = self.db.flights
-        for flight in self._candidate_flights(origin):
+        for flight in self.db.flights.values():
             if ((origin is None or flight["origin"] == origin)
                     and (destination is None or flight["destination"] == destination)
                     and (date in flight["dates"])
                     and (flight["dates"][date]["status"] == "available")
                     and (leave_after is None or flight["scheduled_departure_time_est"] >= leave_after)):
-                current = table[flight["flight_number"]]
-                matches.append((current, current["dates"][date]))
+                matches.append((flight, flight["dates"][date]))
         return matches
-
-    def _direct_text(self, flight: dict, day: dict, date: str, date_field: Optional[str], data: dict) -> str:
-        """Content of one search result; cached while the day entry is the shared base one (the other
-        fields of a flight never change)."""
-        base_flight = self.db.base.data["flights"].get(flight["flight_number"])
-        if base_flight is None or base_flight["dates"].get(date) is not day:
-            return to_content(AsModel(data))
-        key = (id(day), date_field)
-        hit = _RENDERED_RESULTS.get(key)
-        if hit is None or hit[0] is not day:
-            if len(_RENDERED_RESULTS) >= _RENDERED_MAX:
-                _RENDERED_RESULTS.clear()
-            hit = (day, to_content(AsModel(data)))
-            _RENDERED_RESULTS[key] = hit
-        return hit[1]
-
-    def _candidate_flights(self, origin) -> Iterable[dict]:
-        """Base flight records that may match ``origin`` (all when None), in DB order."""
-        base = self.db.base
-        if origin is None:
-            return base.data["flights"].values()
-        try:
-            return _flights_by_origin(base).get(origin, ())
-        except TypeError:  # unhashable origin: equal to no flight's origin
-            return ()
 
     def _seats_to_change(self, flight_number: str, date: str) -> dict:
         """The seat counts of one flight date, made private to this episode.
@@ -354,7 +284,7 @@ class AirlineTools(Toolkit):
         Args:
             reservation_id: Reservation id.
         """
-        return self._record_result("reservations", reservation_id, self._get_reservation(reservation_id))
+        return AsModel(self._get_reservation(reservation_id))
 
     @tool(ToolType.READ)
     def get_user_details(self, user_id: str):
@@ -363,7 +293,7 @@ class AirlineTools(Toolkit):
         Args:
             user_id: User id.
         """
-        return self._record_result("users", user_id, self._get_user(user_id))
+        return AsModel(self._get_user(user_id))
 
     @tool(ToolType.READ)
     def list_all_airports(self):
@@ -379,12 +309,8 @@ class AirlineTools(Toolkit):
             destination: Arrival airport code.
             date: Travel date, YYYY-MM-DD.
         """
-        results, texts = [], []
-        for flight, day in self._search_direct_flight(date=date, origin=origin, destination=destination):
-            data = _direct_flight(flight, day)
-            results.append(data)
-            texts.append(self._direct_text(flight, day, date, None, data))
-        return AsModel(results, "[" + ", ".join(texts) + "]")  # == json.dumps(results)
+        matches = self._search_direct_flight(date=date, origin=origin, destination=destination)
+        return AsModel([_direct_flight(flight, day) for flight, day in matches])
 
     @tool(ToolType.READ)
     def search_onestop_flight(self, origin: str, destination: str, date: str):
@@ -397,20 +323,15 @@ class AirlineTools(Toolkit):
         """
         # Reference quirks kept: the next-day date hard-codes May and is not zero-padded, and the
         # connection test compares time strings (so "+1" arrivals compare as text).
-        results, texts = [], []
+        results = []
         for flight1, day1 in self._search_direct_flight(date=date, origin=origin, destination=None):
             first = _direct_flight(flight1, day1, date)
-            first_text = None
             arrival = first["scheduled_arrival_time_est"]
             date2 = f"2024-05-{int(date[-2:]) + 1}" if "+1" in arrival else date
             for flight2, day2 in self._search_direct_flight(date=date2, origin=first["destination"],
                                                             destination=destination, leave_after=arrival):
-                second = _direct_flight(flight2, day2, date2)
-                if first_text is None:
-                    first_text = self._direct_text(flight1, day1, date, date, first)
-                results.append([first, second])
-                texts.append(f"[{first_text}, {self._direct_text(flight2, day2, date2, date2, second)}]")
-        return AsModel(results, "[" + ", ".join(texts) + "]")  # == json.dumps(results)
+                results.append([first, _direct_flight(flight2, day2, date2)])
+        return AsModel(results)
 
     @tool(ToolType.WRITE)
     def send_certificate(self, user_id: str, amount: int) -> str:

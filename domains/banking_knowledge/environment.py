@@ -160,7 +160,6 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
         "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeTools"), "_binding": binding,
         "_deposit_scans": deposit_scans(source.src), "_user_toolkit": user_cls})
     prompts = source.domain_dir(DATA_FOLDER) / "prompts"
-    per_task: dict[int, tuple[Task, str]] = {}
 
     def policy(src: DataSource, solo: bool) -> str:
         if cfg.prompt == "golden":
@@ -168,11 +167,7 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
         return R.build_policy(cfg, prompts, docs)
 
     def task_policy(src: DataSource, task: Task, solo: bool) -> str:
-        hit = per_task.get(id(task))
-        if hit is None or hit[0] is not task:
-            hit = (task, R.build_policy(cfg, prompts, docs, task))
-            per_task[id(task)] = hit
-        return hit[1]
+        return R.build_policy(cfg, prompts, docs, task)
 
     return dataclasses.replace(
         spec, agent_toolkit=agent_cls, user_toolkit=user_cls, policy=policy,

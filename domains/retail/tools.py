@@ -24,34 +24,13 @@ from typing import Any, List
 
 from tau2_gym.core import arithmetic
 from tau2_gym.domains.retail.data_model import UserAddress
-from tau2_gym.core.tools import AsModel, Toolkit, ToolType, to_content, tool
+from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
 
 _CANCEL_REASONS = {"no longer needed", "ordered by mistake"}
 
-# Content of shared base records, rendered once per process: base records are never mutated, and RL
-# rollouts read the same orders/users/products over and over. Keyed by id(record) with the record kept
-# alive (no id reuse); bounded because a re-validated DB (initialization data) brings new records.
-_RENDERED: dict[int, tuple[Any, str]] = {}
-_RENDERED_MAX = 20_000
-
-
-def _rendered(record: Any) -> AsModel:
-    hit = _RENDERED.get(id(record))
-    if hit is None or hit[0] is not record:
-        if len(_RENDERED) >= _RENDERED_MAX:
-            _RENDERED.clear()
-        hit = (record, to_content(AsModel(record)))
-        _RENDERED[id(record)] = hit
-    return AsModel(record, hit[1])
-
 
 def _address(address1: Any, address2: Any, city: Any, state: Any, country: Any, zip: Any) -> dict[str, Any]:
-    """A ``UserAddress`` dump built from raw arguments. Plain strings pass the model unchanged, so they skip
-    it; anything else goes through the model for upstream's validation (and error text)."""
-    if (type(address1) is str and type(address2) is str and type(city) is str and type(state) is str
-            and type(country) is str and type(zip) is str):
-        return {"address1": address1, "address2": address2, "city": city, "country": country, "state": state,
-                "zip": zip}
+    """A ``UserAddress`` dump built from raw arguments (upstream's validation and error texts)."""
     return UserAddress(address1=address1, address2=address2, city=city, state=state, country=country,
                        zip=zip).model_dump()
 
@@ -108,12 +87,6 @@ class RetailTools(Toolkit):
     def _gift_card(self, user_id: str, payment_method_id: str) -> dict:
         """The user's gift card record, made private for a balance change."""
         return self.db.users.mut(user_id)["payment_methods"][payment_method_id]
-
-    def _model(self, table: str, key: Any, record: Any) -> AsModel:
-        """A read result; an unchanged shared base record comes with its cached content."""
-        if self.db.base.data[table].get(key) is record:
-            return _rendered(record)
-        return AsModel(record)
 
     @staticmethod
     def _is_pending_order(order: dict) -> bool:
@@ -239,7 +212,7 @@ class RetailTools(Toolkit):
         Args:
             order_id: Order id, with the leading '#'.
         """
-        return self._model("orders", order_id, self._get_order(order_id))
+        return AsModel(self._get_order(order_id))
 
     @tool(ToolType.READ)
     def get_product_details(self, product_id: str):
@@ -248,7 +221,7 @@ class RetailTools(Toolkit):
         Args:
             product_id: Product id (not an item id).
         """
-        return self._model("products", product_id, self._get_product(product_id))
+        return AsModel(self._get_product(product_id))
 
     @tool(ToolType.READ)
     def get_item_details(self, item_id: str):
@@ -266,7 +239,7 @@ class RetailTools(Toolkit):
         Args:
             user_id: User id.
         """
-        return self._model("users", user_id, self._get_user(user_id))
+        return AsModel(self._get_user(user_id))
 
     @tool(ToolType.READ)
     def list_all_product_types(self) -> str:

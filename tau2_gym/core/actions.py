@@ -27,20 +27,6 @@ from tau2_gym.core.messages import AssistantMessage, ToolCall, dumps_arguments
 
 MAX_ARGUMENT_DEPTH = 100  # nesting levels of a call's arguments; deeper is an ActionError, never a RecursionError
 
-_scan_json = json.JSONDecoder().scan_once  # the scanner json.loads runs (C when available)
-
-
-def _loads(text: str) -> Any:
-    """``json.loads(text)``; a text that is exactly one JSON value (the usual arguments string) is read by
-    the scanner directly, skipping ``json.loads``' checks; anything else -- surrounding whitespace, a BOM,
-    trailing data, errors -- goes through ``json.loads`` for its exact result or error."""
-    try:
-        value, end = _scan_json(text, 0)
-    except Exception:  # noqa: BLE001 - json.loads below raises the exact error
-        return json.loads(text)
-    return value if end == len(text) else json.loads(text)
-
-
 _short = reprlib.Repr()
 _short.maxlevel, _short.maxstring, _short.maxother, _short.maxdict, _short.maxlist = 4, 160, 160, 8, 8
 
@@ -110,7 +96,7 @@ def _arguments(raw: Any, name: str) -> dict:
         if not raw.strip():
             return {}
         try:
-            raw = _loads(raw)
+            raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ActionError(f"tool call {_show(name)}: arguments are not valid JSON ({exc.msg}): {_show(raw)}") from None
         except (ValueError, RecursionError) as exc:  # a huge integer literal; nesting past the parser's limit
@@ -175,11 +161,11 @@ def _calls(raw: Any, ids: _Ids) -> Optional[list[ToolCall]]:
     return calls or None  # an empty list means no calls (as tau2's LLM wrapper reads a response)
 
 
-def _from_dict(d: dict, ids: _Ids, timestamp: Optional[str] = None) -> AssistantMessage:
+def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
     role = d.get("role")
     if role is None:
         if ("name" in d or "function" in d) and "tool_calls" not in d:
-            return AssistantMessage(content=None, tool_calls=[_call(d, ids)], timestamp=timestamp)
+            return AssistantMessage(content=None, tool_calls=[_call(d, ids)])
         if not ({"content", "tool_calls"} & d.keys()):
             raise ActionError(f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
                               "(content/tool_calls) or a tool call (name/arguments)")
@@ -188,8 +174,8 @@ def _from_dict(d: dict, ids: _Ids, timestamp: Optional[str] = None) -> Assistant
     content = _content(d.get("content"))  # before the calls: its error is the one reported
     calls = _calls(d.get("tool_calls"), ids)
     cost, usage = d.get("cost"), d.get("usage")
-    return AssistantMessage(content, calls, None, timestamp, cost if isinstance(cost, (int, float)) else None,
-                            usage if isinstance(usage, dict) else None)
+    return AssistantMessage(content, calls, cost=cost if isinstance(cost, (int, float)) else None,
+                            usage=usage if isinstance(usage, dict) else None)
 
 
 # ------------------------------------------------------------------------ upstream gym's string rules
@@ -251,8 +237,6 @@ def to_assistant_message(action: Any, *, parser: Union[str, Callable[..., Any]] 
     """
     ids = _Ids(fill_ids)
     ids.n = first_id
-    if type(action) is dict:  # the usual action (an OpenAI message); a plain dict is none of the types below
-        return _from_dict(action, ids, timestamp)
     msg = _to_message(action, parser, tokenizer, ids)
     if timestamp is not None:
         msg.timestamp = timestamp

@@ -33,27 +33,12 @@ _DELETED = _Deleted()
 
 
 def copy_json(value: Any) -> Any:
-    """Deep copy of JSON-like data (dicts, lists, scalars, dates) -- much faster than ``copy.deepcopy``.
-
-    Containers are copied in C (``.copy()``) and only nested containers recursed into: a record's first
-    write (``Table.mut``) is on the tool-call hot path, and most values are scalars.
-    """
-    t = type(value)
-    if t is dict:
-        out = value.copy()
-        for k, v in out.items():
-            tv = type(v)
-            if tv is dict or tv is list or tv is tuple:
-                out[k] = copy_json(v)  # replacing an existing key keeps the order and is safe mid-iteration
-        return out
-    if t is list:
-        out = value.copy()
-        for i, v in enumerate(out):
-            tv = type(v)
-            if tv is dict or tv is list or tv is tuple:
-                out[i] = copy_json(v)
-        return out
-    if t is tuple:
+    """Deep copy of JSON-like data: dicts, lists and tuples are copied, every other value is shared."""
+    if type(value) is dict:
+        return {k: copy_json(v) for k, v in value.items()}
+    if type(value) is list:
+        return [copy_json(v) for v in value]
+    if type(value) is tuple:
         return tuple(copy_json(v) for v in value)
     return value
 
@@ -70,80 +55,14 @@ def plain(value: Any) -> Any:
     return value
 
 
-# json.dumps(x, sort_keys=True, default=str) builds this very encoder on every call; it keeps no state
-_encode_sorted = json.JSONEncoder(sort_keys=True, default=str).encode
-
-
 def dumps_sorted(value: Any) -> str:
     """tau2's canonical serialisation for hashing: ``json.dumps(value, sort_keys=True, default=str)``."""
-    return _encode_sorted(value)
-
-
-class _Unsure(Exception):
-    """Raised by :func:`_same_value` when plain comparison cannot decide JSON-text equality."""
-
-
-_LEAVES = (str, int, bool, type(None))
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    """Whether two plain values serialise to the same hash text, decided without serialising them.
-
-    Exact for JSON-like data (dict with str keys, list, str, int, float, bool, None, dates): a type
-    difference anywhere (1 vs 1.0, list vs tuple, date vs str), a NaN or a non-str key raises _Unsure
-    and the caller compares the serialised texts instead. Leaves are compared inline (no call per leaf).
-    """
-    if a is b:
-        return True
-    t = type(a)
-    if t is not type(b):
-        raise _Unsure
-    if t is dict:
-        if len(a) != len(b) or a.keys() != b.keys():
-            if any(type(k) is not str for k in a) or any(type(k) is not str for k in b):
-                raise _Unsure
-            return False
-        for k, v in a.items():
-            if type(k) is not str:
-                raise _Unsure
-            w = b[k]
-            tv = type(v)
-            if tv in _LEAVES:
-                if tv is not type(w):
-                    raise _Unsure
-                if v != w:
-                    return False
-            elif v is not w and not _same_value(v, w):
-                return False
-        return True
-    if t is list:
-        if len(a) != len(b):
-            return False
-        for v, w in zip(a, b):
-            tv = type(v)
-            if tv in _LEAVES:
-                if tv is not type(w):
-                    raise _Unsure
-                if v != w:
-                    return False
-            elif v is not w and not _same_value(v, w):
-                return False
-        return True
-    if t in _LEAVES:
-        return a == b
-    if t is float:
-        if a != a or b != b:
-            raise _Unsure
-        return repr(a) == repr(b)
-    return str(a) == str(b)  # dates and other scalars serialise through str()
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def same_json(a: Any, b: Any) -> bool:
     """Whether two plain values serialise to the same hash text (``dumps_sorted(a) == dumps_sorted(b)``)."""
-    try:
-        return _same_value(a, b)
-    except _Unsure:
-        return dumps_sorted(a) == dumps_sorted(b)
+    return a is b or dumps_sorted(a) == dumps_sorted(b)
 
 
 class DBSchema:
@@ -379,14 +298,13 @@ class DBState:
 
     def _serialise(self, parts: list[str]) -> None:
         base = self._base_data
-        enc = json.encoder.encode_basestring_ascii
         parts.append("{")
         first = True
         for name in sorted(base.fields):
             if not first:
                 parts.append(", ")
             first = False
-            parts.append(enc(name))
+            parts.append(json.dumps(name))
             parts.append(": ")
             value = self.__dict__[name]
             if not isinstance(value, Table):
@@ -404,7 +322,7 @@ class DBState:
                 if sep:
                     parts.append(", ")
                 sep = True
-                parts.append(enc(k))
+                parts.append(json.dumps(k))
                 parts.append(": ")
                 if k in own:
                     parts.append(dumps_sorted(own[k]))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 from tau2_gym.data.versions import DEFAULT_VERSION
 from tau2_gym.core.messages import AnyMessage, ParticipantMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.core.tasks import EnvAssertion, EnvFunctionCall, InitializationData
-from tau2_gym.core.tools import Toolkit, plain_arguments, to_content
+from tau2_gym.core.tools import Toolkit, to_content
 
 if TYPE_CHECKING:
     from tau2_gym.data.versions import Semantics
@@ -51,10 +51,6 @@ class Environment:
             [] if track_calls and sync_hook is None else None)
         self._state_set = False
         self._in_set_state = False
-        cls = type(self)
-        # get_response may call an agent tool directly when none of the dispatch steps is overridden
-        self._direct_dispatch = (cls.make_tool_call is Environment.make_tool_call
-                                 and cls.use_tool is Environment.use_tool)
         if solo_mode:
             self.validate_solo_mode()
         self.sync_tools()
@@ -137,26 +133,12 @@ class Environment:
 
         A successful call is followed by a sync inside the same handler: if the sync raises, the call is
         reported as an error although its mutation stays -- as upstream. ``timestamp`` is the message's
-        (default: now); the turn loop passes ``""`` and stamps the result with its own clock.
+        (default: now); the turn loop passes ``""`` and stamps the result with its own clock. The call is
+        only read, never changed (pydantic models among its arguments stay the caller's objects).
         """
         error = False
         try:
-            args, name = call.arguments, call.name
-            plain = plain_arguments(args)  # pydantic models (from Python callers) -> the dicts an LLM sends
-            if plain is not args:
-                args = call.arguments = plain
-            kit = self.tools
-            if (call.requestor == "assistant" and not self.solo_mode and kit is not None and self._direct_dispatch
-                    and type(args) is dict and type(name) is str and type(kit).use_tool is Toolkit.use_tool
-                    and name in kit._tool_funcs and "name" not in args and "tool_name" not in args
-                    and "requestor" not in args and "self" not in args):
-                # make_tool_call -> use_tool -> Toolkit.use_tool collapsed, for an agent call of a known agent
-                # tool outside solo mode (where that chain ends in this very call). Everything else takes the
-                # chain for its exact errors -- unknown tools, arguments that are not a dict of keywords, and
-                # arguments named like one of the chain's own parameters (self, name, tool_name, requestor).
-                resp = getattr(kit, name)(**args)
-            else:
-                resp = self.make_tool_call(call.name, call.requestor, **args)
+            resp = self.make_tool_call(call.name, call.requestor, **call.arguments)
             self.sync_tools()
         except Exception as exc:  # noqa: BLE001 - every tool failure is an observation
             resp = f"Error: {exc}"
@@ -269,7 +251,7 @@ class Environment:
             response = self.get_response(call)
             if self._calls is not None:  # the replay of scoring re-runs it against the same recorded message
                 self._calls[-1] = (call, recorded)
-            if not _same_content(response.content, recorded.content):
+            if _parsed(response.content) != _parsed(recorded.content):
                 if strict:
                     raise ReplayMismatch(
                         f"Tool call:\n{call!r}\n\nReturned:\n{response!r}\n\nExpected:\n{recorded!r}")
@@ -329,15 +311,6 @@ def _parsed(content: Optional[str]) -> Any:
         return json.loads(content)
     except (json.JSONDecodeError, TypeError):
         return content
-
-
-def _same_content(a: Any, b: Any) -> bool:
-    """``_parsed(a) == _parsed(b)`` (replay's output check). Equal texts parse to equal values -- unless they
-    hold a NaN, which never equals itself -- so the usual case (the replay reproduced the recorded output)
-    needs no parsing."""
-    if a == b and (a is None or (type(a) is str and "NaN" not in a)):
-        return True
-    return _parsed(a) == _parsed(b)
 
 
 def pair_tool_calls(messages: list[AnyMessage]) -> list[tuple[ToolCall, ToolMessage]]:

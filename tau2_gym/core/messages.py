@@ -1,4 +1,4 @@
-"""Chat messages: tau2's message model, kept as small slotted classes for the hot loop.
+"""Chat messages: tau2's message model, as small slotted classes.
 
 Pydantic validation happens where messages cross the boundary (task files, results files); inside an
 episode messages are created every step, so they are plain objects. Two lossless conversions live here:
@@ -9,9 +9,7 @@ to/from the tau2 JSON form (``tau2 run`` results and task histories) and to/from
 from __future__ import annotations
 
 import json
-import time
-from datetime import datetime, timedelta
-from json.encoder import c_make_encoder, encode_basestring_ascii
+from datetime import datetime
 from typing import Any, Iterable, Literal, Optional, Union
 
 Requestor = Literal["assistant", "user"]
@@ -22,38 +20,9 @@ OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
 USER_STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 
 
-EPOCH = datetime(1970, 1, 1)
-MICROSECOND = timedelta(microseconds=1)
-_second: tuple[Optional[int], str, int] = (None, "", 0)  # (epoch second, its local prefix, its naive-local µs)
-
-
-def local_second(sec: int) -> tuple[Optional[int], str, int]:
-    """``(sec, "YYYY-MM-DDTHH:MM:SS", naive local µs since 1970)`` of epoch second ``sec``, cached.
-
-    Messages are stamped many times a second; formatting only the microseconds and reusing the
-    date/time prefix of the current second costs a third of ``datetime.now().isoformat()``. The
-    prefix is recomputed (``datetime.fromtimestamp``, the local clock ``datetime.now()`` also uses)
-    whenever the second changes, so it never outlives its second.
-    """
-    global _second
-    cached = _second
-    if cached[0] != sec:
-        dt = datetime.fromtimestamp(sec)
-        cached = (sec, dt.isoformat(timespec="seconds"), (dt - EPOCH) // MICROSECOND)
-        _second = cached
-    return cached
-
-
 def now_iso() -> str:
-    """Local time, ISO-8601 with microseconds and no timezone, as tau2 stamps messages.
-
-    Same text as ``datetime.now().isoformat()`` (which leaves out a zero microsecond part), built from
-    ``time.time_ns()`` floored to microseconds as ``datetime.now()`` does.
-    """
-    sec, us = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _second
-    prefix = cached[1] if cached[0] == sec else local_second(sec)[1]
-    return f"{prefix}.{us:06d}" if us else prefix
+    """Local time, ISO-8601 with microseconds and no timezone, as tau2 stamps messages."""
+    return datetime.now().isoformat()
 
 
 class ToolCall:
@@ -263,25 +232,9 @@ def messages_to_dicts(messages: Iterable[AnyMessage]) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------------------ OpenAI chat format
 
-_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-# json.dumps' own C encoder with its default settings, minus the circular-reference bookkeeping
-_flat_encoder = (None if c_make_encoder is None else
-                 c_make_encoder(None, json.JSONEncoder().default, encode_basestring_ascii, None, ": ", ", ",
-                                False, False, True))
-
 
 def dumps_arguments(arguments: Any) -> str:
-    """``json.dumps(arguments)`` -- the text of a call's ``arguments`` in the OpenAI format.
-
-    Most calls carry a flat dict of scalars, which cannot be circular: it goes straight to the C encoder
-    ``json.dumps`` would use (same text, same errors for bad keys), skipping ``json.dumps``' per-call
-    set-up. Anything else goes through ``json.dumps`` itself.
-    """
-    if type(arguments) is dict and _flat_encoder is not None:
-        for value in arguments.values():
-            if type(value) not in _SCALAR_TYPES:
-                return json.dumps(arguments)
-        return "".join(_flat_encoder(arguments, 0))
+    """``json.dumps(arguments)`` -- the text of a call's ``arguments`` in the OpenAI format."""
     return json.dumps(arguments)
 
 

@@ -4,11 +4,14 @@ A toolkit is a class whose decorated methods are the tools (own methods in defin
 inherited ones -- the order the LLM sees). Other public methods (helpers that initialization actions and
 env assertions call by name) are reachable through :meth:`Toolkit.env_function`. Arguments reach the
 method as sent, without validation, exactly as upstream: a wrong type fails inside the tool and becomes
-an ``Error: ...`` tool message.
+an ``Error: ...`` tool message. The one conversion is :func:`plain_arguments`, which every tool applies
+on entry: a pydantic model passed from Python (upstream's model-typed parameters, e.g. airline's
+``Passenger | dict``, accept one) is taken as its JSON dump, the dict an LLM sends for it.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import typing
@@ -43,17 +46,23 @@ def tool(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = No
 
     Replay (evaluation) re-executes only mutating tools, so a tool that changes the DB must say so.
     A ``discoverable`` tool is callable like any other but left out of the schemas the LLM sees (upstream's
-    ``is_discoverable_tool``: the agent learns of it elsewhere, e.g. from documents).
+    ``is_discoverable_tool``: the agent learns of it elsewhere, e.g. from documents). However it is called
+    (environment, ``use_tool`` or directly), the tool receives its arguments through :func:`plain_arguments`.
     """
     mutates = (tool_type == ToolType.WRITE) if mutates_state is None else bool(mutates_state)
 
     def mark(func: Callable) -> Callable:
-        setattr(func, TOOL_ATTR, True)
-        setattr(func, TOOL_TYPE_ATTR, ToolType(tool_type))
-        setattr(func, MUTATES_ATTR, mutates)
+        @functools.wraps(func)
+        def run(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+            # ``self`` is positional-only: an argument named "self" reaches ``func``, which rejects it itself
+            return func(self, *plain_arguments(args), **plain_arguments(kwargs))
+
+        setattr(run, TOOL_ATTR, True)
+        setattr(run, TOOL_TYPE_ATTR, ToolType(tool_type))
+        setattr(run, MUTATES_ATTR, mutates)
         if discoverable:
-            setattr(func, DISCOVERABLE_ATTR, True)
-        return func
+            setattr(run, DISCOVERABLE_ATTR, True)
+        return run
 
     return mark
 
@@ -65,11 +74,10 @@ class AsModel:
     dicts/lists are turned into strings. Tools here return plain data, so a model result is wrapped.
     """
 
-    __slots__ = ("data", "text")
+    __slots__ = ("data",)
 
-    def __init__(self, data: Any, text: Optional[str] = None) -> None:
+    def __init__(self, data: Any) -> None:
         self.data = data
-        self.text = text  # the content, when the toolkit already holds it serialised (a cached base record)
 
 
 class UnsupportedResult(ValueError):
@@ -77,30 +85,24 @@ class UnsupportedResult(ValueError):
 
 
 def _process(value: Any) -> Any:
-    t = type(value)
-    if t is AsModel:
+    """Upstream's ``to_json_str`` preprocessing: models dumped, bare and contained numbers/bools as text."""
+    if isinstance(value, AsModel):
         return value.data
-    if t is str or value is None:
-        return value
-    if t is bool or t is int or t is float or isinstance(value, (int, float)):
-        return str(value)
-    if t is list:
-        return [_process(v) for v in value]
-    if t is tuple:
-        return tuple(_process(v) for v in value)
-    if t is dict:
-        return {k: _process(v) for k, v in value.items()}
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
     if isinstance(value, BaseModel):
         return value.model_dump()
+    if isinstance(value, str) or value is None:
+        return value
+    if isinstance(value, (int, float, bool)):
+        return str(value)
+    if isinstance(value, list):
+        return [_process(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_process(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _process(v) for k, v in value.items()}
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
     raise UnsupportedResult(f"Unsupported type: {type(value)}")
-
-
-# json.dumps(x, default=str) builds this very encoder on every call; it keeps no state between encodes
-_encode_content = json.JSONEncoder(default=str).encode
 
 
 def to_content(result: Any) -> str:
@@ -111,46 +113,42 @@ def to_content(result: Any) -> str:
     """
     if isinstance(result, str):
         return result
-    if type(result) is AsModel and result.text is not None:
-        return result.text
-    return _encode_content(_process(result))
-
-
-_PLAIN = (str, int, float, bool, type(None))
+    return json.dumps(_process(result), default=str)
 
 
 def plain_arguments(arguments: Any) -> Any:
-    """``arguments`` with every pydantic model replaced by its JSON-mode dump (a new dict when any is found).
+    """``arguments`` with every pydantic model replaced by its JSON-mode dump (a new container when any is
+    found; otherwise the very object given).
 
     Upstream's tools take a model or a dict for model-typed parameters (``Passenger | dict``); the tools here
     take the dict an LLM sends, so a model passed from Python (as upstream's own tests do) is turned into
-    exactly that dict first -- the same result, hash and trajectory either way.
+    exactly that dict first -- the same result, hash and trajectory either way. The caller's objects are
+    never changed.
     """
-    if type(arguments) is dict and all(type(v) in _PLAIN for v in arguments.values()):
-        return arguments  # the usual call: flat JSON scalars
+    if not _has_model(arguments):
+        return arguments
+    if isinstance(arguments, BaseModel):
+        return arguments.model_dump(mode="json")
+    if isinstance(arguments, dict):
+        return {k: plain_arguments(v) for k, v in arguments.items()}
+    if isinstance(arguments, tuple):
+        return tuple(plain_arguments(v) for v in arguments)
+    return [plain_arguments(v) for v in arguments]
 
-    def plain(value: Any) -> Any:
-        if isinstance(value, BaseModel):
-            return value.model_dump(mode="json")
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(plain(v) for v in value) if isinstance(value, tuple) else [plain(v) for v in value]
-        return value
 
-    def has_model(value: Any) -> bool:
-        stack = [value]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, BaseModel):
-                return True
-            if isinstance(item, dict):
-                stack.extend(item.values())
-            elif isinstance(item, (list, tuple)):
-                stack.extend(item)
-        return False
-
-    return plain(arguments) if has_model(arguments) else arguments
+def _has_model(value: Any) -> bool:
+    """Whether a pydantic model is ``value`` or inside its dicts, lists and tuples (iterative: deep values
+    cannot overflow the check)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, BaseModel):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 class Toolkit:
