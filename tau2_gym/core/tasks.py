@@ -7,7 +7,6 @@ once per process (the telecom file is 14 MB) and shared read-only by every episo
 
 from __future__ import annotations
 
-import gc
 import json
 import textwrap
 from enum import Enum
@@ -262,18 +261,6 @@ def _read_json(path: Path) -> Any:
 
 @lru_cache(maxsize=32)
 def _load_task_file(path: str, mtime: float) -> tuple[Task, ...]:
-    # The cyclic GC is paused while a file is parsed and validated: building ~10^6 acyclic objects (the
-    # telecom file) otherwise triggers repeated full collections that cost more than the parsing itself.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _parse_task_file(path)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _parse_task_file(path: str) -> tuple[Task, ...]:
     raw = _read_json(Path(path))
     if not isinstance(raw, list):
         raise TaskFileError(f"task file {path!r} must hold a JSON array of tasks, got {type(raw).__name__}")
