@@ -297,7 +297,7 @@ def test_env_copies_and_pickles_keep_the_configuration():
     env = gym.make("tau2/banking_knowledge-v0", retrieval_config="bm25", judge="fail").unwrapped
     env.reset(options={"task_id": "task_010"})
     for other in (copy.deepcopy(env), pickle.loads(pickle.dumps(env))):
-        assert other.retrieval_config == "bm25"
+        assert other.domain.spec.extra["retrieval_config"] == "bm25"
         assert other.domain is env.domain
 
 

@@ -179,6 +179,49 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
                           "results_info": {"retrieval_config": cfg.name, "retrieval_config_kwargs": overrides or None}})
 
 
+ENV_DOC = """Rho-Bank customer service: the policy lives in a 698-document knowledge base, many tools are hidden.
+
+## Description
+Customers ask about cards and accounts, dispute charges, order or activate cards, want a human. The
+agent verifies identity and looks the customer up with its listed tools, but most actions are
+*discoverable* tools: a document names them, the agent unlocks one (``unlock_discoverable_agent_tool``)
+and calls it through ``call_discoverable_agent_tool`` with JSON arguments, or gives a customer-side tool to
+the customer (``give_discoverable_user_tool``), who then calls it. Which documents the agent can reach
+depends on the retrieval configuration. Shared rules are :class:`~tau2_gym.envs.tau2_env.Tau2Env`'s.
+
+## Action Space
+Text, or calls of the listed agent tools: the configuration's search tools (``KB_search`` = BM25 and/or
+``grep``), ``transfer_to_human_agents``, ``get_current_time``, three user lookups, ``change_user_email``,
+``get_referrals_by_user``, ``get_credit_card_transactions_by_user``, ``get_credit_card_accounts_by_user``,
+``log_verification``, ``give_discoverable_user_tool``, ``unlock_discoverable_agent_tool``,
+``call_discoverable_agent_tool``, ``list_discoverable_agent_tools``. The 44 discoverable agent tools (and
+the customer's 4) are not listed (as upstream, they also answer when called by name).
+
+## Observation Space
+OpenAI chat messages (system prompt with the configuration's policy) or a transcript.
+
+## Rewards
+0 until the end, then upstream's reward: DB (87 tasks: the DB hash -- including the discoverable-tool
+logs -- after replay equals the gold one), ACTION (9 tasks, e.g. the transfer reason), DB + NL_ASSERTION (1).
+
+## Starting State
+A task from ``task_split``: ``base`` (all 97), or tau2-gym's own deterministic ``train`` (78) / ``test``
+(19) -- upstream has no split.
+
+## Episode End
+As :class:`Tau2Env`. No solo mode.
+
+## Arguments
+:class:`~tau2_gym.envs.config.Tau2EnvConfig`, plus ``retrieval_config`` (default ``"bm25_grep"``;
+offline and exact to upstream: ``bm25``, ``bm25_grep``, ``grep_only``, ``full_kb``, ``golden_retrieval``,
+``no_knowledge``; the embedding, reranker and shell configurations raise, naming what they need) and
+``retrieval_kwargs`` (upstream's ``top_k``, ``grep_top_k``, ``case_sensitive``). Both end up in
+``domain_options``; upstream's own default configuration, ``alltools``, needs an embeddings API.
+
+## Version History
+* v0: initial release (tau2-bench 1.0.1 data and grading rules).
+"""
+
 DOMAIN = DomainSpec(
     name="banking_knowledge",
     data_folder=DATA_FOLDER,
@@ -197,4 +240,6 @@ DOMAIN = DomainSpec(
     prepare=prepare,
     bind=bind,
     description="Rho-Bank customer service over a 698-document knowledge base, with discoverable tools (tau-knowledge).",
+    env_doc=ENV_DOC,
+    env_options=("retrieval_config", "retrieval_kwargs"),
 )

@@ -97,6 +97,71 @@ def workflow_policy(source: DataSource, solo: bool) -> str:
 # Upstream registers telecom_full / telecom_small as the "full" / "small" splits of tasks.json. The full
 # set shares tasks.json (parsed once per process); the small set reads tasks_small.json, which holds the
 # same 20 tasks as the "small" split (checked by the tests) and spares the 14 MB parse.
+ENV_DOC = """tau2's telecom domain: technical support where the *customer* operates the phone.
+
+## Description
+The customer's phone has no service, slow or no mobile data, or cannot send MMS. The agent owns the
+account tools (lines, bills, roaming, data refuel); the customer owns 30 device tools (toggle airplane
+mode, reboot, APN settings, ...) that the user simulator calls inside the env step -- the agent only sees
+the customer's texts, so it must instruct them. Shared rules are :class:`~tau2_gym.envs.tau2_env.Tau2Env`'s.
+
+## Action Space
+Text, or calls of the 13 agent tools (``get_customer_by_phone`` / ``_by_id`` / ``_by_name``,
+``get_details_by_id``, ``get_bills_for_customer``, ``send_payment_request``, ``get_data_usage``,
+``suspend_line``, ``resume_line``, ``enable_roaming``, ``disable_roaming``, ``refuel_data``,
+``transfer_to_human_agents``). Solo (``tau2/telecom-solo-v0``): plus the 30 device tools and ``done``;
+text is not allowed.
+
+## Observation Space
+OpenAI chat messages (system prompt with the main policy and the tech-support manual; solo: the solo
+policy and the ticket) or a transcript.
+
+## Rewards
+0 until the end, then upstream's reward: ENV_ASSERTION (the device/account end state), plus ACTION for the
+expected-failure tasks (a ``transfer_to_human_agents`` call is required).
+
+## Starting State
+A task from ``task_split`` ("base" 114, "train" 74, "test" 40, "small" 20, "full" 2285); initialization
+actions break the device/account in the task's way.
+
+## Episode End
+As :class:`Tau2Env`; the solo agent ends with ``done`` (text ends the episode as ``agent_error``).
+
+## Arguments
+See :class:`~tau2_gym.envs.config.Tau2EnvConfig`.
+
+## Version History
+* v0: initial release.
+"""
+
+WORKFLOW_ENV_DOC = """tau2's telecom domain with the decision-tree ("workflow") tech-support policy.
+
+## Description
+Identical to :class:`~tau2_gym.envs.telecom.TelecomEnv` -- same DBs, tools, tasks and reward -- except that
+the system prompt carries the step-by-step troubleshooting workflow instead of the tech-support manual.
+
+## Action Space
+As ``TelecomEnv``: text or calls of the 13 agent tools (solo: plus the 30 device tools and ``done``).
+
+## Observation Space
+OpenAI chat messages (system prompt with the main policy and the workflow) or a transcript.
+
+## Rewards
+0 until the end, then upstream's reward (ENV_ASSERTION, plus ACTION on expected-failure tasks).
+
+## Starting State
+A task from ``task_split`` ("base" 114, "train" 74, "test" 40, "small" 20, "full" 2285).
+
+## Episode End
+As :class:`~tau2_gym.envs.tau2_env.Tau2Env`.
+
+## Arguments
+See :class:`~tau2_gym.envs.config.Tau2EnvConfig`.
+
+## Version History
+* v0: initial release.
+"""
+
 _SHARED_TASK_SETS = {
     "telecom_full": TaskSetSpec("tasks.json", default_split="full"),
     "telecom_small": TaskSetSpec("tasks_small.json", default_split=None),
@@ -120,6 +185,7 @@ DOMAIN = DomainSpec(
     task_sets={"telecom": TaskSetSpec("tasks.json", default_split="base"), **_SHARED_TASK_SETS},
     default_task_set="telecom",
     description="Mobile-carrier tech support with a simulated phone the user operates (manual policy).",
+    env_doc=ENV_DOC,
     **_COMMON,
 )
 
@@ -129,5 +195,6 @@ WORKFLOW_DOMAIN = DomainSpec(
     task_sets={"telecom-workflow": TaskSetSpec("tasks.json", default_split="base"), **_SHARED_TASK_SETS},
     default_task_set="telecom-workflow",
     description="Telecom with the tech-support decision-tree (workflow) policy.",
+    env_doc=WORKFLOW_ENV_DOC,
     **_COMMON,
 )
