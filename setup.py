@@ -2,6 +2,7 @@
 
 A new domain is a folder under `domains/`; it is picked up here without editing this file.
 """
+
 from setuptools import find_packages, setup
 
 packages = find_packages(include=["tau2_gym", "tau2_gym.*"])
@@ -10,5 +11,8 @@ packages += ["tau2_gym.domains"] + [f"tau2_gym.domains.{p}" for p in find_packag
 setup(
     packages=packages,
     package_dir={"tau2_gym": "tau2_gym", "tau2_gym.domains": "domains"},
-    package_data={"tau2_gym.data": ["manifests/*.tsv"], "tau2_gym.results": ["report_assets/*.css", "report_assets/*.js"]},
+    package_data={
+        "tau2_gym.data": ["manifests/*.tsv"],
+        "tau2_gym.results": ["report_assets/*.css", "report_assets/*.js"],
+    },
 )

@@ -46,8 +46,7 @@ def run_upstream(code: str, timeout: float = 1800) -> Optional[dict]:
                 t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
             return statistics.median(ts)
     """)
-    proc = subprocess.run([py, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run([py, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         print(f"[upstream run failed]\n{proc.stderr[-3000:]}", file=sys.stderr)
         return None
@@ -92,13 +91,14 @@ def ratio(upstream: Optional[float], ours: Optional[float], suffix: str = "x fas
     return f"{upstream / ours:,.0f}{suffix}" if upstream / ours >= 10 else f"{upstream / ours:.1f}{suffix}"
 
 
-def record_oracle(domain: str, data_dir: Any = None, task_ids: Optional[list[str]] = None,
-                  n: Optional[int] = None) -> list[dict]:
+def record_oracle(
+    domain: str, data_dir: Any = None, task_ids: Optional[list[str]] = None, n: Optional[int] = None
+) -> list[dict]:
     """Oracle episodes -> per task: the agent's actions (upstream gym strings) and the user's replies, so that
     a bench can replay the same conversation in our env and in upstream's. Needs ``tests/`` on sys.path."""
     import gymnasium as gym
-
     from gymutil import RecordingUser
+
     from tau2_gym.players.agents.scripted import OracleAgent
     from tau2_gym.players.users.scripted import OracleUser
 

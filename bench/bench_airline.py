@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
+from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.core.messages import ToolCall  # noqa: E402
+from tau2_gym import load_domain
+from tau2_gym.core.messages import ToolCall
 
 N_LIVE = 200  # ours; upstream keeps N_LIVE_UPSTREAM (each of its episodes holds a full DB)
 N_LIVE_UPSTREAM = 4
@@ -34,15 +34,29 @@ CALLS = {
     "read_user": ("get_user_details", {"user_id": "mei_hernandez_8984"}),
     "search": ("search_direct_flight", {"origin": "LAX", "destination": "SFO", "date": "2024-05-20"}),
     "onestop": ("search_onestop_flight", {"origin": "JFK", "destination": "SFO", "date": "2024-05-20"}),
-    "write": ("update_reservation_baggages", {"reservation_id": "R9QDGB", "total_baggages": 2,
-                                              "nonfree_baggages": 1, "payment_id": "credit_card_2140654"}),
-    "book": ("book_reservation", {
-        "user_id": "mei_hernandez_8984", "origin": "JFK", "destination": "SFO", "flight_type": "one_way",
-        "cabin": "economy", "flights": [{"flight_number": "HAT023", "date": "2024-05-20"}],
-        "passengers": [{"first_name": "Mei", "last_name": "Hernandez", "dob": "1991-01-01"}],
-        "payment_methods": [{"payment_id": "certificate_7502997", "amount": 100},
-                            {"payment_id": "credit_card_2140654", "amount": 221}],
-        "total_baggages": 2, "nonfree_baggages": 2, "insurance": "yes"}),
+    "write": (
+        "update_reservation_baggages",
+        {"reservation_id": "R9QDGB", "total_baggages": 2, "nonfree_baggages": 1, "payment_id": "credit_card_2140654"},
+    ),
+    "book": (
+        "book_reservation",
+        {
+            "user_id": "mei_hernandez_8984",
+            "origin": "JFK",
+            "destination": "SFO",
+            "flight_type": "one_way",
+            "cabin": "economy",
+            "flights": [{"flight_number": "HAT023", "date": "2024-05-20"}],
+            "passengers": [{"first_name": "Mei", "last_name": "Hernandez", "dob": "1991-01-01"}],
+            "payment_methods": [
+                {"payment_id": "certificate_7502997", "amount": 100},
+                {"payment_id": "credit_card_2140654", "amount": 221},
+            ],
+            "total_baggages": 2,
+            "nonfree_baggages": 2,
+            "insurance": "yes",
+        },
+    ),
 }
 
 
@@ -147,8 +161,7 @@ def main() -> None:
     u = run_upstream(UPSTREAM) or {}
     rows = [(label, fmt_time(o[k]), fmt_time(u.get(k)), ratio(u.get(k), o[k])) for k, label in ROWS]
     mem_share = f"{100 * o['mem'] / u['mem']:.3f}% of upstream" if u.get("mem") else "-"
-    rows.append(("memory per live episode (after a booking)", fmt_bytes(o["mem"]), fmt_bytes(u.get("mem")),
-                 mem_share))
+    rows.append(("memory per live episode (after a booking)", fmt_bytes(o["mem"]), fmt_bytes(u.get("mem")), mem_share))
     print_table("airline domain", rows)
 
 

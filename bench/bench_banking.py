@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
+from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.scoring.evaluation import evaluate_simulation  # noqa: E402
-from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage, messages_to_dicts  # noqa: E402
-from tau2_gym.scoring.rebuild import initial_environment  # noqa: E402
+from tau2_gym import load_domain
+from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage, messages_to_dicts
+from tau2_gym.scoring.evaluation import evaluate_simulation
+from tau2_gym.scoring.rebuild import initial_environment
 
 TASK = "task_073"
 N_LIVE = 200
@@ -32,8 +32,13 @@ N_LIVE_UPSTREAM = 4
 QUERY = "fee refund checking account ATM fees"
 PATTERN = "ATM fee|rebate"
 UNLOCK = ("unlock_discoverable_agent_tool", {"agent_tool_name": "get_bank_account_transactions_9173"})
-READ = ("call_discoverable_agent_tool", {"agent_tool_name": "get_bank_account_transactions_9173",
-                                         "arguments": json.dumps({"account_id": "chk_kj93a7b2e1_3"})})
+READ = (
+    "call_discoverable_agent_tool",
+    {
+        "agent_tool_name": "get_bank_account_transactions_9173",
+        "arguments": json.dumps({"account_id": "chk_kj93a7b2e1_3"}),
+    },
+)
 
 
 def gold_messages(dom, task) -> list:
@@ -62,8 +67,19 @@ def ours() -> tuple[dict, list]:
     msgs = gold_messages(dom, task)
     out["score"] = median_time(lambda: evaluate_simulation(dom, task, msgs, "user_stop"), repeat=50)
     out["hash"] = median_time(env.get_db_hash, repeat=100)
-    write = ToolCall("log_verification", {"name": "A", "user_id": "u", "address": "a", "email": "e",
-                                          "phone_number": "p", "date_of_birth": "d", "time_verified": "t"}, id="1")
+    write = ToolCall(
+        "log_verification",
+        {
+            "name": "A",
+            "user_id": "u",
+            "address": "a",
+            "email": "e",
+            "phone_number": "p",
+            "date_of_birth": "d",
+            "time_verified": "t",
+        },
+        id="1",
+    )
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
     live = []
@@ -133,8 +149,15 @@ ROWS = [
 
 def main() -> None:
     o, msgs = ours()
-    code = UPSTREAM.format(TASK=TASK, QUERY=QUERY, PATTERN=PATTERN, UNLOCK=UNLOCK, READ=READ, N=N_LIVE_UPSTREAM,
-                           messages=json.dumps(messages_to_dicts(msgs)))
+    code = UPSTREAM.format(
+        TASK=TASK,
+        QUERY=QUERY,
+        PATTERN=PATTERN,
+        UNLOCK=UNLOCK,
+        READ=READ,
+        N=N_LIVE_UPSTREAM,
+        messages=json.dumps(messages_to_dicts(msgs)),
+    )
     u = run_upstream(code) or {}
     rows = [(label, fmt_time(o[k]), fmt_time(u.get(k)), ratio(u.get(k), o[k])) for k, label in ROWS]
     share = f"{100 * o['mem'] / u['mem']:.2f}% of upstream" if u.get("mem") else "-"

@@ -29,13 +29,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import fmt_time, median_time, print_table, ratio, record_oracle, reference_python, run_upstream  # noqa: E402
+import gymnasium as gym
+from _common import fmt_time, median_time, print_table, ratio, record_oracle, reference_python, run_upstream
 
-import gymnasium as gym  # noqa: E402
-
-import tau2_gym  # noqa: E402,F401
-from tau2_gym.envs.clone import clone_env  # noqa: E402
-from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
+import tau2_gym  # noqa: F401 - registers the envs
+from tau2_gym.envs.clone import clone_env
+from tau2_gym.players.users.scripted import ScriptedUser
 
 TASKS = ["44", "39", "42"]  # the airline tasks with the longest oracle plans (20, 12, 11 agent turns)
 POINTS = (0.25, 0.5, 0.95)  # clone after this fraction of the episode's agent steps
@@ -64,6 +63,7 @@ def ours(scripts: list, data_dir) -> dict:
     for item in scripts:
         env = gym.make("tau2/airline-v0", data_dir=data_dir, parser="tau2", user=ScriptedUser(_replies(item)))
         for k in _points(len(item["agent"])):
+
             def rebuild(k=k):
                 env.reset(options={"task_id": item["task_id"]})
                 for a in item["agent"][:k]:
@@ -95,13 +95,18 @@ def branching(data_dir) -> dict:
             # default value: a branch still running after `depth` turns is scored as if the customer hung up
             # (one evaluation per such branch); value=None skips that (those branches tie)
             best_of_n(env, policy, n=N, depth=DEPTH, seed=0, options={"task_id": task_id}, **kwargs)  # warm caches
-            runs = [best_of_n(env, policy, n=N, depth=DEPTH, seed=s, options={"task_id": task_id}, **kwargs)
-                    for s in range(3)]
+            runs = [
+                best_of_n(env, policy, n=N, depth=DEPTH, seed=s, options={"task_id": task_id}, **kwargs)
+                for s in range(3)
+            ]
             branches = sum(r.branches for r in runs)
             seconds = sum(r.seconds for r in runs)
-            out[task_id + label] = {"branches_per_second": branches / seconds, "steps_per_branch":
-                                    sum(r.branch_steps for r in runs) / branches, "clone_share":
-                                    sum(r.clone_seconds for r in runs) / seconds, "reward": runs[0].reward}
+            out[task_id + label] = {
+                "branches_per_second": branches / seconds,
+                "steps_per_branch": sum(r.branch_steps for r in runs) / branches,
+                "clone_share": sum(r.clone_seconds for r in runs) / seconds,
+                "reward": runs[0].reward,
+            }
     return out
 
 
@@ -113,9 +118,9 @@ def llm_user_branching() -> dict:
     one (every user turn a request of its own) vs in a vector env (each round's user turns sent together)."""
     from openai_stub import OpenAIStub
 
-    from tau2_gym.training.search import best_of_n
-    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
     from tau2_gym.envs.vector import Tau2VectorEnv
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.training.search import best_of_n
 
     lines = ["Could you look up my reservation?", "What are my options?", "Please go ahead."]
 
@@ -130,8 +135,9 @@ def llm_user_branching() -> dict:
         vec.reset(seed=0)
         for label, kwargs in (("one by one", {}), ("vector env (batched)", {"vector": vec})):
             sent = len(server.requests)
-            res = best_of_n(env, chatty, n=N, depth=3, seed=0, options={"task_id": "7"}, max_turns=4, value=None,
-                            **kwargs)
+            res = best_of_n(
+                env, chatty, n=N, depth=3, seed=0, options={"task_id": "7"}, max_turns=4, value=None, **kwargs
+            )
             out[label] = {"seconds": res.seconds, "branches": res.branches, "requests": len(server.requests) - sent}
         vec.close()
         user.close()
@@ -191,8 +197,10 @@ def main() -> None:
     mine = ours(scripts, data_dir)
     theirs = None
     if reference_python():
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh, \
-                tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fp:
+        with (
+            tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh,
+            tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fp,
+        ):
             json.dump(scripts, fh)
             json.dump({s["task_id"]: _points(len(s["agent"])) for s in scripts}, fp)
         theirs = run_upstream(f"SCRIPTS = {fh.name!r}\nPOINTS = {fp.name!r}\nREPEAT = {REPEAT}\n" + UPSTREAM)
@@ -203,35 +211,85 @@ def main() -> None:
         task, k = key.split("@")
         up = theirs.get(key) if theirs else None
         label = f"task {task}, after {k} agent steps ({m['messages']} messages)"
-        rows.append((f"{label}: clone()", fmt_time(m["clone"]), fmt_time(up and up["rebuild"]),
-                     ratio(up and up["rebuild"], m["clone"])))
+        rows.append(
+            (
+                f"{label}: clone()",
+                fmt_time(m["clone"]),
+                fmt_time(up and up["rebuild"]),
+                ratio(up and up["rebuild"], m["clone"]),
+            )
+        )
         rows.append(("  clone_env(gym.make wrappers)", fmt_time(m["clone_env"]), "", ""))
-        rows.append(("  ours: reset + replay to the point", fmt_time(m["rebuild"]), fmt_time(up and up["rebuild"]),
-                     ratio(up and up["rebuild"], m["rebuild"])))
+        rows.append(
+            (
+                "  ours: reset + replay to the point",
+                fmt_time(m["rebuild"]),
+                fmt_time(up and up["rebuild"]),
+                ratio(up and up["rebuild"], m["rebuild"]),
+            )
+        )
         if up:
-            rows.append(("  upstream, DB only: fresh tool env + set_state replay", "", fmt_time(up["set_state"]),
-                         ratio(up["set_state"], m["clone"])))
-            rows.append(("  upstream, DB only: deepcopy of the live tool env", "", fmt_time(up["env_deepcopy"]),
-                         ratio(up["env_deepcopy"], m["clone"])))
-    print_table("Branching an airline episode: clone() vs upstream's fresh AgentGymEnv + reset + replay to the same "
-                f"point (data: {data_dir or 'default'})", rows)
+            rows.append(
+                (
+                    "  upstream, DB only: fresh tool env + set_state replay",
+                    "",
+                    fmt_time(up["set_state"]),
+                    ratio(up["set_state"], m["clone"]),
+                )
+            )
+            rows.append(
+                (
+                    "  upstream, DB only: deepcopy of the live tool env",
+                    "",
+                    fmt_time(up["env_deepcopy"]),
+                    ratio(up["env_deepcopy"], m["clone"]),
+                )
+            )
+    print_table(
+        "Branching an airline episode: clone() vs upstream's fresh AgentGymEnv + reset + replay to the same "
+        f"point (data: {data_dir or 'default'})",
+        rows,
+    )
     br = branching(data_dir)
-    rows = [(f"task {t}: branches/s (N={N}, depth {DEPTH}; {v['steps_per_branch']:.1f} env steps per branch, "
-             f"{100 * v['clone_share']:.0f}% of the time in clone)", f"{v['branches_per_second']:,.0f}", "", "")
-            for t, v in br.items()]
+    rows = [
+        (
+            f"task {t}: branches/s (N={N}, depth {DEPTH}; {v['steps_per_branch']:.1f} env steps per branch, "
+            f"{100 * v['clone_share']:.0f}% of the time in clone)",
+            f"{v['branches_per_second']:,.0f}",
+            "",
+            "",
+        )
+        for t, v in br.items()
+    ]
     if theirs:
         # an upstream branch at the same depth = rebuild + replay to the point and the branch's own steps: the
         # cheapest such point is the episode's start, so this bounds upstream's throughput from above
         for item in scripts:
             key = f"{item['task_id']}@{_points(len(item['agent']))[0]}"
-            rows.append((f"upstream, task {item['task_id']}: 1 / (rebuild+replay to step "
-                         f"{key.split('@')[1]}) (upper bound)", "", f"{1 / theirs[key]['rebuild']:,.1f}", ""))
+            rows.append(
+                (
+                    f"upstream, task {item['task_id']}: 1 / (rebuild+replay to step {key.split('@')[1]}) (upper bound)",
+                    "",
+                    f"{1 / theirs[key]['rebuild']:,.1f}",
+                    "",
+                )
+            )
     print_table("Branching throughput on airline (best-of-n search, scripted oracle policy and user)", rows)
     llm = llm_user_branching()
-    rows = [(f"{label}: {v['branches']} branches, {v['requests']} user requests", fmt_time(v["seconds"]),
-             "", f"{v['branches'] / v['seconds']:.1f} branches/s") for label, v in llm.items()]
-    print_table(f"Best-of-{N} on airline with an LLM customer ({1000 * LATENCY:.0f} ms per request, local stub; "
-                "depth 3, 4 turns, every agent turn text)", rows)
+    rows = [
+        (
+            f"{label}: {v['branches']} branches, {v['requests']} user requests",
+            fmt_time(v["seconds"]),
+            "",
+            f"{v['branches'] / v['seconds']:.1f} branches/s",
+        )
+        for label, v in llm.items()
+    ]
+    print_table(
+        f"Best-of-{N} on airline with an LLM customer ({1000 * LATENCY:.0f} ms per request, local stub; "
+        "depth 3, 4 turns, every agent turn text)",
+        rows,
+    )
     if theirs is None:
         print("\n(set TAU2_REFERENCE_PYTHON and TAU2_UPSTREAM_DATA_DIR to measure upstream in the same run)")
 

@@ -1,6 +1,6 @@
 """Core engine figures on the mock domain: reset (environment build) and memory per live episode.
 
-    python bench/bench_core.py        # add TAU2_REFERENCE_PYTHON=... to measure upstream in the same run
+python bench/bench_core.py        # add TAU2_REFERENCE_PYTHON=... to measure upstream in the same run
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
+from _common import fmt_bytes, fmt_time, median_time, print_table, ratio, run_upstream
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.core.messages import ToolCall  # noqa: E402
+from tau2_gym import load_domain
+from tau2_gym.core.messages import ToolCall
 
 N_LIVE = 2000
 
@@ -63,13 +63,29 @@ print(json.dumps({{"reset": reset, "reset_write": write_t, "mem": mem}}))
 def main() -> None:
     o = ours()
     u = run_upstream(UPSTREAM) or {}
-    print_table("mock domain (core engine)", [
-        ("reset (environment build)", fmt_time(o["reset"]), fmt_time(u.get("reset")), ratio(u.get("reset"), o["reset"])),
-        ("reset + one write call", fmt_time(o["reset_write"]), fmt_time(u.get("reset_write")),
-         ratio(u.get("reset_write"), o["reset_write"])),
-        ("memory per live episode", fmt_bytes(o["mem"]), fmt_bytes(u.get("mem")),
-         ratio(u.get("mem"), o["mem"], "x smaller")),
-    ])
+    print_table(
+        "mock domain (core engine)",
+        [
+            (
+                "reset (environment build)",
+                fmt_time(o["reset"]),
+                fmt_time(u.get("reset")),
+                ratio(u.get("reset"), o["reset"]),
+            ),
+            (
+                "reset + one write call",
+                fmt_time(o["reset_write"]),
+                fmt_time(u.get("reset_write")),
+                ratio(u.get("reset_write"), o["reset_write"]),
+            ),
+            (
+                "memory per live episode",
+                fmt_bytes(o["mem"]),
+                fmt_bytes(u.get("mem")),
+                ratio(u.get("mem"), o["mem"], "x smaller"),
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -22,12 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _common import fmt_time, print_table, ratio, record_oracle, reference_python, run_upstream  # noqa: E402
+import gymnasium as gym
+from _common import fmt_time, print_table, ratio, record_oracle, reference_python, run_upstream
 
-import gymnasium as gym  # noqa: E402
-
-import tau2_gym  # noqa: E402,F401
-from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
+import tau2_gym  # noqa: F401 - registers the envs
+from tau2_gym.players.users.scripted import ScriptedUser
 
 DOMAINS = {"mock": 9, "airline": 6, "telecom": 4}  # upstream needs ~25 s per telecom episode
 REPEAT = 5
@@ -45,7 +44,9 @@ def ours(scripts: dict, data_dir) -> dict:
         env = gym.make(f"tau2/{domain}-v0", data_dir=data_dir, parser="tau2")  # one env, many episodes (as in RL)
         for _ in range(REPEAT):
             for item in items:
-                replies = [r["content"] if not r.get("tool_calls") else {"tool_calls": r["tool_calls"]} for r in item["user"]]
+                replies = [
+                    r["content"] if not r.get("tool_calls") else {"tool_calls": r["tool_calls"]} for r in item["user"]
+                ]
                 env.unwrapped.user = ScriptedUser(replies)
                 t_ep = time.perf_counter()
                 t0 = time.perf_counter()
@@ -60,8 +61,12 @@ def ours(scripts: dict, data_dir) -> dict:
                         break
                     steps.append(dt)
                 episodes.append(time.perf_counter() - t_ep)
-        res[domain] = {"reset": statistics.median(resets), "step": statistics.median(steps),
-                       "final": statistics.median(finals), "episode": statistics.median(episodes)}
+        res[domain] = {
+            "reset": statistics.median(resets),
+            "step": statistics.median(steps),
+            "final": statistics.median(finals),
+            "episode": statistics.median(episodes),
+        }
     return res
 
 
@@ -111,13 +116,20 @@ def main() -> None:
         os.unlink(fh.name)
     rows = []
     for domain in DOMAINS:
-        for key, label in (("reset", "reset (task init + first user turn)"), ("step", "step (median, not final)"),
-                           ("final", "final step (incl. tau2 evaluation)"), ("episode", "whole oracle episode (median)")):
+        for key, label in (
+            ("reset", "reset (task init + first user turn)"),
+            ("step", "step (median, not final)"),
+            ("final", "final step (incl. tau2 evaluation)"),
+            ("episode", "whole oracle episode (median)"),
+        ):
             up = theirs[domain][key] if theirs else None
             rows.append((f"{domain}: {label}", fmt_time(mine[domain][key]), fmt_time(up), ratio(up, mine[domain][key])))
     n_tasks = ", ".join(f"{d} {n}" for d, n in DOMAINS.items())
-    print_table(f"Gymnasium env overhead, scripted oracle agent and user ({n_tasks} tasks; data: "
-                f"{data_dir or 'default'}; upstream = tau2 AgentGymEnv)", rows)
+    print_table(
+        f"Gymnasium env overhead, scripted oracle agent and user ({n_tasks} tasks; data: "
+        f"{data_dir or 'default'}; upstream = tau2 AgentGymEnv)",
+        rows,
+    )
     if theirs is None:
         print("\n(set TAU2_REFERENCE_PYTHON and TAU2_UPSTREAM_DATA_DIR to measure upstream in the same run)")
 

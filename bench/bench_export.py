@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import print_table  # noqa: E402
+from _common import print_table
 
 
 def best(fn, repeat: int) -> float:
@@ -43,15 +43,31 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from tau2_gym.cli import main as cli
+    from tau2_gym.core.results_file import load_results
     from tau2_gym.training.export import export_dataset, export_rows, tokenize_rows
     from tau2_gym.training.hf.tiny import domain_corpus, tiny_tokenizer
-    from tau2_gym.core.results_file import load_results
 
     work = Path(tempfile.mkdtemp(prefix="tau2-bench-export-"))
     try:
         results = work / "airline.json"
-        code = cli(["rollout", "--domain", "airline", "--agent", "oracle", "--user", "oracle", "--task-split-name",
-                    "none", "--num-trials", str(args.trials), "--output", str(results), "--no-progress"])
+        code = cli(
+            [
+                "rollout",
+                "--domain",
+                "airline",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--task-split-name",
+                "none",
+                "--num-trials",
+                str(args.trials),
+                "--output",
+                str(results),
+                "--no-progress",
+            ]
+        )
         if code != 0:
             print("rollout failed", file=sys.stderr)
             return code
@@ -81,14 +97,19 @@ def main(argv=None) -> int:
     def rate(t: float) -> str:
         return f"{n / t:,.0f} sims/s ({t * 1e3 / n:.2f} ms/sim)"
 
-    print(f"airline: {n} simulations (50 tasks x {args.trials} trials, oracle), {os.cpu_count()} CPUs; "
-          f"tokens rows average {mean_len:,.0f} tokens; tiny tokenizer built in {t_tok_build:.1f} s (not timed)")
-    print_table("SFT export throughput (best of %d)" % args.repeat, [
-        ("messages rows (export_rows)", rate(t_rows), "-", "-"),
-        ("tokens from rows (tokenize_rows)", rate(t_tokens), "-", "-"),
-        ("messages dataset on disk (export_dataset)", rate(t_messages_ds), "-", "-"),
-        ("tokens dataset on disk (export_dataset)", rate(t_tokens_ds), "-", "-"),
-    ])
+    print(
+        f"airline: {n} simulations (50 tasks x {args.trials} trials, oracle), {os.cpu_count()} CPUs; "
+        f"tokens rows average {mean_len:,.0f} tokens; tiny tokenizer built in {t_tok_build:.1f} s (not timed)"
+    )
+    print_table(
+        f"SFT export throughput (best of {args.repeat})",
+        [
+            ("messages rows (export_rows)", rate(t_rows), "-", "-"),
+            ("tokens from rows (tokenize_rows)", rate(t_tokens), "-", "-"),
+            ("messages dataset on disk (export_dataset)", rate(t_messages_ds), "-", "-"),
+            ("tokens dataset on disk (export_dataset)", rate(t_tokens_ds), "-", "-"),
+        ],
+    )
     return 0
 
 

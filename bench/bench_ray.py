@@ -35,7 +35,7 @@ from tempfile import TemporaryDirectory
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from _common import fmt_time  # noqa: E402
+from _common import fmt_time
 
 
 def _ray():
@@ -134,27 +134,57 @@ def scripted(args) -> None:
     with TemporaryDirectory() as tmp:
         collect(None, "oracle", None, **{**run, "num_trials": 1, "num_tasks": 5})  # warm: domain loaded, imports
         single_wall, single_cpu = min(_single(run, f"{tmp}/single.json") for _ in range(args.repeat))
-        rows.append(("single process (collect)", "-", f"{n / single_wall:.1f}", fmt_time(single_wall / n),
-                     fmt_time(single_cpu / n), fmt_time(single_cpu / n), "-"))
+        rows.append(
+            (
+                "single process (collect)",
+                "-",
+                f"{n / single_wall:.1f}",
+                fmt_time(single_wall / n),
+                fmt_time(single_cpu / n),
+                fmt_time(single_cpu / n),
+                "-",
+            )
+        )
         _ray()
         for actors in (1, 2):
-            start, wall, cpu, actor_cpu, record = min((_on_ray(run, f"{tmp}/ray{actors}.json", actors)
-                                                       for _ in range(args.repeat)), key=lambda r: r[1])
+            start, wall, cpu, actor_cpu, record = min(
+                (_on_ray(run, f"{tmp}/ray{actors}.json", actors) for _ in range(args.repeat)), key=lambda r: r[1]
+            )
             total = cpu + actor_cpu
-            rows.append((f"Ray, {actors} actor{'s' * (actors > 1)}", f"{start:.2f} s", f"{n / wall:.1f}",
-                         fmt_time(wall / n), fmt_time(cpu / n), fmt_time(total / n),
-                         fmt_time((total - single_cpu) / n)))
+            rows.append(
+                (
+                    f"Ray, {actors} actor{'s' * (actors > 1)}",
+                    f"{start:.2f} s",
+                    f"{n / wall:.1f}",
+                    fmt_time(wall / n),
+                    fmt_time(cpu / n),
+                    fmt_time(total / n),
+                    fmt_time((total - single_cpu) / n),
+                )
+            )
         rows.append(transport(record, tmp))
         big = dict(record)
         while len(json.dumps(big)) < 48 * 1024:  # a long LLM episode's size: many turns of text
             big["messages"] = list(big["messages"]) * 2
         rows.append(transport(big, tmp, n=1000))
         rows.append(transport(big, tmp, n=3 * args.wide, window=args.wide, delay=2.0))
-    print(f"\n1. scripted oracle episodes, airline: {n} episodes (50 tasks x {args.trials} trials), "
-          f"concurrency {args.concurrency} per collector; best of {args.repeat} by wall time; "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    _table(("run", "actor start-up", "episodes/s", "wall / episode", "driver CPU / ep", "total CPU / ep",
-            "Ray's extra CPU / ep"), rows)
+    print(
+        f"\n1. scripted oracle episodes, airline: {n} episodes (50 tasks x {args.trials} trials), "
+        f"concurrency {args.concurrency} per collector; best of {args.repeat} by wall time; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    _table(
+        (
+            "run",
+            "actor start-up",
+            "episodes/s",
+            "wall / episode",
+            "driver CPU / ep",
+            "total CPU / ep",
+            "Ray's extra CPU / ep",
+        ),
+        rows,
+    )
 
 
 class Echo:
@@ -176,7 +206,8 @@ class Echo:
 
 def transport(record: dict, tmp: str, n: int = 3000, window: int = 64, delay: float = 0.0) -> tuple:
     """The driver's share of an episode through collect_ray's own loop (``runner.ray._stream``): hand-out,
-    result, the log append (JSON lines, written and fsync'd once); ``window`` episodes in flight on one actor that does no
+    result, the log append (JSON lines, written and fsync'd once); ``window`` episodes in flight on one actor that does
+    no
     work but wait ``delay`` s."""
     import asyncio
     import collections
@@ -202,8 +233,15 @@ def transport(record: dict, tmp: str, n: int = 3000, window: int = 64, delay: fl
     assert path.read_bytes().count(b"\n") == n
     pool.kill_all()
     size = len(json.dumps(record))
-    return (f"driver only: {size / 1024:.0f} KiB records, {window} in flight", "-", f"{n / wall:.0f}",
-            fmt_time(wall / n), fmt_time(cpu / n), "-", "-")
+    return (
+        f"driver only: {size / 1024:.0f} KiB records, {window} in flight",
+        "-",
+        f"{n / wall:.0f}",
+        fmt_time(wall / n),
+        fmt_time(cpu / n),
+        "-",
+        "-",
+    )
 
 
 def _serve(lat: float, stop_at: int, conn) -> None:
@@ -222,10 +260,10 @@ def _serve(lat: float, stop_at: int, conn) -> None:
 
 
 def serving(args) -> None:
-    from tau2_gym.runner.ray import collect_ray
     from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
-    from tau2_gym.runner.collect import collect
     from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+    from tau2_gym.runner.collect import collect
+    from tau2_gym.runner.ray import collect_ray
 
     lat, conc, turns = args.latency, args.serving_concurrency, 3
     ctx = multiprocessing.get_context("fork")
@@ -239,10 +277,24 @@ def serving(args) -> None:
     rows = []
 
     def players(c):
-        return (partial(OpenAIAgentPolicy, model="stub-model", base_url=agent_url, max_concurrency=c, max_retries=0,
-                        api_key_env=None),
-                partial(OpenAIUserSimulator, model="stub-model", base_url=user_url, max_concurrency=c, max_retries=0,
-                        api_key_env=None))
+        return (
+            partial(
+                OpenAIAgentPolicy,
+                model="stub-model",
+                base_url=agent_url,
+                max_concurrency=c,
+                max_retries=0,
+                api_key_env=None,
+            ),
+            partial(
+                OpenAIUserSimulator,
+                model="stub-model",
+                base_url=user_url,
+                max_concurrency=c,
+                max_retries=0,
+                api_key_env=None,
+            ),
+        )
 
     pf, uf = players(2 * conc)
     policy, user = pf(), uf()
@@ -253,8 +305,15 @@ def serving(args) -> None:
     user.close()
     calls = sum(len(r["messages"]) - 1 for r in rep.simulations) / n  # LLM calls per episode (messages after the first)
     limit = 2 * conc / (calls * lat)
-    rows.append((f"single process, concurrency {2 * conc}", "-", f"{n / wall:.2f}", f"{100 * n / wall / limit:.0f}%",
-                 fmt_time(cpu / n)))
+    rows.append(
+        (
+            f"single process, concurrency {2 * conc}",
+            "-",
+            f"{n / wall:.2f}",
+            f"{100 * n / wall / limit:.0f}%",
+            fmt_time(cpu / n),
+        )
+    )
     assert rep.failed == 0, rep.failed
     _ray()
     pf, uf = players(conc)
@@ -263,12 +322,21 @@ def serving(args) -> None:
     rep = collect_ray(None, pf, uf, num_actors=2, concurrency=conc, on_pool=clock, **run)
     wall, cpu = time.perf_counter() - clock.ready, time.process_time() - c0
     assert rep.failed == 0, rep.failed
-    rows.append((f"Ray, 2 actors x concurrency {conc}", f"{clock.ready - t0:.2f} s", f"{n / wall:.2f}",
-                 f"{100 * n / wall / limit:.0f}%", fmt_time(cpu / n)))
+    rows.append(
+        (
+            f"Ray, 2 actors x concurrency {conc}",
+            f"{clock.ready - t0:.2f} s",
+            f"{n / wall:.2f}",
+            f"{100 * n / wall / limit:.0f}%",
+            fmt_time(cpu / n),
+        )
+    )
     parent.send("stop")
     server.join(5)
-    print(f"\n2. server-bound: agent and user LLM stubs, {lat * 1000:.0f} ms per request, mock domain, {n} episodes of "
-          f"{calls:.0f} sequential calls; limit {limit:.2f} episodes/s at {2 * conc} in flight")
+    print(
+        f"\n2. server-bound: agent and user LLM stubs, {lat * 1000:.0f} ms per request, mock domain, {n} episodes of "
+        f"{calls:.0f} sequential calls; limit {limit:.2f} episodes/s at {2 * conc} in flight"
+    )
     _table(("run", "actor start-up", "episodes/s", "% of limit", "driver CPU / episode"), rows)
 
 
@@ -278,7 +346,7 @@ class VecActor:
     def __init__(self, n: int) -> None:
         import gymnasium as gym
 
-        import tau2_gym  # noqa: F401
+        import tau2_gym  # noqa: F401 - registers the envs
 
         logging.getLogger("tau2_gym").setLevel(logging.ERROR)
         self.vec = gym.make_vec("tau2/airline-v0", num_envs=n)
@@ -322,7 +390,7 @@ def vector(args) -> None:
     import gymnasium as gym
     import numpy as np
 
-    import tau2_gym  # noqa: F401
+    import tau2_gym  # noqa: F401 - registers the envs
 
     ray = _ray()
     rows = []
@@ -341,16 +409,28 @@ def vector(args) -> None:
         def step(actions):
             parts = ray.get([actors[0].step.remote(actions[:half]), actors[1].step.remote(actions[half:])])
             infos = {"task": np.concatenate([p[4]["task"] for p in parts])}
-            return ([o for p in parts for o in p[0]], *(np.concatenate([p[k] for p in parts]) for k in (1, 2, 3)),
-                    infos)
+            return (
+                [o for p in parts for o in p[0]],
+                *(np.concatenate([p[k] for p in parts]) for k in (1, 2, 3)),
+                infos,
+            )
 
         ray_wall, _, ray_eps = _drive(reset, step, n, args.vector_steps)
         for a in actors:
             ray.kill(a)
-        rows.append((f"N={n}", fmt_time(local / steps), fmt_time(ray_wall / steps),
-                     f"{local / ray_wall:.2f}x", f"{eps} / {ray_eps}"))
-    print(f"\n3. vector env: oracle workload, {args.vector_steps} vector steps; local Tau2VectorEnv(N) vs 2 Ray actors "
-          "x Tau2VectorEnv(N/2) stepped in parallel")
+        rows.append(
+            (
+                f"N={n}",
+                fmt_time(local / steps),
+                fmt_time(ray_wall / steps),
+                f"{local / ray_wall:.2f}x",
+                f"{eps} / {ray_eps}",
+            )
+        )
+    print(
+        f"\n3. vector env: oracle workload, {args.vector_steps} vector steps; local Tau2VectorEnv(N) vs 2 Ray actors "
+        "x Tau2VectorEnv(N/2) stepped in parallel"
+    )
     _table(("size", "local / vector step", "Ray 2 actors / vector step", "speed-up", "episodes local / Ray"), rows)
 
 
@@ -365,8 +445,9 @@ def _table(header, rows) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", nargs="+", default=["scripted", "serving", "vector"],
-                    choices=["scripted", "serving", "vector"])
+    ap.add_argument(
+        "--parts", nargs="+", default=["scripted", "serving", "vector"], choices=["scripted", "serving", "vector"]
+    )
     ap.add_argument("--trials", type=int, default=8, help="scripted: trials of the 50 airline tasks (default: 8)")
     ap.add_argument("--concurrency", type=int, default=32, help="scripted: episodes in flight per collector")
     ap.add_argument("--wide", type=int, default=4096, help="scripted: in flight in the wide driver-only row")

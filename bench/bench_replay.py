@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent, WrongArgumentsAgent  # noqa: E402
-from tau2_gym.envs.tau2_env import Tau2Env  # noqa: E402
-from tau2_gym.results.replay import replay  # noqa: E402
+from tau2_gym.envs.tau2_env import Tau2Env  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent, WrongArgumentsAgent  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.results.replay import replay  # noqa: E402 - after sys.path gets the helpers' folder
 
 AGENTS = (OracleAgent, WrongArgumentsAgent, SkipLastActionAgent)
 
@@ -66,8 +66,11 @@ def main() -> None:
             path = Path(tmp) / f"{d}.json"
             played = make_file(d, per, path)
             files[d] = path
-            print(f"{d}: {per} simulations played in {played:.1f} s ({per / played:.0f}/s), file "
-                  f"{path.stat().st_size / 1e6:.1f} MB", file=sys.stderr)
+            print(
+                f"{d}: {per} simulations played in {played:.1f} s ({per / played:.0f}/s), file "
+                f"{path.stat().st_size / 1e6:.1f} MB",
+                file=sys.stderr,
+            )
         for d, path in files.items():
             best = None
             for _ in range(args.repeat):
@@ -77,12 +80,21 @@ def main() -> None:
                 best = dt if best is None else min(best, dt)
             assert report.identical == per, report.summary_line()
             msgs = sum(s.recorded_messages for s in report.simulations)
-            rows.append([d, str(per), f"{msgs / per:.1f}", f"{best:.2f} s", f"{per / best:,.0f}",
-                         f"{1e3 * best / per:.2f} ms"])
+            rows.append(
+                [d, str(per), f"{msgs / per:.1f}", f"{best:.2f} s", f"{per / best:,.0f}", f"{1e3 * best / per:.2f} ms"]
+            )
             total_sims += per
             total_time += best
-    rows.append(["all", f"{int(total_sims)}", "", f"{total_time:.2f} s", f"{total_sims / total_time:,.0f}",
-                 f"{1e3 * total_time / total_sims:.2f} ms"])
+    rows.append(
+        [
+            "all",
+            f"{int(total_sims)}",
+            "",
+            f"{total_time:.2f} s",
+            f"{total_sims / total_time:,.0f}",
+            f"{1e3 * total_time / total_sims:.2f} ms",
+        ]
+    )
     header = ["domain", "simulations", "messages/sim", "replay time", "simulations/s", "per simulation"]
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     for r in [header] + rows:

@@ -30,11 +30,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _common import fmt_bytes, fmt_time, print_table  # noqa: E402
+from _common import fmt_bytes, fmt_time, print_table  # noqa: E402 - after sys.path gets the helpers' folder
+from test_report import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, mixed_rollout  # noqa: E402 - after sys.path gets the helpers' folder
 
-from tau2_gym.results.report import build_report, load_run, write_report  # noqa: E402
-from tau2_gym.core.results_file import read_json_any, write_json_atomic  # noqa: E402
-from test_report import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, mixed_rollout  # noqa: E402
+from tau2_gym.core.results_file import read_json_any, write_json_atomic  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.results.report import build_report, load_run, write_report  # noqa: E402 - after sys.path gets the helpers' folder
 
 
 def synthesise(real: dict, n: int) -> dict:
@@ -80,12 +80,15 @@ def page_timing(path: Path, click: int) -> dict:
         t0 = time.perf_counter()
         driver.get(path.resolve().as_uri())
         wall = time.perf_counter() - t0
-        nav = driver.execute_script("const e = performance.getEntriesByType('navigation')[0];"
-                                    "return [e.domContentLoadedEventEnd, e.loadEventEnd];")
+        nav = driver.execute_script(
+            "const e = performance.getEntriesByType('navigation')[0];"
+            "return [e.domContentLoadedEventEnd, e.loadEventEnd];"
+        )
         t1 = time.perf_counter()
         driver.execute_script("location.hash = arguments[0]", f"#s{click}")
-        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
-            "return document.querySelectorAll('#detail .conversation .msg').length") > 0)
+        WebDriverWait(driver, 30).until(
+            lambda d: d.execute_script("return document.querySelectorAll('#detail .conversation .msg').length") > 0
+        )
         detail = time.perf_counter() - t1
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         return {"dcl": nav[0] / 1000, "load": nav[1] / 1000, "wall": wall, "detail": detail, "errors": errors}
@@ -96,30 +99,52 @@ def page_timing(path: Path, click: int) -> dict:
 def screenshot(out: Path, work: Path) -> None:
     """Two small airline runs side by side, a failed simulation with a DB diff open: the README's picture."""
     from selenium.webdriver.support.ui import WebDriverWait
-
     from test_report import MixedPolicy
+
     from tau2_gym.runner.collect import collect
 
     a = work / "agent_v1.json"
     b = work / "agent_v2.json"
-    collect(None, MixedPolicy(("oracle", "wrong_arguments", "oracle", "hallucinating", "oracle", "give_up")),
-            domain="airline", num_tasks=12, num_trials=3, output=str(a), progress=False)
-    collect(None, MixedPolicy(("oracle", "oracle", "wrong_arguments", "oracle", "skip_last_action", "oracle")),
-            domain="airline", num_tasks=12, num_trials=3, output=str(b), progress=False)
+    collect(
+        None,
+        MixedPolicy(("oracle", "wrong_arguments", "oracle", "hallucinating", "oracle", "give_up")),
+        domain="airline",
+        num_tasks=12,
+        num_trials=3,
+        output=str(a),
+        progress=False,
+    )
+    collect(
+        None,
+        MixedPolicy(("oracle", "oracle", "wrong_arguments", "oracle", "skip_last_action", "oracle")),
+        domain="airline",
+        num_tasks=12,
+        num_trials=3,
+        output=str(b),
+        progress=False,
+    )
     html = work / "report.html"
     write_report([a, b], html)
     raw = json.loads(a.read_text())
-    pick = next((i for i, s in enumerate(raw["simulations"])
-                 if s["reward_info"] and (s["reward_info"].get("info") or {}).get("db_diff")),
-                next(i for i, s in enumerate(raw["simulations"]) if s["reward_info"]["reward"] < 1))
+    pick = next(
+        (
+            i
+            for i, s in enumerate(raw["simulations"])
+            if s["reward_info"] and (s["reward_info"].get("info") or {}).get("db_diff")
+        ),
+        next(i for i, s in enumerate(raw["simulations"]) if s["reward_info"]["reward"] < 1),
+    )
     driver = browser(1800, 1050)
     try:
         driver.get(html.resolve().as_uri() + f"#s{pick}")
-        WebDriverWait(driver, 10).until(lambda d: d.execute_script(
-            "return document.querySelectorAll('#detail .conversation .msg').length") > 0)
-        driver.execute_script("for (const d of document.querySelectorAll('#detail details.call')) d.open = true;"
-                              "document.body.style.margin = '0'; document.getElementById('detail').style.width = '50%';"
-                              "window.scrollTo(0, 0);")  # the summary beside the open simulation
+        WebDriverWait(driver, 10).until(
+            lambda d: d.execute_script("return document.querySelectorAll('#detail .conversation .msg').length") > 0
+        )
+        driver.execute_script(
+            "for (const d of document.querySelectorAll('#detail details.call')) d.open = true;"
+            "document.body.style.margin = '0'; document.getElementById('detail').style.width = '50%';"
+            "window.scrollTo(0, 0);"
+        )  # the summary beside the open simulation
         out.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(out))
     finally:
@@ -149,34 +174,58 @@ def main() -> None:
     assert result.simulations == args.sims and len(text) > 0
     size_in, size_out = big.stat().st_size, out.stat().st_size
     rows = [
-        ("simulations (real rollout repeated)", f"{args.sims:,} ({len(raw['simulations'])} real, {rollout_s:.1f} s)",
-         "-", "-"),
+        (
+            "simulations (real rollout repeated)",
+            f"{args.sims:,} ({len(raw['simulations'])} real, {rollout_s:.1f} s)",
+            "-",
+            "-",
+        ),
         ("results file (compact JSON)", fmt_bytes(size_in), "-", "-"),
         ("json.load of the results file (wall / CPU)", f"{fmt_time(json_s)} / {fmt_time(json_cpu)}", "-", "-"),
-        ("read + validate + analyse (load_run)", f"{fmt_time(load_s)} / {fmt_time(load_cpu)}", "-",
-         f"{load_cpu / json_cpu:.1f}x json.load (CPU)"),
+        (
+            "read + validate + analyse (load_run)",
+            f"{fmt_time(load_s)} / {fmt_time(load_cpu)}",
+            "-",
+            f"{load_cpu / json_cpu:.1f}x json.load (CPU)",
+        ),
         ("render HTML (build_report)", f"{fmt_time(render_s)} / {fmt_time(render_cpu)}", "-", "-"),
-        ("tau2-gym report end to end (write_report)", f"{fmt_time(total_s)} / {fmt_time(total_cpu)}", "-",
-         f"{args.sims / total_cpu:,.0f} sims per CPU-s"),
+        (
+            "tau2-gym report end to end (write_report)",
+            f"{fmt_time(total_s)} / {fmt_time(total_cpu)}",
+            "-",
+            f"{args.sims / total_cpu:,.0f} sims per CPU-s",
+        ),
         ("report size", fmt_bytes(size_out), "-", f"{size_out / size_in:.2f}x the results file"),
         ("report bytes per simulation", f"{size_out / args.sims:,.0f} B", "-", "-"),
     ]
     packed = work / "report_compressed.html"
     packed_s, packed_cpu, _ = timed(write_report, [big], packed, compress=True)
-    rows += [("--compress: end to end", f"{fmt_time(packed_s)} / {fmt_time(packed_cpu)}", "-",
-              f"{args.sims / packed_cpu:,.0f} sims per CPU-s"),
-             ("--compress: report size", fmt_bytes(packed.stat().st_size), "-",
-              f"{packed.stat().st_size / size_in:.2f}x the results file")]
+    rows += [
+        (
+            "--compress: end to end",
+            f"{fmt_time(packed_s)} / {fmt_time(packed_cpu)}",
+            "-",
+            f"{args.sims / packed_cpu:,.0f} sims per CPU-s",
+        ),
+        (
+            "--compress: report size",
+            fmt_bytes(packed.stat().st_size),
+            "-",
+            f"{packed.stat().st_size / size_in:.2f}x the results file",
+        ),
+    ]
     browser_ok = os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)
     if not args.no_browser and not browser_ok:
         print(f"[no {CHROMIUM} / {CHROMEDRIVER}: page timing skipped]", file=sys.stderr)
     if not args.no_browser and browser_ok:
         for name, path in (("plain", out), ("--compress", packed)):
             t = page_timing(path, args.sims - 1)
-            rows += [(f"Chromium {name}: DOMContentLoaded", fmt_time(t["dcl"]), "-", "-"),
-                     (f"Chromium {name}: load event", fmt_time(t["load"]), "-", "-"),
-                     (f"Chromium {name}: click -> details shown (last sim)", fmt_time(t["detail"]), "-", "-"),
-                     (f"Chromium {name}: console errors", str(len(t["errors"])), "-", "-")]
+            rows += [
+                (f"Chromium {name}: DOMContentLoaded", fmt_time(t["dcl"]), "-", "-"),
+                (f"Chromium {name}: load event", fmt_time(t["load"]), "-", "-"),
+                (f"Chromium {name}: click -> details shown (last sim)", fmt_time(t["detail"]), "-", "-"),
+                (f"Chromium {name}: console errors", str(len(t["errors"])), "-", "-"),
+            ]
     print_table(f"tau2-gym report, {args.sims:,} simulations (airline)", rows)
     if args.screenshot:
         screenshot(Path(args.screenshot), work)

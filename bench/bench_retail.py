@@ -3,7 +3,8 @@
 Run ``python bench/bench_retail.py``. With TAU2_REFERENCE_PYTHON set, the same figures are measured for
 upstream tau2-bench in a subprocess of this run (this file re-run with ``--upstream``) and ratios printed.
 Times are medians of per-sample ``perf_counter_ns``, best of BENCH_ROUNDS (default 3) rounds that alternate
-ours and upstream; memory is ``tracemalloc``'s traced growth per live environment. Targets: reset >= 100x faster, tool call >= 5x faster, memory <= 1% of upstream's.
+ours and upstream; memory is ``tracemalloc``'s traced growth per live environment. Targets: reset >= 100x faster, tool
+call >= 5x faster, memory <= 1% of upstream's.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def timed(fn, n: int) -> float:
     return median_us(out)
 
 
-def measure(make_env, tool_call, n_fast: int, n_slow: int, n_mem: int,
-            gold: list[list[tuple[str, dict]]]) -> dict[str, float]:
+def measure(
+    make_env, tool_call, n_fast: int, n_slow: int, n_mem: int, gold: list[list[tuple[str, dict]]]
+) -> dict[str, float]:
     """The figures for one implementation; ``make_env()`` = build + initial state, ``tool_call(name, args)``."""
     make_env()  # warm caches (ours: domain load; upstream: imports)
     res: dict[str, float] = {}
@@ -148,9 +150,15 @@ def run_upstream(gold: list[list[tuple[str, dict]]]) -> dict[str, float] | None:
     if not py:
         return None
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", LOGURU_LEVEL="ERROR")
-    proc = subprocess.run([py, os.path.abspath(__file__), "--upstream"], input=json.dumps(gold), capture_output=True,
-                          text=True, env=env,
-                          cwd=os.path.dirname(os.path.abspath(__file__)), timeout=1800)
+    proc = subprocess.run(
+        [py, os.path.abspath(__file__), "--upstream"],
+        input=json.dumps(gold),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(os.path.abspath(__file__)),
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"upstream run failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -197,8 +205,10 @@ def main() -> None:
             their_rounds.append(theirs_round)
     mine = best_of(mine_rounds)
     theirs = best_of(their_rounds) if their_rounds else None
-    print(f"retail benchmark (python {sys.version.split()[0]}; medians, best of {rounds} alternating rounds); "
-          f"domain load once per process: {load_s:.2f} s")
+    print(
+        f"retail benchmark (python {sys.version.split()[0]}; medians, best of {rounds} alternating rounds); "
+        f"domain load once per process: {load_s:.2f} s"
+    )
     print(f"{'figure':<70} {'ours':>12} {'upstream':>14} {'ratio':>10}")
     for label, key, unit in ROWS:
         a = mine[key]

@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _common import fmt_time, print_table, ratio, reference_python  # noqa: E402
+from _common import fmt_time, print_table, ratio, reference_python  # noqa: E402 - after sys.path gets the helpers' folder
+from test_evaluation_cases import build_cases  # noqa: E402 - after sys.path gets the helpers' folder
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.scoring.evaluation import EvaluationError, clear_cache, evaluate_simulation  # noqa: E402
-from tau2_gym.core.messages import messages_to_dicts  # noqa: E402
-from test_evaluation_cases import build_cases  # noqa: E402
+from tau2_gym import load_domain  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.core.messages import messages_to_dicts  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.scoring.evaluation import EvaluationError, clear_cache, evaluate_simulation  # noqa: E402 - after sys.path gets the helpers' folder
 
 DOMAINS = ("mock", "airline", "retail", "telecom")
 UPSTREAM_SIMS = {"mock": 40, "airline": 10, "retail": 12, "telecom": 30}
@@ -72,8 +72,15 @@ def time_upstream(jobs: list[dict]) -> list[list[float]] | None:
     if py is None:
         return None
     env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
-    proc = subprocess.run([py, str(ROOT / "tests" / "reference" / "driver_eval.py")], input=json.dumps({"jobs": jobs}),
-                          capture_output=True, text=True, env=env, cwd=str(ROOT / "tests" / "reference"), timeout=7200)
+    proc = subprocess.run(
+        [py, str(ROOT / "tests" / "reference" / "driver_eval.py")],
+        input=json.dumps({"jobs": jobs}),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT / "tests" / "reference"),
+        timeout=7200,
+    )
     if proc.returncode != 0:
         print(f"[upstream run failed]\n{proc.stderr[-3000:]}", file=sys.stderr)
         return None
@@ -100,30 +107,51 @@ def main() -> None:
     for name in DOMAINS:
         try:
             built[name] = simulations(name, args.tasks)
-        except Exception as exc:  # a domain not available in this checkout
+        except Exception as exc:  # noqa: BLE001 - a domain not available in this checkout is skipped
             print(f"[{name} skipped: {exc}]", file=sys.stderr)
     ours = {name: time_ours(dom, cases, args.rounds) for name, (dom, cases) in built.items()}
 
     jobs = []
-    for name, (dom, cases) in built.items():
+    for name, (_dom, cases) in built.items():
         subset = cases[: max(1, int(UPSTREAM_SIMS.get(name, 10) * args.upstream_scale))]
-        jobs.append({"kind": "bench", "domain": name, "repeat": 2, "sims": [
-            {"task": c.task.model_dump(mode="json"), "messages": messages_to_dicts(c.messages),
-             "termination": c.termination, "solo": c.solo} for c in subset]})
+        jobs.append(
+            {
+                "kind": "bench",
+                "domain": name,
+                "repeat": 2,
+                "sims": [
+                    {
+                        "task": c.task.model_dump(mode="json"),
+                        "messages": messages_to_dicts(c.messages),
+                        "termination": c.termination,
+                        "solo": c.solo,
+                    }
+                    for c in subset
+                ],
+            }
+        )
     up = time_upstream(jobs)
 
     rows = []
-    for i, (name, (dom, cases)) in enumerate(built.items()):
+    for i, (name, (_dom, cases)) in enumerate(built.items()):
         warm, cold = ours[name]
         up_t = None
         if up is not None and up[i]:
             up_t = sum(up[i]) / len(up[i])
-        rows.append((f"{name}: scoring / simulation (warm, n={len(cases)})", fmt_time(warm), fmt_time(up_t),
-                     ratio(up_t, warm)))
-        rows.append((f"{name}: first scoring of a task (gold built)", fmt_time(cold), fmt_time(up_t),
-                     ratio(up_t, cold)))
-        rows.append((f"{name}: simulations / s, one core (warm)", f"{1 / warm:,.0f}",
-                     "-" if up_t is None else f"{1 / up_t:,.1f}", ratio(up_t, warm)))
+        rows.append(
+            (f"{name}: scoring / simulation (warm, n={len(cases)})", fmt_time(warm), fmt_time(up_t), ratio(up_t, warm))
+        )
+        rows.append(
+            (f"{name}: first scoring of a task (gold built)", fmt_time(cold), fmt_time(up_t), ratio(up_t, cold))
+        )
+        rows.append(
+            (
+                f"{name}: simulations / s, one core (warm)",
+                f"{1 / warm:,.0f}",
+                "-" if up_t is None else f"{1 / up_t:,.1f}",
+                ratio(up_t, warm),
+            )
+        )
     print_table("Scoring (evaluate_simulation, EvaluationType.ALL)", rows)
     if up is None:
         print("\n(set TAU2_REFERENCE_PYTHON to time upstream in the same run)")

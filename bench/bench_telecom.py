@@ -16,17 +16,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
+from _common import fmt_time, median_time, print_table, ratio, run_upstream
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.core.messages import ToolCall  # noqa: E402
-from tau2_gym.scoring.rebuild import initial_environment  # noqa: E402
-from tau2_gym.core.tasks import _parse_task_file  # noqa: E402
+from tau2_gym import load_domain
+from tau2_gym.core.messages import ToolCall
+from tau2_gym.core.tasks import _parse_task_file
+from tau2_gym.scoring.rebuild import initial_environment
 
 SMALL_ID = "[mobile_data_issue]user_abroad_roaming_enabled_off[PERSONA:None]"
-BIG_ID = ("[mms_issue]airplane_mode_on|bad_network_preference|bad_wifi_calling|break_apn_mms_setting|"
-          "break_app_both_permissions|data_mode_off|data_usage_exceeded|unseat_sim_card|"
-          "user_abroad_roaming_disabled_on[PERSONA:Hard]")
+BIG_ID = (
+    "[mms_issue]airplane_mode_on|bad_network_preference|bad_wifi_calling|break_apn_mms_setting|"
+    "break_app_both_permissions|data_mode_off|data_usage_exceeded|unseat_sim_card|"
+    "user_abroad_roaming_disabled_on[PERSONA:Hard]"
+)
 CALLS = {
     "user write: toggle_airplane_mode": ("toggle_airplane_mode", {}, "user"),
     "user read: run_speed_test": ("run_speed_test", {}, "user"),
@@ -86,18 +88,31 @@ def main() -> None:
     o = ours()
     u = run_upstream(UPSTREAM) or {}
     rows = [
-        ("task file load (2,285 tasks, cold)", fmt_time(o["task_load"]), fmt_time(u.get("task_load")),
-         ratio(u.get("task_load"), o["task_load"])),
+        (
+            "task file load (2,285 tasks, cold)",
+            fmt_time(o["task_load"]),
+            fmt_time(u.get("task_load")),
+            ratio(u.get("task_load"), o["task_load"]),
+        ),
         ("  same, cyclic GC not paused", fmt_time(o["task_load_gc"]), "", ""),
         ("environment build", fmt_time(o["build"]), fmt_time(u.get("build")), ratio(u.get("build"), o["build"])),
-        ("reset: build + 4 init actions", fmt_time(o["reset_small"]), fmt_time(u.get("reset_small")),
-         ratio(u.get("reset_small"), o["reset_small"])),
-        ("reset: build + 14 init actions", fmt_time(o["reset_big"]), fmt_time(u.get("reset_big")),
-         ratio(u.get("reset_big"), o["reset_big"])),
+        (
+            "reset: build + 4 init actions",
+            fmt_time(o["reset_small"]),
+            fmt_time(u.get("reset_small")),
+            ratio(u.get("reset_small"), o["reset_small"]),
+        ),
+        (
+            "reset: build + 14 init actions",
+            fmt_time(o["reset_big"]),
+            fmt_time(u.get("reset_big")),
+            ratio(u.get("reset_big"), o["reset_big"]),
+        ),
     ]
     for label in CALLS:
-        rows.append((f"call + sync, {label}", fmt_time(o[label]), fmt_time(u.get(label)),
-                     ratio(u.get(label), o[label])))
+        rows.append(
+            (f"call + sync, {label}", fmt_time(o[label]), fmt_time(u.get(label)), ratio(u.get(label), o[label]))
+        )
     rows.append(("agent + user DB hash", fmt_time(o["hash"]), fmt_time(u.get("hash")), ratio(u.get("hash"), o["hash"])))
     print_table("telecom domain (medians)", rows)
 

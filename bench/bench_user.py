@@ -18,13 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _common import fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402
-from openai_stub import OpenAIStub  # noqa: E402
+from _common import fmt_time, median_time, print_table, ratio, run_upstream  # noqa: E402 - after sys.path gets the helpers' folder
+from openai_stub import OpenAIStub  # noqa: E402 - after sys.path gets the helpers' folder
 
-from tau2_gym.core.parsing import parse_tool_calls  # noqa: E402
-from tau2_gym.core.tasks import Task  # noqa: E402
-from tau2_gym.players.users.base import UserTurnRequest  # noqa: E402
-from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
+from tau2_gym.core.parsing import parse_tool_calls  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.core.tasks import Task  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.players.users.base import UserTurnRequest  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402 - after sys.path gets the helpers' folder
 
 N_CONCURRENT = 32
 DELAY = 0.2
@@ -32,9 +32,13 @@ TASK = Task(id="b", user_scenario={"instructions": "Ask about your bill."})
 
 
 def request(i: int = 0) -> UserTurnRequest:
-    return UserTurnRequest(episode_id=f"e{i}", system_prompt="You are a customer.",
-                           messages=[{"role": "user", "content": "Hi! How can I help you today?"}], tools=None,
-                           task=TASK)
+    return UserTurnRequest(
+        episode_id=f"e{i}",
+        system_prompt="You are a customer.",
+        messages=[{"role": "user", "content": "Hi! How can I help you today?"}],
+        tools=None,
+        task=TASK,
+    )
 
 
 def ours(base_url: str, slow_url: str) -> dict:
@@ -74,20 +78,38 @@ def upstream(base_url: str) -> dict | None:
 
 
 def main() -> None:
-    with OpenAIStub(["I have a question about my bill."]) as fast, \
-            OpenAIStub(lambda body, i: {"delay": DELAY, "then": "ok"}) as slow:
+    with (
+        OpenAIStub(["I have a question about my bill."]) as fast,
+        OpenAIStub(lambda body, i: {"delay": DELAY, "then": "ok"}) as slow,
+    ):
         mine = ours(fast.base_url, slow.base_url)
         up = upstream(fast.base_url)
     u = up or {}
-    print_table("User simulator (OpenAI-compatible stub on localhost)", [
-        ("one user turn, instant server", fmt_time(mine["turn"]), fmt_time(u.get("turn")),
-         ratio(u.get("turn"), mine["turn"])),
-        (f"{N_CONCURRENT} turns, {DELAY * 1e3:.0f} ms server delay, generate_batch", fmt_time(mine["batch"]), "-", "-"),
-        (f"{N_CONCURRENT} turns, {DELAY * 1e3:.0f} ms server delay, asyncio.gather(agenerate)", fmt_time(mine["agen"]),
-         "-", "-"),
-        ("parse hermes text + 1 call", fmt_time(mine["parse"]), "-", "-"),
-        ("parse plain text (auto)", fmt_time(mine["plain"]), "-", "-"),
-    ])
+    print_table(
+        "User simulator (OpenAI-compatible stub on localhost)",
+        [
+            (
+                "one user turn, instant server",
+                fmt_time(mine["turn"]),
+                fmt_time(u.get("turn")),
+                ratio(u.get("turn"), mine["turn"]),
+            ),
+            (
+                f"{N_CONCURRENT} turns, {DELAY * 1e3:.0f} ms server delay, generate_batch",
+                fmt_time(mine["batch"]),
+                "-",
+                "-",
+            ),
+            (
+                f"{N_CONCURRENT} turns, {DELAY * 1e3:.0f} ms server delay, asyncio.gather(agenerate)",
+                fmt_time(mine["agen"]),
+                "-",
+                "-",
+            ),
+            ("parse hermes text + 1 call", fmt_time(mine["parse"]), "-", "-"),
+            ("parse plain text (auto)", fmt_time(mine["plain"]), "-", "-"),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -20,16 +20,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _common import fmt_time, print_table, ratio, run_upstream  # noqa: E402
-from openai_stub import OpenAIStub  # noqa: E402
+import gymnasium as gym  # noqa: E402 - after sys.path gets the helpers' folder
+from _common import fmt_time, print_table, ratio, run_upstream  # noqa: E402 - after sys.path gets the helpers' folder
+from openai_stub import OpenAIStub  # noqa: E402 - after sys.path gets the helpers' folder
 
-import gymnasium as gym  # noqa: E402
+import tau2_gym  # noqa: E402,F401 - after sys.path gets the helpers' folder
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402 - after sys.path gets the helpers' folder
 
-import tau2_gym  # noqa: E402,F401
-from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402
-
-SCRIPT = ["Hi, I need help with a reservation.", "It is for next week.", "Can you check my options?",
-          "Thanks, that is all. ###STOP###"]
+SCRIPT = [
+    "Hi, I need help with a reservation.",
+    "It is for next week.",
+    "Can you check my options?",
+    "Thanks, that is all. ###STOP###",
+]
 EPISODES = 10
 AGENT_REPLY = "Sure, could you give me your user id and reservation number?"
 
@@ -79,10 +82,14 @@ def ours(base_url: str) -> dict:
         env = gym.make(f"tau2/{key}-v0", judge="pass")
         env.reset(seed=0)
         singles[key] = mean_time(lambda env=env: env.reset())
-    return {"reset": statistics.median(resets), "step": statistics.median(steps),
-            "scripted_step": statistics.median(s_steps), "singles": singles,
-            "weighted_reset": sum(weights[k] * singles[k] for k in weights),
-            "mix_reset": mean_time(lambda: mix.reset(), n=3000)}
+    return {
+        "reset": statistics.median(resets),
+        "step": statistics.median(steps),
+        "scripted_step": statistics.median(s_steps),
+        "singles": singles,
+        "weighted_reset": sum(weights[k] * singles[k] for k in weights),
+        "mix_reset": mean_time(lambda: mix.reset(), n=3000),
+    }
 
 
 UPSTREAM = """
@@ -113,19 +120,37 @@ def main() -> None:
     with OpenAIStub([AGENT_REPLY]) as srv:
         mine = ours(srv.base_url)
         up = upstream(srv.base_url) or {}
-    print_table("Playing the customer: airline task 0, agent = OpenAI-compatible stub on localhost (median)", [
-        ("reset (agent greets)", fmt_time(mine["reset"]), fmt_time(up.get("reset")),
-         ratio(up.get("reset"), mine["reset"])),
-        ("customer turn (text -> agent LLM reply)", fmt_time(mine["step"]), fmt_time(up.get("step")),
-         ratio(up.get("step"), mine["step"])),
-        ("customer turn, scripted oracle agent (no HTTP)", fmt_time(mine["scripted_step"]), "-", "-"),
-    ])
-    print_table("Mixing domains: reset (oracle user's first turn included; mean per call)", [
-        *[(f"tau2/{k}-v0 reset", fmt_time(v), "-", "-") for k, v in mine["singles"].items()],
-        ("the three, weighted 0.5/0.3/0.2", fmt_time(mine["weighted_reset"]), "-", "-"),
-        ("tau2/mix-v0 reset (same weights; draw + route + the component's reset)", fmt_time(mine["mix_reset"]),
-         "-", "-"),
-    ])
+    print_table(
+        "Playing the customer: airline task 0, agent = OpenAI-compatible stub on localhost (median)",
+        [
+            (
+                "reset (agent greets)",
+                fmt_time(mine["reset"]),
+                fmt_time(up.get("reset")),
+                ratio(up.get("reset"), mine["reset"]),
+            ),
+            (
+                "customer turn (text -> agent LLM reply)",
+                fmt_time(mine["step"]),
+                fmt_time(up.get("step")),
+                ratio(up.get("step"), mine["step"]),
+            ),
+            ("customer turn, scripted oracle agent (no HTTP)", fmt_time(mine["scripted_step"]), "-", "-"),
+        ],
+    )
+    print_table(
+        "Mixing domains: reset (oracle user's first turn included; mean per call)",
+        [
+            *[(f"tau2/{k}-v0 reset", fmt_time(v), "-", "-") for k, v in mine["singles"].items()],
+            ("the three, weighted 0.5/0.3/0.2", fmt_time(mine["weighted_reset"]), "-", "-"),
+            (
+                "tau2/mix-v0 reset (same weights; draw + route + the component's reset)",
+                fmt_time(mine["mix_reset"]),
+                "-",
+                "-",
+            ),
+        ],
+    )
     if not up:
         print("\n(set TAU2_REFERENCE_PYTHON to measure upstream's UserGymEnv in the same run)")
 

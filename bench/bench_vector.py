@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import fmt_bytes, fmt_time, print_table, ratio, record_oracle, reference_python, run_upstream  # noqa: E402
+from _common import fmt_bytes, fmt_time, print_table, ratio, record_oracle, reference_python, run_upstream
 
 SIZES = (1, 64, 1024, 10000)
 LOOKUP_TURNS = 8
@@ -103,8 +103,11 @@ class LookupAgent:
             return call_message("get_user_details", {"user_id": ids["users"][k % len(ids["users"])]}, f"c{self.n}")
         if phase == 1:
             if self.n % 2:
-                return call_message("get_reservation_details",
-                                    {"reservation_id": ids["reservations"][k % len(ids["reservations"])]}, f"c{self.n}")
+                return call_message(
+                    "get_reservation_details",
+                    {"reservation_id": ids["reservations"][k % len(ids["reservations"])]},
+                    f"c{self.n}",
+                )
             o, d, date = ids["routes"][k % len(ids["routes"])]
             return call_message("search_direct_flight", {"origin": o, "destination": d, "date": date}, f"c{self.n}")
         return text_message("I have checked your account and reservations. Anything else I should look at?")
@@ -126,7 +129,7 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, s
     import gymnasium as gym
     import numpy as np
 
-    import tau2_gym  # noqa: F401
+    import tau2_gym  # noqa: F401 - registers the envs
     from tau2_gym import load_domain
     from tau2_gym.players.agents.scripted import OracleAgent
     from tau2_gym.players.users.scripted import ScriptedUser
@@ -144,6 +147,7 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, s
             a.reset(task, info)
             return a
     else:
+
         def make_agent(i: int, task, info):
             a = OracleAgent()
             a.reset(task, info)
@@ -184,11 +188,25 @@ def child(n: int, workload: str, min_seconds: float, min_steps: int, data_dir, s
         prev = done
     gc_outside += gc_clock.total  # (the running sum is "all collector time" minus "collector time in steps")
     u = vec.unwrapped
-    return {"n": n, "workload": workload, "make_s": make_s, "reset_cpu": reset_cpu, "reset_wall": reset_wall,
-            "env_cpu": env_cpu + gc_outside, "env_wall": env_wall + gc_outside, "gc_outside": gc_outside,
-            "steps": steps, "episodes": episodes, "vsteps": vsteps,
-            "mean_reward": rewards / episodes if episodes else None, "rss_before": rss0, "rss_live": rss_live,
-            "peak": peak_mb(), "user_batches": u.user_batches, "user_requests": u.user_requests}
+    return {
+        "n": n,
+        "workload": workload,
+        "make_s": make_s,
+        "reset_cpu": reset_cpu,
+        "reset_wall": reset_wall,
+        "env_cpu": env_cpu + gc_outside,
+        "env_wall": env_wall + gc_outside,
+        "gc_outside": gc_outside,
+        "steps": steps,
+        "episodes": episodes,
+        "vsteps": vsteps,
+        "mean_reward": rewards / episodes if episodes else None,
+        "rss_before": rss0,
+        "rss_live": rss_live,
+        "peak": peak_mb(),
+        "user_batches": u.user_batches,
+        "user_requests": u.user_requests,
+    }
 
 
 def single_child(make_agent, kwargs: dict, workload: str, min_seconds: float, min_steps: int, rss0: float) -> dict:
@@ -225,11 +243,25 @@ def single_child(make_agent, kwargs: dict, workload: str, min_seconds: float, mi
             rewards += float(reward)
             agent = make_agent(episodes, info["task"], info)
     gc_outside += gc_clock.total
-    return {"n": 1, "workload": workload, "make_s": make_s, "reset_cpu": reset_cpu, "reset_wall": reset_wall,
-            "env_cpu": env_cpu + gc_outside, "env_wall": env_wall + gc_outside, "gc_outside": gc_outside,
-            "steps": steps, "episodes": episodes, "vsteps": steps,
-            "mean_reward": rewards / episodes if episodes else None, "rss_before": rss0, "rss_live": rss_mb(),
-            "peak": peak_mb(), "user_batches": 0, "user_requests": 0}
+    return {
+        "n": 1,
+        "workload": workload,
+        "make_s": make_s,
+        "reset_cpu": reset_cpu,
+        "reset_wall": reset_wall,
+        "env_cpu": env_cpu + gc_outside,
+        "env_wall": env_wall + gc_outside,
+        "gc_outside": gc_outside,
+        "steps": steps,
+        "episodes": episodes,
+        "vsteps": steps,
+        "mean_reward": rewards / episodes if episodes else None,
+        "rss_before": rss0,
+        "rss_live": rss_mb(),
+        "peak": peak_mb(),
+        "user_batches": 0,
+        "user_requests": 0,
+    }
 
 
 # ------------------------------------------------------------------------------------------- upstream
@@ -239,6 +271,7 @@ def record_oracle_airline(n_tasks: int, data_dir) -> list[dict]:
     """Oracle episodes as upstream-gym action strings + the user's replies (for AgentGymEnv)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     return record_oracle("airline", data_dir, n=n_tasks)
+
 
 UPSTREAM = """
 import tau2.user.user_simulator as us
@@ -288,8 +321,18 @@ def run_child(n: int, workload: str, data_dir, single: bool = False) -> dict:
         min_steps = {1: 300}.get(n, 30)
     else:
         min_steps = {1: 200, 64: 20}.get(n, 8)
-    cmd = [sys.executable, __file__, "--child", str(n), "--workload", workload,
-           "--min-seconds", str(min_seconds), "--min-steps", str(min_steps)] + (["--single"] if single else [])
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        str(n),
+        "--workload",
+        workload,
+        "--min-seconds",
+        str(min_seconds),
+        "--min-steps",
+        str(min_steps),
+    ] + (["--single"] if single else [])
     if data_dir:
         cmd += ["--data-dir", str(data_dir)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
@@ -325,24 +368,49 @@ def main() -> None:
     rows = []
     for (w, n), r in results.items():
         tag = f"{w} N={n}"
-        rows.append((f"{tag}: env steps/s (CPU | wall)",
-                     f"{r['steps'] / r['env_cpu']:,.0f} | {r['steps'] / r['env_wall']:,.0f}", "-", "-"))
-        rows.append((f"{tag}: episodes/s (CPU | wall)",
-                     f"{r['episodes'] / r['env_cpu']:,.1f} | {r['episodes'] / r['env_wall']:,.1f}", "-", "-"))
+        rows.append(
+            (
+                f"{tag}: env steps/s (CPU | wall)",
+                f"{r['steps'] / r['env_cpu']:,.0f} | {r['steps'] / r['env_wall']:,.0f}",
+                "-",
+                "-",
+            )
+        )
+        rows.append(
+            (
+                f"{tag}: episodes/s (CPU | wall)",
+                f"{r['episodes'] / r['env_cpu']:,.1f} | {r['episodes'] / r['env_wall']:,.1f}",
+                "-",
+                "-",
+            )
+        )
         per_ep = r["env_wall"] / r["episodes"] if r["episodes"] else None
         up_ep = up["episode"] if (up and w == "oracle") else None
         rows.append((f"{tag}: env time per episode (wall)", fmt_time(per_ep), fmt_time(up_ep), ratio(up_ep, per_ep)))
         rows.append((f"{tag}: reset of all N (wall)", fmt_time(r["reset_wall"]), "-", "-"))
-        rows.append((f"{tag}: of env time: collector between steps", f"{r['gc_outside'] / r['env_wall']:.1%}",
-                     "-", "-"))
+        rows.append(
+            (f"{tag}: of env time: collector between steps", f"{r['gc_outside'] / r['env_wall']:.1%}", "-", "-")
+        )
         big = isinstance(n, int) and n >= 1024
         per_live = fmt_bytes((r["rss_live"] - r["rss_before"]) * 2**20 / n) if big else "-"
         per_peak = fmt_bytes((r["peak"] - r["rss_before"]) * 2**20 / n) if big else "-"
-        rows.append((f"{tag}: peak RSS | per live episode at reset | at peak",
-                     f"{fmt_bytes(r['peak'] * 2**20)} | {per_live} | {per_peak}", "-", "-"))
-        rows.append((f"{tag}: user batches (requests/batch), mean reward",
-                     f"{r['user_batches']} ({r['user_requests'] / max(1, r['user_batches']):.0f}), "
-                     f"{r['mean_reward'] if r['mean_reward'] is None else round(r['mean_reward'], 3)}", "-", "-"))
+        rows.append(
+            (
+                f"{tag}: peak RSS | per live episode at reset | at peak",
+                f"{fmt_bytes(r['peak'] * 2**20)} | {per_live} | {per_peak}",
+                "-",
+                "-",
+            )
+        )
+        rows.append(
+            (
+                f"{tag}: user batches (requests/batch), mean reward",
+                f"{r['user_batches']} ({r['user_requests'] / max(1, r['user_batches']):.0f}), "
+                f"{r['mean_reward'] if r['mean_reward'] is None else round(r['mean_reward'], 3)}",
+                "-",
+                "-",
+            )
+        )
     print_table("Vector env, airline, scripted agent + user (upstream: AgentGymEnv, one episode at a time)", rows)
     if up is None:
         print("\n(set TAU2_REFERENCE_PYTHON to measure upstream's per-episode cost in the same run)")

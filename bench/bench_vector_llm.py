@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import print_table  # noqa: E402
+from _common import print_table  # noqa: E402 - after sys.path gets the helpers' folder
 
 
 def child(n: int, url: str, episodes_per_env: int) -> dict:
@@ -72,7 +72,10 @@ def main() -> None:
 
     def reply(body: dict, k: int) -> dict:
         said = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-        return {"delay": args.latency, "then": "###STOP###" if said >= args.turns else f"Yes, and one more thing ({said})."}
+        return {
+            "delay": args.latency,
+            "then": "###STOP###" if said >= args.turns else f"Yes, and one more thing ({said}).",
+        }
 
     trees = [("this checkout", ROOT)] + ([("--compare", Path(args.compare).resolve())] if args.compare else [])
     rows = []
@@ -80,17 +83,38 @@ def main() -> None:
         for n in args.sizes:
             for label, tree in trees:
                 env = dict(os.environ, PYTHONPATH=str(tree))
-                proc = subprocess.run([sys.executable, __file__, "--child", str(n), "--url", server.base_url,
-                                       "--episodes-per-env", str(args.episodes_per_env)],
-                                      capture_output=True, text=True, env=env, cwd=tree, timeout=3600)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--child",
+                        str(n),
+                        "--url",
+                        server.base_url,
+                        "--episodes-per-env",
+                        str(args.episodes_per_env),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=tree,
+                    timeout=3600,
+                )
                 if proc.returncode != 0:
                     raise RuntimeError(f"{label} N={n} failed:\n{proc.stderr[-3000:]}")
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
                 rate, limit = r["requests"] / r["wall"], n / args.latency
-                rows.append((f"N={n} {label}: customer requests/s (% of limit {limit:,.0f})",
-                             f"{rate:,.0f} ({rate / limit:.1%})", "-", "-"))
-                rows.append((f"N={n} {label}: env CPU per agent step", f"{r['cpu'] / r['steps'] * 1e6:,.0f} µs",
-                             "-", "-"))
+                rows.append(
+                    (
+                        f"N={n} {label}: customer requests/s (% of limit {limit:,.0f})",
+                        f"{rate:,.0f} ({rate / limit:.1%})",
+                        "-",
+                        "-",
+                    )
+                )
+                rows.append(
+                    (f"N={n} {label}: env CPU per agent step", f"{r['cpu'] / r['steps'] * 1e6:,.0f} µs", "-", "-")
+                )
     print_table(f"Vector env with an LLM customer (stub, {args.latency * 1000:.0f} ms per request)", rows)
 
 

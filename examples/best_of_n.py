@@ -14,7 +14,7 @@ import argparse
 import gymnasium as gym
 import numpy as np
 
-import tau2_gym  # noqa: F401  (registers the envs)
+import tau2_gym  # noqa: F401 - registers the envs
 from tau2_gym.training.search import best_of_n, oracle_policy
 
 
@@ -41,10 +41,14 @@ def main(argv=None) -> None:
     policy = oracle_policy(epsilon=args.epsilon)
     alone = [play(env, policy, seed, args.task) for seed in range(args.episodes)]
     print(f"policy alone:      rewards {alone}  mean {np.mean(alone):.2f}")
-    searched = [best_of_n(env, policy, n=args.n, depth=args.depth, seed=seed, options={"task_id": args.task})
-                for seed in range(args.episodes)]
-    print(f"best-of-{args.n} search: rewards {[r.reward for r in searched]}  "
-          f"mean {np.mean([r.reward for r in searched]):.2f}")
+    searched = [
+        best_of_n(env, policy, n=args.n, depth=args.depth, seed=seed, options={"task_id": args.task})
+        for seed in range(args.episodes)
+    ]
+    print(
+        f"best-of-{args.n} search: rewards {[r.reward for r in searched]}  "
+        f"mean {np.mean([r.reward for r in searched]):.2f}"
+    )
     first = searched[0]
     print("first searched episode:", first.summary())
     for turn in first.turns:

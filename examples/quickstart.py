@@ -32,8 +32,11 @@ def show(message: dict) -> str:
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--domain", default="mock", help="tau2 domain: mock, airline, retail, telecom, ...")
-    parser.add_argument("--task-id", default=None,
-                        help="task to play (default: create_task_1 on mock, else a random task of the base split)")
+    parser.add_argument(
+        "--task-id",
+        default=None,
+        help="task to play (default: create_task_1 on mock, else a random task of the base split)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -41,8 +44,9 @@ def main(argv: list[str] | None = None) -> float:
     task_id = args.task_id if args.task_id is not None else ("create_task_1" if args.domain == "mock" else None)
     options = {"task_id": task_id} if task_id is not None else None
     obs, info = env.reset(seed=args.seed, options=options)
-    print(f"task {info['task_id']!r} of {args.domain}: {len(info['tools'])} tools, "
-          f"policy of {len(info['policy'])} chars")
+    print(
+        f"task {info['task_id']!r} of {args.domain}: {len(info['tools'])} tools, policy of {len(info['policy'])} chars"
+    )
     for message in obs[1:]:  # obs[0] is the system prompt (policy)
         print(show(message))
 
@@ -58,8 +62,10 @@ def main(argv: list[str] | None = None) -> float:
 
     print(f"\nreward = {reward}  ({info['termination_reason']})")
     if info.get("reward_info"):
-        print("reward breakdown:", json.dumps({k: v for k, v in info["reward_info"].items()
-                                               if k in ("reward", "reward_breakdown")}))
+        print(
+            "reward breakdown:",
+            json.dumps({k: v for k, v in info["reward_info"].items() if k in ("reward", "reward_breakdown")}),
+        )
     env.close()
     return reward
 

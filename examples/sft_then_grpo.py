@@ -17,7 +17,6 @@ mock domain has no train/test split; it is the only domain whose prompts are sho
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -27,8 +26,9 @@ TINY_TASKS = ("create_task_1", "update_task_1", "impossible_task_1")
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--tiny", action="store_true", help="tiny model on CPU, mock domain (overrides the rest)")
     p.add_argument("--model", default="Qwen/Qwen3-1.7B")
     p.add_argument("--domain", default="airline")
@@ -95,8 +95,20 @@ def collect(args: argparse.Namespace, out: str) -> list[str]:
     paths = []
     for agent in ("oracle", "give_up"):
         path = os.path.join(out, f"{agent}.json")
-        argv = ["rollout", "--domain", args.domain, "--task-split-name", args.split, "--agent", agent, "--user", args.user,
-                "--output", path, "--no-progress"]
+        argv = [
+            "rollout",
+            "--domain",
+            args.domain,
+            "--task-split-name",
+            args.split,
+            "--agent",
+            agent,
+            "--user",
+            args.user,
+            "--output",
+            path,
+            "--no-progress",
+        ]
         if args.task_ids:
             argv += ["--task-ids", *args.task_ids]
         if cli(argv) != 0:
@@ -105,21 +117,29 @@ def collect(args: argparse.Namespace, out: str) -> list[str]:
     return paths
 
 
-def evaluate(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str],
-             chat_template: Optional[str] = None) -> list[float]:
+def evaluate(
+    model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str], chat_template: Optional[str] = None
+) -> list[float]:
     """Rewards of greedy episodes of the policy through the env, one per task."""
     import gymnasium as gym
 
-    import tau2_gym  # noqa: F401
+    import tau2_gym  # noqa: F401 - registers the envs
     from tau2_gym.training.hf import hf_runner
 
     was_training = model.training
     model.eval()
-    runner = hf_runner(model, tokenizer, max_new_tokens=args.max_new_tokens,
-                       max_completion_tokens=args.max_completion_length, chat_template=chat_template,
-                       do_sample=False)
-    envs = [gym.make(f"tau2/{args.domain}-v0", obs_format="messages", user=args.user, disable_env_checker=True)
-            for _ in tasks]
+    runner = hf_runner(
+        model,
+        tokenizer,
+        max_new_tokens=args.max_new_tokens,
+        max_completion_tokens=args.max_completion_length,
+        chat_template=chat_template,
+        do_sample=False,
+    )
+    envs = [
+        gym.make(f"tau2/{args.domain}-v0", obs_format="messages", user=args.user, disable_env_checker=True)
+        for _ in tasks
+    ]
     trajectories = runner.run(envs, [{"task_id": t} for t in tasks], seeds=[args.seed] * len(tasks))
     model.train(was_training)
     return [float(t.reward) for t in trajectories]
@@ -128,34 +148,75 @@ def evaluate(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequen
 def sft(model: Any, tokenizer: Any, dataset: Any, args: argparse.Namespace, out: str) -> list[float]:
     from trl import SFTConfig, SFTTrainer
 
-    cfg = SFTConfig(output_dir=os.path.join(out, "sft"), max_steps=args.sft_steps,
-                    learning_rate=args.sft_learning_rate, per_device_train_batch_size=min(args.batch_size, len(dataset)),
-                    max_length=None,  # tokens rows: TRL applies their assistant_masks to the loss
-                    report_to=[], save_strategy="no", logging_steps=1,
-                    use_cpu=args.tiny, bf16=not args.tiny, dataloader_num_workers=0, disable_tqdm=True,
-                    seed=args.seed, lr_scheduler_type="constant")
+    cfg = SFTConfig(
+        output_dir=os.path.join(out, "sft"),
+        max_steps=args.sft_steps,
+        learning_rate=args.sft_learning_rate,
+        per_device_train_batch_size=min(args.batch_size, len(dataset)),
+        max_length=None,  # tokens rows: TRL applies their assistant_masks to the loss
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=args.tiny,
+        bf16=not args.tiny,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        seed=args.seed,
+        lr_scheduler_type="constant",
+    )
     trainer = SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer)
     trainer.train()
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 
-def grpo(model: Any, tokenizer: Any, args: argparse.Namespace, tasks: Sequence[str], out: str,
-         chat_template: Optional[str] = None) -> Any:
+def grpo(
+    model: Any,
+    tokenizer: Any,
+    args: argparse.Namespace,
+    tasks: Sequence[str],
+    out: str,
+    chat_template: Optional[str] = None,
+) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
     from tau2_gym.training.trl import build_dataset, make_rollout_func, tau2_reward
 
     dataset = build_dataset(args.domain, split=args.split, task_ids=tasks)
-    rollout = make_rollout_func(env_kwargs={"user": args.user}, max_new_tokens=args.max_new_tokens,
-                                chat_template=chat_template, seed=args.seed, split=args.split)
-    cfg = GRPOConfig(output_dir=os.path.join(out, "grpo"), max_steps=args.grpo_steps,
-                     learning_rate=args.grpo_learning_rate, num_generations=args.num_generations,
-                     per_device_train_batch_size=args.batch_size, max_completion_length=args.max_completion_length,
-                     temperature=1.0, beta=0.0, use_vllm=args.use_vllm, use_cpu=args.tiny, bf16=not args.tiny,
-                     logging_steps=1, report_to=[], save_strategy="no", seed=args.seed, dataloader_num_workers=0,
-                     disable_tqdm=True, activation_checkpointing=not args.tiny)
-    trainer = GRPOTrainer(model=model, reward_funcs=[tau2_reward], args=cfg, train_dataset=dataset,
-                          processing_class=tokenizer, rollout_func=rollout)
+    rollout = make_rollout_func(
+        env_kwargs={"user": args.user},
+        max_new_tokens=args.max_new_tokens,
+        chat_template=chat_template,
+        seed=args.seed,
+        split=args.split,
+    )
+    cfg = GRPOConfig(
+        output_dir=os.path.join(out, "grpo"),
+        max_steps=args.grpo_steps,
+        learning_rate=args.grpo_learning_rate,
+        num_generations=args.num_generations,
+        per_device_train_batch_size=args.batch_size,
+        max_completion_length=args.max_completion_length,
+        temperature=1.0,
+        beta=0.0,
+        use_vllm=args.use_vllm,
+        use_cpu=args.tiny,
+        bf16=not args.tiny,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=args.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        activation_checkpointing=not args.tiny,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[tau2_reward],
+        args=cfg,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+    )
     trainer.train()
     return trainer
 
@@ -191,8 +252,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.makedirs(out, exist_ok=True)
     model, tokenizer, template = load_policy(args)
     paths = collect(args, out)
-    dataset = export_dataset(paths, os.path.join(out, "sft-data"), format="tokens", tokenizer=tokenizer,
-                             chat_template=template, split=args.split, min_reward=1.0, domain=args.domain)
+    dataset = export_dataset(
+        paths,
+        os.path.join(out, "sft-data"),
+        format="tokens",
+        tokenizer=tokenizer,
+        chat_template=template,
+        split=args.split,
+        min_reward=1.0,
+        domain=args.domain,
+    )
     tasks = list(args.task_ids or dict.fromkeys(dataset["task_id"]))
     report: dict[str, Any] = {"sft_rows": len(dataset), "tasks": tasks, "output_dir": out}
     report["before_sft"] = evaluate(model, tokenizer, args, tasks, template)
@@ -230,10 +299,14 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     png = args.plot or os.path.join(report["output_dir"], "reward.png")
     if plot(png, report["sft_losses"], report.get("grpo_rewards", []), marks):
         print(f"plot: {png}")
-    print(f"{report['sft_rows']} SFT rows (oracle episodes with reward 1; the give_up ones filtered out), "
-          f"{time.perf_counter() - start:.0f}s")
-    print(f"reward before SFT {marks['before SFT']:.2f}, after SFT {marks['after SFT']:.2f}, after GRPO "
-          f"{marks.get('after GRPO', float('nan')):.2f} ({len(report['tasks'])} episodes each)")
+    print(
+        f"{report['sft_rows']} SFT rows (oracle episodes with reward 1; the give_up ones filtered out), "
+        f"{time.perf_counter() - start:.0f}s"
+    )
+    print(
+        f"reward before SFT {marks['before SFT']:.2f}, after SFT {marks['after SFT']:.2f}, after GRPO "
+        f"{marks.get('after GRPO', float('nan')):.2f} ({len(report['tasks'])} episodes each)"
+    )
     return report
 
 

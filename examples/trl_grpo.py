@@ -26,8 +26,9 @@ from typing import Any
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--tiny", action="store_true", help="tiny random model on CPU, 2 steps on mock (overrides the rest)")
     p.add_argument("--model", default="Qwen/Qwen3-1.7B", help="policy: hub id or local path")
     p.add_argument("--domain", default="airline")
@@ -99,29 +100,59 @@ def main(argv: list[str] | None = None) -> Any:
     model, tokenizer, chat_template = load_policy(args)
     dataset = build_dataset(args.domain, split=args.split, task_set=args.task_set)
     template_kwargs = {} if args.tiny else {"enable_thinking": args.thinking}
-    rollout = make_rollout_func(env_kwargs={"user": args.user, "max_steps": args.max_env_steps,
-                                            "task_set": args.task_set},
-                                max_new_tokens=args.max_new_tokens, chat_template=chat_template,
-                                chat_template_kwargs=template_kwargs, seed=args.seed, split=args.split)
-    config = GRPOConfig(
-        output_dir=args.output_dir, max_steps=args.max_steps, learning_rate=args.learning_rate,
-        num_generations=args.num_generations, per_device_train_batch_size=args.per_device_batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        max_completion_length=args.max_completion_length, temperature=args.temperature, beta=args.beta,
-        use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, activation_checkpointing=not args.no_gradient_checkpointing,
-        bf16=not args.cpu, use_cpu=args.cpu, logging_steps=1, save_strategy="no" if args.tiny else "steps",
-        save_steps=100, report_to=[] if args.report_to == "none" else [args.report_to], seed=args.seed,
-        dataloader_num_workers=0, disable_tqdm=args.tiny,
+    rollout = make_rollout_func(
+        env_kwargs={"user": args.user, "max_steps": args.max_env_steps, "task_set": args.task_set},
+        max_new_tokens=args.max_new_tokens,
+        chat_template=chat_template,
+        chat_template_kwargs=template_kwargs,
+        seed=args.seed,
+        split=args.split,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=[tau2_reward], args=config, train_dataset=dataset,
-                          processing_class=tokenizer, rollout_func=rollout)
+    config = GRPOConfig(
+        output_dir=args.output_dir,
+        max_steps=args.max_steps,
+        learning_rate=args.learning_rate,
+        num_generations=args.num_generations,
+        per_device_train_batch_size=args.per_device_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        max_completion_length=args.max_completion_length,
+        temperature=args.temperature,
+        beta=args.beta,
+        use_vllm=args.use_vllm,
+        vllm_mode=args.vllm_mode,
+        activation_checkpointing=not args.no_gradient_checkpointing,
+        bf16=not args.cpu,
+        use_cpu=args.cpu,
+        logging_steps=1,
+        save_strategy="no" if args.tiny else "steps",
+        save_steps=100,
+        report_to=[] if args.report_to == "none" else [args.report_to],
+        seed=args.seed,
+        dataloader_num_workers=0,
+        disable_tqdm=args.tiny,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[tau2_reward],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+    )
     start = time.perf_counter()
     trainer.train()
     elapsed = time.perf_counter() - start
     steps = [h for h in trainer.state.log_history if "rewards/tau2_reward/mean" in h]
     for h in steps:
-        print(json.dumps({k: round(h[k], 4) for k in ("step", "rewards/tau2_reward/mean", "loss", "step_time",
-                                                      "completions/mean_length") if k in h}))
+        print(
+            json.dumps(
+                {
+                    k: round(h[k], 4)
+                    for k in ("step", "rewards/tau2_reward/mean", "loss", "step_time", "completions/mean_length")
+                    if k in h
+                }
+            )
+        )
     print(f"{trainer.state.global_step} GRPO steps in {elapsed:.1f}s; last episodes:")
     for traj in rollout.last_trajectories:
         print("  ", traj.summary())

@@ -59,8 +59,10 @@ def vector_env_demo(num_envs: int, steps: int, seed: int) -> None:
     dt = time.perf_counter() - t0
     batches, requests = envs.unwrapped.user_batches, envs.unwrapped.user_requests
     envs.close()
-    print(f"== vector env: {num_envs} airline episodes at once, {steps} steps in {dt:.2f}s "
-          f"({num_envs * steps / dt:,.0f} env steps/s incl. the scripted agents)")
+    print(
+        f"== vector env: {num_envs} airline episodes at once, {steps} steps in {dt:.2f}s "
+        f"({num_envs * steps / dt:,.0f} env steps/s incl. the scripted agents)"
+    )
     print(f"   user turns: {requests} answered in {batches} batches ({requests / max(1, batches):.0f} per batch)")
     for name, rs in sorted(rewards.items()):
         print(f"   {name:22s} {len(rs):5d} episodes  mean reward {sum(rs) / len(rs):.2f}")
@@ -82,10 +84,21 @@ def rollout_demo(args: argparse.Namespace) -> None:
         user = "oracle"
     for attempt in ("first run", "same command again"):
         t0 = time.perf_counter()
-        report = collect(None, policy, user, domain="airline", num_tasks=args.tasks, num_trials=args.trials,
-                         concurrency=args.concurrency, output=args.output, progress=args.progress)
-        print(f"== rollout ({attempt}): {report.ran} episodes run, {report.resumed} resumed from the log, "
-              f"{report.failed} failed, mean reward {report.mean_reward}, {time.perf_counter() - t0:.2f}s")
+        report = collect(
+            None,
+            policy,
+            user,
+            domain="airline",
+            num_tasks=args.tasks,
+            num_trials=args.trials,
+            concurrency=args.concurrency,
+            output=args.output,
+            progress=args.progress,
+        )
+        print(
+            f"== rollout ({attempt}): {report.ran} episodes run, {report.resumed} resumed from the log, "
+            f"{report.failed} failed, mean reward {report.mean_reward}, {time.perf_counter() - t0:.2f}s"
+        )
     print(f"   results: {report.output} (re-score: tau2-gym eval {report.output})  log: {report.log}")
 
 

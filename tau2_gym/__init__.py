@@ -10,22 +10,23 @@ __version__ = "0.1.0"
 # `domains/` folder (the wheel maps it there); make it importable the same way.
 _src_domains = _Path(__file__).resolve().parent.parent / "domains"
 if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().parent / "domains").exists():
-    __path__.append(str(_src_domains.parent))  # type: ignore[name-defined]  # noqa: F821
+    __path__.append(str(_src_domains.parent))  # type: ignore[name-defined]
 
-from tau2_gym.core.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402
 import tau2_gym.domains  # noqa: E402,F401 - registers the built-in domains (one line each in domains/__init__.py)
+from tau2_gym.core.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402 - after the source-checkout path set-up above
 
 __all__ = ["__version__", "load_domain", "domain_names", "get_domain_spec", "register_domain", "replay"]
 
 
-def __getattr__(name: str):  # noqa: ANN202 - lazy exports keep `import tau2_gym` light
+def __getattr__(name: str):
     if name == "replay":
         from tau2_gym.results.replay import replay
 
         return replay
     raise AttributeError(f"module 'tau2_gym' has no attribute {name!r}")
 
+
 # Gymnasium ids tau2/<domain>-v0 (+ -solo-v0), so that gym.make("tau2_gym:tau2/airline-v0") works unimported.
-from tau2_gym.envs import register_envs as _register_envs  # noqa: E402
+from tau2_gym.envs import register_envs as _register_envs  # noqa: E402 - after the source-checkout path set-up above
 
 _register_envs()

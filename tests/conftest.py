@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
+from datautil import LEGACY
 
 from tau2_gym import load_domain
-from datautil import LEGACY
 from tau2_gym.data import TAU2_BENCH_1_0_1, ensure
 
 

@@ -31,8 +31,14 @@ class RecordingUser(UserSimulator):
         except Exception as exc:
             self.script.append({"raise": f"{type(exc).__name__}: {exc}"})
             raise
-        self.script.append({"content": msg.content, "tool_calls": None if msg.tool_calls is None else [
-            {"id": tc.id, "name": tc.name, "arguments": tc.arguments} for tc in msg.tool_calls]})
+        self.script.append(
+            {
+                "content": msg.content,
+                "tool_calls": None
+                if msg.tool_calls is None
+                else [{"id": tc.id, "name": tc.name, "arguments": tc.arguments} for tc in msg.tool_calls],
+            }
+        )
         return msg
 
     def reset_records(self) -> None:
@@ -61,16 +67,26 @@ def script_entry(action: Any, env: Any) -> dict:
     """The action as upstream's LLM would have returned it (or a failing call for unreadable actions)."""
     cfg = env.unwrapped.config
     try:
-        msg = to_assistant_message(action, parser=cfg.parser, tokenizer=cfg.tokenizer, fill_ids=cfg.fill_tool_call_ids,
-                                   first_id=env.unwrapped.episode.calls)
+        msg = to_assistant_message(
+            action,
+            parser=cfg.parser,
+            tokenizer=cfg.tokenizer,
+            fill_ids=cfg.fill_tool_call_ids,
+            first_id=env.unwrapped.episode.calls,
+        )
     except ActionError as exc:
         return {"raise": exc.reason}
-    return {"content": msg.content, "tool_calls": None if msg.tool_calls is None else [
-        {"id": tc.id, "name": tc.name, "arguments": tc.arguments} for tc in msg.tool_calls]}
+    return {
+        "content": msg.content,
+        "tool_calls": None
+        if msg.tool_calls is None
+        else [{"id": tc.id, "name": tc.name, "arguments": tc.arguments} for tc in msg.tool_calls],
+    }
 
 
-def run_episode(env: Any, agent: Any, options: Optional[dict] = None, seed: Optional[int] = None,
-                max_env_steps: int = 1000) -> Episode:
+def run_episode(
+    env: Any, agent: Any, options: Optional[dict] = None, seed: Optional[int] = None, max_env_steps: int = 1000
+) -> Episode:
     """Drive one episode; the env's user must be a RecordingUser (or the env solo)."""
     user = env.unwrapped.user
     if isinstance(user, RecordingUser):

@@ -17,7 +17,7 @@ def set_threads() -> None:
     torch.set_num_threads(1)  # a 32-wide model gains nothing from threads; on a busy 2-core box they cost a lot
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny(template: str = "chatml") -> tuple[Any, Any]:
     """(model, tokenizer) with merges fitted to the mock domain; template: chatml (ours), qwen2_5 or qwen3 (TRL's)."""
     from tau2_gym.training.hf.tiny import tiny_model_and_tokenizer
@@ -37,10 +37,10 @@ def assistant_body(renderer: ChatRenderer, message: dict) -> str:
     pre = renderer.render_text(head, add_generation_prompt=True)
     full = renderer.render_text(head + [message], add_generation_prompt=False)
     assert full.startswith(pre), (pre, full)
-    body = full[len(pre):]
-    body = body[:body.rindex("<|im_end|>")]
+    body = full[len(pre) :]
+    body = body[: body.rindex("<|im_end|>")]
     if body.startswith("<think>"):  # Qwen3 writes an empty think block into the last assistant turn
-        body = body[body.index("</think>") + len("</think>"):].lstrip()
+        body = body[body.index("</think>") + len("</think>") :].lstrip()
     return body
 
 
@@ -48,8 +48,15 @@ class ForceScript:
     """Logits processor: the row whose text contains ``key`` writes ``scripts[key][turn]`` then EOS, where
     ``turn`` counts the generation prompts after the episode's prompt (``base[key]`` of them are in it)."""
 
-    def __init__(self, tokenizer: Any, scripts: dict[str, list[str]], base: dict[str, int], fallback: str = "Bye.",
-                 gen_prompt: str = "<|im_start|>assistant\n", strict: bool = True) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        scripts: dict[str, list[str]],
+        base: dict[str, int],
+        fallback: str = "Bye.",
+        gen_prompt: str = "<|im_start|>assistant\n",
+        strict: bool = True,
+    ) -> None:
         self.tok = tokenizer
         self.strict = strict  # False: rows of unscripted episodes are left to the model
         self.scripts = scripts
@@ -70,7 +77,7 @@ class ForceScript:
 
     def _starts(self, row: list[int]) -> list[int]:
         n = len(self.start)
-        return [i for i in range(len(row) - n + 1) if row[i:i + n] == self.start]
+        return [i for i in range(len(row) - n + 1) if row[i : i + n] == self.start]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         pad = self.tok.pad_token_id
@@ -95,11 +102,12 @@ class ForceScript:
 def count_gen_prompts(tokenizer: Any, ids: list[int], gen_prompt: str = "<|im_start|>assistant\n") -> int:
     start = tokenizer.encode(gen_prompt, add_special_tokens=False)
     n = len(start)
-    return sum(1 for i in range(len(ids) - n + 1) if ids[i:i + n] == start)
+    return sum(1 for i in range(len(ids) - n + 1) if ids[i : i + n] == start)
 
 
-def oracle_scripts(renderer: ChatRenderer, env_factory: Any, task_ids: list[str],
-                   think: Optional[str] = None) -> tuple[dict[str, list[str]], dict[str, int], dict[str, float]]:
+def oracle_scripts(
+    renderer: ChatRenderer, env_factory: Any, task_ids: list[str], think: Optional[str] = None
+) -> tuple[dict[str, list[str]], dict[str, int], dict[str, float]]:
     """For each task: (key -> the scripted oracle's turns as template text, key -> generation prompts already
     in the first prompt, task_id -> the reward the scripted oracle gets on the plain env). The key is the
     customer's opening message, which identifies the episode in the rendered context."""

@@ -66,19 +66,30 @@ class OpenAIStub:
             message = {"role": "assistant", "content": item.get("content")}
             if calls:
                 message["tool_calls"] = [
-                    {"id": c.get("id", f"call_{i}"), "type": "function",
-                     "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c.get("arguments"), str)
-                                  else json.dumps(c.get("arguments", {}))}}
+                    {
+                        "id": c.get("id", f"call_{i}"),
+                        "type": "function",
+                        "function": {
+                            "name": c["name"],
+                            "arguments": c["arguments"]
+                            if isinstance(c.get("arguments"), str)
+                            else json.dumps(c.get("arguments", {})),
+                        },
+                    }
                     for i, c in enumerate(calls)
                 ]
         return {
-            "id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": self.model,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "id": "chatcmpl-stub",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
+            ],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
-    def __enter__(self) -> "OpenAIStub":
+    def __enter__(self) -> OpenAIStub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -135,8 +146,14 @@ class OpenAIStub:
             self._server.server_close()
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
-            503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 class AsyncOpenAIStub(OpenAIStub):
@@ -146,8 +163,12 @@ class AsyncOpenAIStub(OpenAIStub):
     arrival and of the last reply, and the most requests in flight at once.
     """
 
-    def __init__(self, replies: Union[list[Item], Callable[[dict, int], Item]], model: str = "stub-model",
-                 keep_requests: bool = False) -> None:
+    def __init__(
+        self,
+        replies: Union[list[Item], Callable[[dict, int], Item]],
+        model: str = "stub-model",
+        keep_requests: bool = False,
+    ) -> None:
         super().__init__(replies, model)
         self.keep_requests = keep_requests
         self.count = 0
@@ -194,8 +215,11 @@ class AsyncOpenAIStub(OpenAIStub):
                 else:
                     status, out = await self._answer(raw)
                 data = out.encode()
-                writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n"
-                             f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1") + data)
+                writer.write(
+                    f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\n\r\n".encode("latin-1")
+                    + data
+                )
                 self.busy += time.time() - arrived
                 await writer.drain()
                 if close:
@@ -229,14 +253,13 @@ class AsyncOpenAIStub(OpenAIStub):
             self.inflight -= 1
             self.last = time.time()
 
-    def __enter__(self) -> "AsyncOpenAIStub":
+    def __enter__(self) -> AsyncOpenAIStub:
         started = threading.Event()
 
         def run() -> None:
             loop = asyncio.new_event_loop()
             self._loop = loop
-            self._aserver = loop.run_until_complete(
-                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096))
+            self._aserver = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096))
             self._port = self._aserver.sockets[0].getsockname()[1]
             started.set()
             loop.run_forever()

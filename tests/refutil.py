@@ -34,8 +34,15 @@ def run_reference(driver: str, jobs: list[dict[str, Any]], timeout: float = 1800
     py = reference_python()
     env = dict(os.environ)
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    proc = subprocess.run([py, str(REFERENCE_DIR / f"{driver}.py")], input=json.dumps({"jobs": jobs}),
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REFERENCE_DIR))
+    proc = subprocess.run(
+        [py, str(REFERENCE_DIR / f"{driver}.py")],
+        input=json.dumps({"jobs": jobs}),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(REFERENCE_DIR),
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"reference driver {driver} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout)["results"]

@@ -19,12 +19,12 @@ import gymnasium as gym
 import pytest
 
 from tau2_gym import load_domain
-from tau2_gym.players.agents.scripted import make_agent
+from tau2_gym.core.messages import ToolCall
 from tau2_gym.domains.banking_knowledge import retrieval as R
 from tau2_gym.domains.banking_knowledge.environment import read_log_allowlist
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, MissingDependency, strip_timing
+from tau2_gym.players.agents.scripted import make_agent
 from tau2_gym.scoring.evaluation import evaluate_simulation
-from tau2_gym.core.messages import ToolCall
 from tau2_gym.scoring.rebuild import gold_environment, initial_environment
 
 NAME = "banking_knowledge"
@@ -67,13 +67,27 @@ def test_listed_tools_exclude_the_discoverable_ones_which_stay_callable(dom):
     kit = dom.agent_toolkit
     assert len(kit.discoverable_names) == 44  # + 4 customer-side ones: upstream's 48
     assert not set(agent) & kit.discoverable_names
-    assert {"unlock_discoverable_agent_tool", "call_discoverable_agent_tool", "list_discoverable_agent_tools",
-            "give_discoverable_user_tool"} <= set(agent)
+    assert {
+        "unlock_discoverable_agent_tool",
+        "call_discoverable_agent_tool",
+        "list_discoverable_agent_tools",
+        "give_discoverable_user_tool",
+    } <= set(agent)
     user = [s["function"]["name"] for s in dom.user_tool_schemas()]
-    assert user == ["apply_for_credit_card", "submit_referral", "call_discoverable_user_tool",
-                    "list_discoverable_user_tools", "request_human_agent_transfer", "submit_transaction"]
-    assert dom.user_toolkit.discoverable_names == {"submit_cash_back_dispute_0589", "get_referral_link",
-                                                    "get_card_last_4_digits", "deposit_check_3847"}
+    assert user == [
+        "apply_for_credit_card",
+        "submit_referral",
+        "call_discoverable_user_tool",
+        "list_discoverable_user_tools",
+        "request_human_agent_transfer",
+        "submit_transaction",
+    ]
+    assert dom.user_toolkit.discoverable_names == {
+        "submit_cash_back_dispute_0589",
+        "get_referral_link",
+        "get_card_last_4_digits",
+        "deposit_check_3847",
+    }
     env = dom.make_environment()
     assert "not found" in call(env, "get_atm_deposit_images_8473", transaction_id="nope")  # callable by name
 
@@ -105,12 +119,14 @@ def test_agent_and_customer_share_one_db(dom):
 
 def test_discoverable_tools_must_be_unlocked_and_their_calls_are_logged(dom):
     env = initial_environment(dom, dom.task("task_001"))
-    assert "has not been unlocked" in run_tool(env, "update_transaction_rewards_3847", transaction_id="x",
-                                               new_rewards_earned="1")
+    assert "has not been unlocked" in run_tool(
+        env, "update_transaction_rewards_3847", transaction_id="x", new_rewards_earned="1"
+    )
     assert "Unknown agent tool" in call(env, "unlock_discoverable_agent_tool", agent_tool_name="bogus_0000")
     h0 = env.get_db_hash()
-    assert call(env, "unlock_discoverable_agent_tool", agent_tool_name="update_transaction_rewards_3847"
-                ).startswith("Tool unlocked: update_transaction_rewards_3847")
+    assert call(env, "unlock_discoverable_agent_tool", agent_tool_name="update_transaction_rewards_3847").startswith(
+        "Tool unlocked: update_transaction_rewards_3847"
+    )
     assert env.get_db_hash() == h0  # unlocking is in memory only
     assert "not found" in run_tool(env, "update_transaction_rewards_3847", transaction_id="x", new_rewards_earned="1")
     logged = env.tools.db.agent_discoverable_tools["data"]
@@ -137,10 +153,18 @@ def test_numbers_are_normalised_so_int_and_float_spellings_hash_alike(dom):
         env = initial_environment(dom, dom.task("task_001"))
         card = next(iter(env.tools.db.credit_card_accounts["data"].values()))
         call(env, "unlock_discoverable_agent_tool", agent_tool_name="submit_credit_limit_increase_request_7392")
-        args = (f'{{"credit_card_account_id": "{card["account_id"]}", "user_id": "{card["user_id"]}", '
-                f'"requested_increase_amount": {amount}}}')
-        outputs.append(call(env, "call_discoverable_agent_tool",
-                            agent_tool_name="submit_credit_limit_increase_request_7392", arguments=args))
+        args = (
+            f'{{"credit_card_account_id": "{card["account_id"]}", "user_id": "{card["user_id"]}", '
+            f'"requested_increase_amount": {amount}}}'
+        )
+        outputs.append(
+            call(
+                env,
+                "call_discoverable_agent_tool",
+                agent_tool_name="submit_credit_limit_increase_request_7392",
+                arguments=args,
+            )
+        )
         hashes.append(env.get_db_hash())
     assert outputs[0] == outputs[1] and "Requested Increase: $2,500" in outputs[0]
     assert hashes[0] == hashes[1]
@@ -151,12 +175,24 @@ def test_customer_tools_work_only_after_the_agent_gives_them(dom):
     args = json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"})
 
     def user_run():
-        return call(env, "call_discoverable_user_tool", requestor="user",
-                    discoverable_tool_name="get_card_last_4_digits", arguments=args)
+        return call(
+            env,
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=args,
+        )
 
     assert "has not been given to you" in user_run()
-    assert call(env, "give_discoverable_user_tool", discoverable_tool_name="get_card_last_4_digits",
-                arguments=json.dumps({"nope": 1})) == "Error: Unexpected parameter: nope"
+    assert (
+        call(
+            env,
+            "give_discoverable_user_tool",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=json.dumps({"nope": 1}),
+        )
+        == "Error: Unexpected parameter: nope"
+    )
     given = call(env, "give_discoverable_user_tool", discoverable_tool_name="get_card_last_4_digits", arguments=args)
     assert given.startswith("Tool given to user: get_card_last_4_digits")
     out = user_run()
@@ -169,8 +205,14 @@ def test_customer_tools_work_only_after_the_agent_gives_them(dom):
 
 
 def test_every_offline_configuration_builds_its_tools_and_policy():
-    expected_tools = {"bm25": ["KB_search"], "bm25_grep": ["KB_search", "grep"], "grep_only": ["grep"],
-                      "full_kb": [], "golden_retrieval": [], "no_knowledge": []}
+    expected_tools = {
+        "bm25": ["KB_search"],
+        "bm25_grep": ["KB_search", "grep"],
+        "grep_only": ["grep"],
+        "full_kb": [],
+        "golden_retrieval": [],
+        "no_knowledge": [],
+    }
     assert set(R.OFFLINE) == set(expected_tools)
     sizes = {}
     for cfg, tools in expected_tools.items():
@@ -195,8 +237,9 @@ def test_golden_retrieval_puts_the_tasks_documents_in_the_system_prompt():
     assert obs2[0]["content"] != system
 
 
-@pytest.mark.parametrize("name", ["alltools", "openai_embeddings", "bm25_reranker_grep", "terminal_use",
-                                  "qwen_embeddings_grep"])
+@pytest.mark.parametrize(
+    "name", ["alltools", "openai_embeddings", "bm25_reranker_grep", "terminal_use", "qwen_embeddings_grep"]
+)
 def test_configurations_that_need_a_service_raise_naming_it(name):
     with pytest.raises(ValueError, match=r"needs .*(embeddings|reranker|sandbox).*run offline"):
         load_domain(NAME, options={"retrieval_config": name})
@@ -223,8 +266,9 @@ def test_bm25_ranks_by_okapi_scores_computed_from_first_principles(dom):
     expected = []
     for doc in corpus:
         tf = Counter(doc)
-        expected.append(sum(idf.get(q, 0) * tf[q] * 2.5 / (tf[q] + 1.5 * (0.25 + 0.75 * len(doc) / avgdl))
-                            for q in query))
+        expected.append(
+            sum(idf.get(q, 0) * tf[q] * 2.5 / (tf[q] + 1.5 * (0.25 + 0.75 * len(doc) / avgdl)) for q in query)
+        )
     top = sorted(range(n), key=lambda i: expected[i], reverse=True)[:10]
     got = index.bm25_search(" ".join(query).upper(), 10)  # case-folded like the index
     assert [d for d, _ in got] == [index.ids[i] for i in top]
@@ -283,8 +327,9 @@ def test_oracle_agent_and_user_score_every_task_whose_criteria_the_gold_actions_
 
 
 def test_results_record_the_retrieval_configuration(tmp_path):
-    env = gym.make("tau2/banking_knowledge-v0", retrieval_config="grep_only", retrieval_kwargs={"grep_top_k": 3},
-                   judge="fail")
+    env = gym.make(
+        "tau2/banking_knowledge-v0", retrieval_config="grep_only", retrieval_kwargs={"grep_top_k": 3}, judge="fail"
+    )
     reward, info = _play(env, "task_010")
     assert reward == 1.0
     info_block = env.unwrapped.results_info()
@@ -325,20 +370,53 @@ def test_perturbed_trajectory_loses_the_reward(dom):
 def test_fuzzed_actions_never_raise_out_of_step(dom):
     rng = random.Random(0)
     names = sorted(dom.agent_toolkit.discoverable_names) + [s["function"]["name"] for s in dom.agent_tool_schemas()]
-    values = [None, 0, -1, 2.5, 10 ** 30, "", "x", "1234", "2025-11-14", True, [], {}, [1], {"a": None}, "\ud800",
-              "01", "cc_76ad9cc60e_gold", "76ad9cc60e", "{", '{"a":1}']
+    values = [
+        None,
+        0,
+        -1,
+        2.5,
+        10**30,
+        "",
+        "x",
+        "1234",
+        "2025-11-14",
+        True,
+        [],
+        {},
+        [1],
+        {"a": None},
+        "\ud800",
+        "01",
+        "cc_76ad9cc60e_gold",
+        "76ad9cc60e",
+        "{",
+        '{"a":1}',
+    ]
     env = gym.make("tau2/banking_knowledge-v0", user="oracle", judge="fail")
     env.reset(options={"task_id": "task_073"})
     steps = 0
     for _ in range(600):
         name = rng.choice(names)
-        args = {rng.choice(["user_id", "account_id", "card_id", "amount", "query", "pattern", "arguments",
-                            "agent_tool_name", "x"]): rng.choice(values) for _ in range(rng.randint(0, 3))}
+        args = {
+            rng.choice(
+                ["user_id", "account_id", "card_id", "amount", "query", "pattern", "arguments", "agent_tool_name", "x"]
+            ): rng.choice(values)
+            for _ in range(rng.randint(0, 3))
+        }
         if rng.random() < 0.5:
-            inner = {k: rng.choice(values) for k in rng.sample(["card_id", "account_id", "user_id", "amount",
-                                                                "pin", "cvv", "new_limit", "limit_type"], 3)}
-            action = {"name": "call_discoverable_agent_tool", "arguments": {
-                "agent_tool_name": name, "arguments": json.dumps(inner) if rng.random() < 0.8 else rng.choice(values)}}
+            inner = {
+                k: rng.choice(values)
+                for k in rng.sample(
+                    ["card_id", "account_id", "user_id", "amount", "pin", "cvv", "new_limit", "limit_type"], 3
+                )
+            }
+            action = {
+                "name": "call_discoverable_agent_tool",
+                "arguments": {
+                    "agent_tool_name": name,
+                    "arguments": json.dumps(inner) if rng.random() < 0.8 else rng.choice(values),
+                },
+            }
             if rng.random() < 0.3:
                 env.step({"name": "unlock_discoverable_agent_tool", "arguments": {"agent_tool_name": name}})
         else:

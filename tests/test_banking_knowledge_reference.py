@@ -17,16 +17,16 @@ import json
 import re
 
 import pytest
-
-from refutil import ok, run_reference, upstream_shaped
 from reference.driver_eval import stub_judge_reply
+from refutil import ok, run_reference, upstream_shaped
 from test_evaluation_cases import build_cases
+
 from tau2_gym import load_domain
+from tau2_gym.core.messages import ToolCall, messages_to_dicts
 from tau2_gym.domains.banking_knowledge.retrieval import GOLDEN_PLACEHOLDER, OFFLINE
 from tau2_gym.domains.banking_knowledge.search import strip_timing
 from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.scoring.judges import CallableJudge
-from tau2_gym.core.messages import ToolCall, messages_to_dicts
 from tau2_gym.scoring.rebuild import gold_environment, initial_environment
 
 pytestmark = pytest.mark.reference
@@ -51,15 +51,18 @@ def our_calls(d, task, calls: list[dict]) -> dict:
     env = initial_environment(d, task)
     out = {"init": hashes(env), "calls": []}
     for c in calls:
-        tm = env.get_response(ToolCall(c["name"], c.get("arguments", {}), id=c.get("id", "c"),
-                                       requestor=c.get("requestor", "assistant")))
+        tm = env.get_response(
+            ToolCall(c["name"], c.get("arguments", {}), id=c.get("id", "c"), requestor=c.get("requestor", "assistant"))
+        )
         out["calls"].append({"content": tm.content, "error": tm.error, "hashes": hashes(env)})
     return out
 
 
 def gold_calls(task) -> list[dict]:
-    return [{"name": a.name, "arguments": a.arguments, "requestor": a.requestor, "id": f"g{i}"}
-            for i, a in enumerate(task.evaluation_criteria.actions or [])]
+    return [
+        {"name": a.name, "arguments": a.arguments, "requestor": a.requestor, "id": f"g{i}"}
+        for i, a in enumerate(task.evaluation_criteria.actions or [])
+    ]
 
 
 def test_schemas_and_policies_equal_upstream():
@@ -69,8 +72,14 @@ def test_schemas_and_policies_equal_upstream():
         d = dom(cfg)
         golden = cfg == "golden_retrieval"
         jobs.append({"kind": "schemas", "config": cfg, "tasks": [tjson(t) for t in tasks] if golden else []})
-        ours.append({"agent": list(d.agent_tool_schemas()), "user": d.user_tool_schemas(), "policy": d.policy(),
-                     "task_policies": {t.id: d.policy(task=t) for t in tasks} if golden else {}})
+        ours.append(
+            {
+                "agent": list(d.agent_tool_schemas()),
+                "user": d.user_tool_schemas(),
+                "policy": d.policy(),
+                "task_policies": {t.id: d.policy(task=t) for t in tasks} if golden else {},
+            }
+        )
     results = run_reference("driver_banking", jobs)
     compared = 0
     for cfg, mine, res in zip(OFFLINE, ours, results):
@@ -112,8 +121,10 @@ def test_gold_actions_outputs_and_hashes_equal_upstream():
             n_calls += len(theirs["calls"])
         if mine != theirs:
             mismatches.append((job["kind"], job["task"]["id"], _first_diff(mine, theirs)))
-    print(f"\ngold actions: {len(tasks)} tasks, {n_calls} calls (outputs + 2 hashes each) and evaluator gold "
-          f"hashes, {len(mismatches)} mismatches")
+    print(
+        f"\ngold actions: {len(tasks)} tasks, {n_calls} calls (outputs + 2 hashes each) and evaluator gold "
+        f"hashes, {len(mismatches)} mismatches"
+    )
     assert not mismatches, mismatches[:3]
 
 
@@ -132,6 +143,7 @@ def _first_diff(a, b):
 
 def _probes() -> list[tuple[str, list[dict]]]:
     """(task, calls): error paths, type confusions and gateway rules, in sequences that change state."""
+
     def call(_tool, requestor="assistant", **arguments):
         return {"name": _tool, "arguments": arguments, "requestor": requestor}
 
@@ -151,10 +163,26 @@ def _probes() -> list[tuple[str, list[dict]]]:
         call("transfer_to_human_agents", summary="s"),
         call("change_user_email", user_id="nobody", new_email="a@b.c"),
         call("change_user_email", user_id="76ad9cc60e", new_email="new@example.com"),
-        call("log_verification", name="Wei Chen", user_id="76ad9cc60e", address="a", email="e", phone_number="p",
-             date_of_birth="d", time_verified="2025-11-14 03:40:00 EST"),
-        call("log_verification", name="Wei Chen", user_id="76ad9cc60e", address="a", email="e", phone_number="p",
-             date_of_birth="d", time_verified="2025-11-14 03:40:00 EST"),
+        call(
+            "log_verification",
+            name="Wei Chen",
+            user_id="76ad9cc60e",
+            address="a",
+            email="e",
+            phone_number="p",
+            date_of_birth="d",
+            time_verified="2025-11-14 03:40:00 EST",
+        ),
+        call(
+            "log_verification",
+            name="Wei Chen",
+            user_id="76ad9cc60e",
+            address="a",
+            email="e",
+            phone_number="p",
+            date_of_birth="d",
+            time_verified="2025-11-14 03:40:00 EST",
+        ),
         call("log_verification", name="Wei Chen"),
         call("list_discoverable_agent_tools"),
         run("update_transaction_rewards_3847", {"transaction_id": "t", "new_rewards_earned": "1"}),
@@ -168,75 +196,172 @@ def _probes() -> list[tuple[str, list[dict]]]:
         call("update_transaction_rewards_3847", transaction_id="missing", new_rewards_earned="2"),
         call("list_discoverable_agent_tools"),
         unlock("submit_credit_limit_increase_request_7392"),
-        run("submit_credit_limit_increase_request_7392",
-            {"credit_card_account_id": "nope", "user_id": "76ad9cc60e", "requested_increase_amount": 2500}),
-        run("submit_credit_limit_increase_request_7392",
-            {"credit_card_account_id": "nope", "user_id": "76ad9cc60e", "requested_increase_amount": 25.5}),
-        run("submit_credit_limit_increase_request_7392",
-            {"credit_card_account_id": "nope", "user_id": "76ad9cc60e", "requested_increase_amount": "lots"}),
+        run(
+            "submit_credit_limit_increase_request_7392",
+            {"credit_card_account_id": "nope", "user_id": "76ad9cc60e", "requested_increase_amount": 2500},
+        ),
+        run(
+            "submit_credit_limit_increase_request_7392",
+            {"credit_card_account_id": "nope", "user_id": "76ad9cc60e", "requested_increase_amount": 25.5},
+        ),
+        run(
+            "submit_credit_limit_increase_request_7392",
+            {"credit_card_account_id": "nope", "user_id": "76ad9cc60e", "requested_increase_amount": "lots"},
+        ),
         unlock("open_bank_account_4821"),
         run("open_bank_account_4821", {"user_id": "76ad9cc60e", "account_type": "savings", "account_class": "X"}),
         run("open_bank_account_4821", {"user_id": "76ad9cc60e", "account_type": "checking", "account_class": "Blue"}),
         run("open_bank_account_4821", {"user_id": "76ad9cc60e", "account_type": "checking", "account_class": "Blue"}),
         run("open_bank_account_4821", {"user_id": "76ad9cc60e", "account_type": "bogus", "account_class": "Blue"}),
         unlock("activate_debit_card_8291"),
-        run("activate_debit_card_8291", {"card_id": "x", "last_4_digits": "1234", "expiration_date": "01/30",
-                                         "cvv": "123", "pin": 1357}),
-        run("activate_debit_card_8291", {"card_id": "x", "last_4_digits": "1234", "expiration_date": "01/30",
-                                         "cvv": "123", "pin": "1234"}),
-        run("activate_debit_card_8291", {"card_id": "x", "last_4_digits": "1234", "expiration_date": "01/30",
-                                         "cvv": "123", "pin": "1357"}),
+        run(
+            "activate_debit_card_8291",
+            {"card_id": "x", "last_4_digits": "1234", "expiration_date": "01/30", "cvv": "123", "pin": 1357},
+        ),
+        run(
+            "activate_debit_card_8291",
+            {"card_id": "x", "last_4_digits": "1234", "expiration_date": "01/30", "cvv": "123", "pin": "1234"},
+        ),
+        run(
+            "activate_debit_card_8291",
+            {"card_id": "x", "last_4_digits": "1234", "expiration_date": "01/30", "cvv": "123", "pin": "1357"},
+        ),
         unlock("file_debit_card_transaction_dispute_6281"),
         run("file_debit_card_transaction_dispute_6281", {"transaction_id": "t"}),
-        run("file_debit_card_transaction_dispute_6281", dict(
-            transaction_id="t1", account_id="a", card_id="c", user_id="u", dispute_category="unauthorized_transaction",
-            transaction_date="11/01/2025", discovery_date="11/02/2025", disputed_amount="600",
-            transaction_type="pin_purchase", card_in_possession=True, pin_compromised="no", contacted_merchant=False,
-            police_report_filed=False, written_statement_provided=True, provisional_credit_eligible=True,
-            customer_max_liability_amount=50, card_action="keep_active")),
-        run("file_debit_card_transaction_dispute_6281", dict(
-            transaction_id="t1", account_id="a", card_id="c", user_id="u", dispute_category="unauthorized_transaction",
-            transaction_date="11/01/2025", discovery_date="11/02/2025", disputed_amount=600,
-            transaction_type="pin_purchase", card_in_possession=True, pin_compromised="yes_shared",
-            contacted_merchant=False, police_report_filed=False, written_statement_provided=True,
-            provisional_credit_eligible=True, customer_max_liability_amount=50, card_action="keep_active")),
+        run(
+            "file_debit_card_transaction_dispute_6281",
+            dict(
+                transaction_id="t1",
+                account_id="a",
+                card_id="c",
+                user_id="u",
+                dispute_category="unauthorized_transaction",
+                transaction_date="11/01/2025",
+                discovery_date="11/02/2025",
+                disputed_amount="600",
+                transaction_type="pin_purchase",
+                card_in_possession=True,
+                pin_compromised="no",
+                contacted_merchant=False,
+                police_report_filed=False,
+                written_statement_provided=True,
+                provisional_credit_eligible=True,
+                customer_max_liability_amount=50,
+                card_action="keep_active",
+            ),
+        ),
+        run(
+            "file_debit_card_transaction_dispute_6281",
+            dict(
+                transaction_id="t1",
+                account_id="a",
+                card_id="c",
+                user_id="u",
+                dispute_category="unauthorized_transaction",
+                transaction_date="11/01/2025",
+                discovery_date="11/02/2025",
+                disputed_amount=600,
+                transaction_type="pin_purchase",
+                card_in_possession=True,
+                pin_compromised="yes_shared",
+                contacted_merchant=False,
+                police_report_filed=False,
+                written_statement_provided=True,
+                provisional_credit_eligible=True,
+                customer_max_liability_amount=50,
+                card_action="keep_active",
+            ),
+        ),
         unlock("get_atm_deposit_images_8473"),
         run("get_atm_deposit_images_8473", {"transaction_id": "btxn_834027370c20"}),
         run("get_atm_deposit_images_8473", {"transaction_id": "nope"}),
         call("give_discoverable_user_tool", discoverable_tool_name="nope"),
         call("give_discoverable_user_tool", discoverable_tool_name="VALID_CREDIT_CARD_TYPES"),
-        call("call_discoverable_user_tool", requestor="user", discoverable_tool_name="get_card_last_4_digits",
-             arguments=json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"})),
-        call("give_discoverable_user_tool", discoverable_tool_name="get_card_last_4_digits",
-             arguments=json.dumps({"bogus": 1})),
-        call("give_discoverable_user_tool", discoverable_tool_name="get_card_last_4_digits",
-             arguments=json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"})),
-        call("call_discoverable_user_tool", requestor="user", discoverable_tool_name="get_card_last_4_digits",
-             arguments=json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"})),
-        call("call_discoverable_user_tool", requestor="user", discoverable_tool_name="get_card_last_4_digits",
-             arguments="{}"),
-        call("call_discoverable_user_tool", requestor="user", discoverable_tool_name="get_card_last_4_digits",
-             arguments=json.dumps({"credit_card_account_id": "x", "more": 2})),
+        call(
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"}),
+        ),
+        call(
+            "give_discoverable_user_tool",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=json.dumps({"bogus": 1}),
+        ),
+        call(
+            "give_discoverable_user_tool",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"}),
+        ),
+        call(
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=json.dumps({"credit_card_account_id": "cc_76ad9cc60e_gold"}),
+        ),
+        call(
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments="{}",
+        ),
+        call(
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="get_card_last_4_digits",
+            arguments=json.dumps({"credit_card_account_id": "x", "more": 2}),
+        ),
         call("list_discoverable_user_tools", requestor="user"),
         call("give_discoverable_user_tool", discoverable_tool_name="deposit_check_3847"),
-        call("call_discoverable_user_tool", requestor="user", discoverable_tool_name="deposit_check_3847",
-             arguments=json.dumps({"account_id": "01", "check_amount": 100})),
-        call("call_discoverable_user_tool", requestor="user", discoverable_tool_name="deposit_check_3847",
-             arguments=json.dumps({"account_id": "01", "check_amount": 100.0})),
-        call("apply_for_credit_card", requestor="user", card_type="Gold Rewards Card", customer_name="Wei Chen",
-             annual_income=125000),
-        call("apply_for_credit_card", requestor="user", card_type="Gold Rewards Card", customer_name="Wei Chen",
-             annual_income=125000.0),
-        call("apply_for_credit_card", requestor="user", card_type="Mystery Card", customer_name="X",
-             annual_income=1),
+        call(
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="deposit_check_3847",
+            arguments=json.dumps({"account_id": "01", "check_amount": 100}),
+        ),
+        call(
+            "call_discoverable_user_tool",
+            requestor="user",
+            discoverable_tool_name="deposit_check_3847",
+            arguments=json.dumps({"account_id": "01", "check_amount": 100.0}),
+        ),
+        call(
+            "apply_for_credit_card",
+            requestor="user",
+            card_type="Gold Rewards Card",
+            customer_name="Wei Chen",
+            annual_income=125000,
+        ),
+        call(
+            "apply_for_credit_card",
+            requestor="user",
+            card_type="Gold Rewards Card",
+            customer_name="Wei Chen",
+            annual_income=125000.0,
+        ),
+        call("apply_for_credit_card", requestor="user", card_type="Mystery Card", customer_name="X", annual_income=1),
         call("submit_referral", requestor="user", user_id="76ad9cc60e", account_type="Gold Rewards Card"),
         call("submit_referral", requestor="user", user_id="76ad9cc60e", account_type="Gold Rewards Card"),
         call("request_human_agent_transfer", requestor="user"),
         call("request_human_agent_transfer", requestor="user"),
-        call("submit_transaction", requestor="user", user_id="76ad9cc60e", credit_card_type="Silver Rewards Card",
-             merchant_name="M", amount=127.43, category="Travel"),
-        call("submit_transaction", requestor="user", user_id="76ad9cc60e", credit_card_type="Nope",
-             merchant_name="M", amount=1, category="Travel"),
+        call(
+            "submit_transaction",
+            requestor="user",
+            user_id="76ad9cc60e",
+            credit_card_type="Silver Rewards Card",
+            merchant_name="M",
+            amount=127.43,
+            category="Travel",
+        ),
+        call(
+            "submit_transaction",
+            requestor="user",
+            user_id="76ad9cc60e",
+            credit_card_type="Nope",
+            merchant_name="M",
+            amount=1,
+            category="Travel",
+        ),
         call("KB_search", query=""),
         call("grep", pattern="("),
         call("not_a_tool"),
@@ -272,8 +397,10 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{3,}")
 def _queries(tasks) -> tuple[list[str], list[str]]:
     """Per task: a query from the scenario, one from each of two required document ids; grep patterns from
     the scenario's words, a regex, a case variant and an invalid regex."""
-    queries, patterns = ["", "   ", "credit card annual fee", "transfer to human agent"], ["", "fee|charge",
-                                                                                           "credit.*card", "(", "[a-"]
+    queries, patterns = (
+        ["", "   ", "credit card annual fee", "transfer to human agent"],
+        ["", "fee|charge", "credit.*card", "(", "[a-"],
+    )
     for t in tasks:
         words = _WORD.findall(str(t.user_scenario.instructions))
         queries.append(" ".join(words[:12]))
@@ -293,15 +420,20 @@ def test_retrieval_results_equal_upstream():
     variants = [(cfg, None) for cfg in ("bm25", "bm25_grep", "grep_only")]
     variants.append(("bm25_grep", {"top_k": 3, "grep_top_k": 2, "case_sensitive": True}))
     for cfg, kwargs in variants:
-        d = load_domain("banking_knowledge", options={"retrieval_config": cfg,
-                                                      **({"retrieval_kwargs": kwargs} if kwargs else {})})
+        d = load_domain(
+            "banking_knowledge", options={"retrieval_config": cfg, **({"retrieval_kwargs": kwargs} if kwargs else {})}
+        )
         kit = d.make_environment().tools
         jobs.append({"kind": "retrieval", "config": cfg, "kwargs": kwargs, "queries": queries, "patterns": patterns})
-        ours.append({"kb": [kit.KB_search(q) if kit.has_tool("KB_search") else None for q in queries],
-                     "grep": [kit.grep(p) if kit.has_tool("grep") else None for p in patterns]})
+        ours.append(
+            {
+                "kb": [kit.KB_search(q) if kit.has_tool("KB_search") else None for q in queries],
+                "grep": [kit.grep(p) if kit.has_tool("grep") else None for p in patterns],
+            }
+        )
     results = run_reference("driver_banking", jobs)
     n = mismatches = 0
-    for job, mine, res in zip(jobs, ours, results):
+    for _job, mine, res in zip(jobs, ours, results):
         theirs = ok(res)
         for a, b in zip(mine["kb"], theirs["kb"]):
             n += a is not None
@@ -309,8 +441,10 @@ def test_retrieval_results_equal_upstream():
         for a, b in zip(mine["grep"], theirs["grep"]):
             n += a is not None
             mismatches += a != b
-    print(f"\nretrieval: {len(queries)} queries and {len(patterns)} patterns x {len(variants)} configurations, "
-          f"{n} results compared, {mismatches} mismatches")
+    print(
+        f"\nretrieval: {len(queries)} queries and {len(patterns)} patterns x {len(variants)} configurations, "
+        f"{n} results compared, {mismatches} mismatches"
+    )
     assert mismatches == 0
 
 
@@ -320,13 +454,25 @@ def test_rewards_of_gold_and_perturbed_trajectories_equal_upstream():
     cases = build_cases(d, tasks, seed=11, per_task=4)
     jobs, ours, labels = [], [], []
     for case in cases:
-        for strict in ((True, False) if case.name.startswith("tampered") else (True,)):
-            jobs.append({"kind": "eval", "config": CONFIG, "task": tjson(case.task),
-                         "messages": messages_to_dicts(case.messages), "termination": case.termination,
-                         "strict": strict})
+        for strict in (True, False) if case.name.startswith("tampered") else (True,):
+            jobs.append(
+                {
+                    "kind": "eval",
+                    "config": CONFIG,
+                    "task": tjson(case.task),
+                    "messages": messages_to_dicts(case.messages),
+                    "termination": case.termination,
+                    "strict": strict,
+                }
+            )
             try:
-                ours.append({"reward_info": evaluate_simulation(d, case.task, case.messages, case.termination,
-                                                                judge=JUDGE, strict=strict)})
+                ours.append(
+                    {
+                        "reward_info": evaluate_simulation(
+                            d, case.task, case.messages, case.termination, judge=JUDGE, strict=strict
+                        )
+                    }
+                )
             except EvaluationError as exc:
                 ours.append({"error": str(exc)})
             labels.append((case.task.id, case.name, strict))
@@ -342,7 +488,7 @@ def test_rewards_of_gold_and_perturbed_trajectories_equal_upstream():
         mine_info = upstream_shaped(mine["reward_info"])
         if mine_info != theirs["reward_info"]:
             mismatches.append((label, _first_diff(mine_info, theirs["reward_info"])))
-    print(f"\nrewards: {len(jobs)} simulations of {len(tasks)} tasks ({ones} with reward 1), "
-          f"{len(mismatches)} mismatches")
+    print(
+        f"\nrewards: {len(jobs)} simulations of {len(tasks)} tasks ({ones} with reward 1), {len(mismatches)} mismatches"
+    )
     assert not mismatches, mismatches[:3]
-

@@ -16,10 +16,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import tau2_gym  # noqa: F401  (registers the envs)
-from tau2_gym.players.agents.scripted import OracleAgent
+import tau2_gym  # noqa: F401 - registers the envs
 from tau2_gym.envs.clone import clone_env
 from tau2_gym.envs.tau2_env import Tau2Env
+from tau2_gym.players.agents.scripted import OracleAgent
 
 
 def _plan(env: Any) -> list[Any]:
@@ -42,8 +42,18 @@ def _run(env: Any, actions: list[Any]) -> list[tuple]:
         obs, reward, term, trunc, info = env.step(action)
         loop = env.unwrapped.loop
         ri = info.get("reward_info")
-        out.append((obs, reward, term, trunc, loop.env.get_db_hash(), loop.env.get_user_db_hash(),
-                    info.get("termination_reason"), None if ri is None else dict(ri)))
+        out.append(
+            (
+                obs,
+                reward,
+                term,
+                trunc,
+                loop.env.get_db_hash(),
+                loop.env.get_user_db_hash(),
+                info.get("termination_reason"),
+                None if ri is None else dict(ri),
+            )
+        )
         if term or trunc:
             return out
     raise AssertionError("the script did not end the episode")
@@ -166,7 +176,7 @@ def test_clone_env_keeps_the_wrapper_chain_and_the_time_limit_count():
     for action in script[:2]:
         env.step(action)
     twin = clone_env(env)
-    chain = lambda e: [type(w).__name__ for w in _wrappers(e)]  # noqa: E731
+    chain = lambda e: [type(w).__name__ for w in _wrappers(e)]  # noqa: E731 - a one-line factory
     assert chain(twin) == chain(env) and "TimeLimit" in chain(twin)
     assert twin.unwrapped is not env.unwrapped
     assert twin._elapsed_steps == env._elapsed_steps == 2
@@ -285,8 +295,8 @@ def test_a_clone_pickles_and_continues():
 
 
 def test_vector_env_set_slot_and_step_slots_move_only_the_given_sub_envs():
-    from tau2_gym.players.users.scripted import OracleUser
     from tau2_gym.envs.vector import Tau2VectorEnv
+    from tau2_gym.players.users.scripted import OracleUser
 
     user = OracleUser()
     vec = Tau2VectorEnv(3, domain="airline", user=user)

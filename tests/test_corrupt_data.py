@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_data_versions import INITIAL, V1, _leftovers, _source
 
 DB = "data/tau2/domains/mock/db.json"
@@ -22,8 +21,10 @@ def _env(cache: Path, **extra: str) -> dict:
     return env
 
 
-HASH = ("from tau2_gym.core.domain import load_domain; e = load_domain('mock').make_environment(); "
-        "print(e.get_db_hash(), e.get_user_db_hash())")
+HASH = (
+    "from tau2_gym.core.domain import load_domain; e = load_domain('mock').make_environment(); "
+    "print(e.get_db_hash(), e.get_user_db_hash())"
+)
 
 
 def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
@@ -114,8 +115,10 @@ def _custom(tmp_path: Path) -> Path:
     return top
 
 
-@pytest.mark.parametrize("damage", ["db_garbage", "db_schema", "db_deleted", "tools_garbage", "policy_deleted",
-                                    "tasks_truncated", "split_garbage"])
+@pytest.mark.parametrize(
+    "damage",
+    ["db_garbage", "db_schema", "db_deleted", "tools_garbage", "policy_deleted", "tasks_truncated", "split_garbage"],
+)
 def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_path, damage):
     top = _custom(tmp_path)
     mock = top / "data" / "tau2" / "domains" / "mock"
@@ -141,9 +144,11 @@ def test_a_damaged_custom_folder_is_one_error_naming_the_file_and_the_fix(tmp_pa
     else:
         (mock / "policy.md").unlink()
         named = "policy.md"
-    code = ("from tau2_gym.core.domain import load_domain\nfrom tau2_gym.data import DataError\n"
-            "try:\n    d = load_domain('mock'); d.make_environment(); list(d.tasks()); d.splits()\n"
-            "except DataError as exc:\n    print(exc)\n    assert exc.path and exc.problem and exc.fix, vars(exc)\n")
+    code = (
+        "from tau2_gym.core.domain import load_domain\nfrom tau2_gym.data import DataError\n"
+        "try:\n    d = load_domain('mock'); d.make_environment(); list(d.tasks()); d.splits()\n"
+        "except DataError as exc:\n    print(exc)\n    assert exc.path and exc.problem and exc.fix, vars(exc)\n"
+    )
     proc = _run(_env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data")), "-c", code)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stdout.strip()
@@ -169,9 +174,11 @@ def test_a_data_error_from_any_command_is_one_line_and_the_traceback_needs_tau2_
     top = _custom(tmp_path)
     (top / "data" / "tau2" / "domains" / "mock" / "db.json").write_text("{")
     env = _env(tmp_path / "cache", TAU2_DATA_DIR=str(top / "data"))
-    code = ("import sys\nfrom tau2_gym.cli import main\nfrom tau2_gym.core.domain import load_domain\n"
-            "import tau2_gym.cli.data as d\nd.run = lambda args: load_domain('mock') and 0\n"
-            "sys.exit(main(['data', 'path']))")
+    code = (
+        "import sys\nfrom tau2_gym.cli import main\nfrom tau2_gym.core.domain import load_domain\n"
+        "import tau2_gym.cli.data as d\nd.run = lambda args: load_domain('mock') and 0\n"
+        "sys.exit(main(['data', 'path']))"
+    )
     proc = _run(env, "-c", code)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error: domain 'mock'") and "db.json" in proc.stderr

@@ -30,8 +30,12 @@ def _env(cache: Path, **extra: str) -> dict:
 @pytest.mark.network
 def test_two_processes_filling_the_legacy_cache_at_once_both_succeed(tmp_path):
     cache = tmp_path / "cache"
-    procs = [subprocess.Popen([sys.executable, "-c", FILL], env=_env(cache), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", FILL], env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     final = cache / LEGACY_V.cache_name
@@ -43,8 +47,13 @@ def test_two_processes_filling_the_legacy_cache_at_once_both_succeed(tmp_path):
 
 
 def test_pip_failure_names_the_ways_out(tmp_path):
-    env = _env(tmp_path / "cache", PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "none"),
-               PIP_EXTRA_INDEX_URL="", PIP_CONFIG_FILE=os.devnull)
+    env = _env(
+        tmp_path / "cache",
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(tmp_path / "none"),
+        PIP_EXTRA_INDEX_URL="",
+        PIP_CONFIG_FILE=os.devnull,
+    )
     proc = subprocess.run([sys.executable, "-c", FILL], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert "DataError" in proc.stderr and "pip download failed" in proc.stderr

@@ -36,10 +36,14 @@ POLICY = "data/tau2/domains/airline/policy.md"
 INITIAL = {
     "airline": ("124e39a664b56402bcd09cb8a6a9cece6acb8462337c969799d5658e3250f263", None),
     "retail": ("b25c9cb211f5efcaee5dd646054a73c4a9f43f4f5acc32c10713cd9f9ac20e9c", None),
-    "telecom": ("304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d",
-                "e1f3a8637388808221228ff3f87294444e6b64caf721f5eb243a85d0a9380b28"),
-    "mock": ("107f83a70b7bf4f616e283b0b0b8451346fe7681173398d4498a1ec15c5fdfc6",
-             "4cf3d22eed6962ba202c8738421d8a2286d2b5a0cad1372922c928be09ccbfac"),
+    "telecom": (
+        "304cf5ef059852e117ea801ab9a5efc24c9713ec887679dc2e30acceb4b6742d",
+        "e1f3a8637388808221228ff3f87294444e6b64caf721f5eb243a85d0a9380b28",
+    ),
+    "mock": (
+        "107f83a70b7bf4f616e283b0b0b8451346fe7681173398d4498a1ec15c5fdfc6",
+        "4cf3d22eed6962ba202c8738421d8a2286d2b5a0cad1372922c928be09ccbfac",
+    ),
 }
 
 
@@ -90,8 +94,13 @@ def server(archives):
 def _fetch(cache: Path, source: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("TAU2_DATA_DIR", "TAU2_DATA_VERSION", "TAU2_GYM_SOURCE")}
     env["TAU2_GYM_CACHE"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "tau2_gym.cli", "data", "fetch", "--source", source],
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tau2_gym.cli", "data", "fetch", "--source", source],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _leftovers(cache: Path) -> list[str]:
@@ -112,8 +121,10 @@ def test_download_from_an_archive_url_fills_a_verified_cache(tmp_path, server):
     # the cache is the default data: an airline env in a fresh process starts from the verified hash
     env = dict(os.environ, TAU2_GYM_CACHE=str(cache), TAU2_GYM_SOURCE="/nonexistent")
     env.pop("TAU2_DATA_DIR", None)
-    code = ("from tau2_gym import load_domain; d = load_domain('airline'); "
-            "print(d.make_environment().get_db_hash(), d.source.record()['name'])")
+    code = (
+        "from tau2_gym import load_domain; d = load_domain('airline'); "
+        "print(d.make_environment().get_db_hash(), d.source.record()['name'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == [INITIAL["airline"][0], V1.name], out.stderr
 
@@ -153,8 +164,12 @@ def test_three_processes_filling_from_a_local_checkout_at_once(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("TAU2_DATA_DIR", "TAU2_DATA_VERSION")}
     env.update(TAU2_GYM_CACHE=str(cache), TAU2_GYM_SOURCE=str(src))
     code = "from tau2_gym import data; print(data.ensure())"
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     assert len({o[0] for o in outs}) == 1

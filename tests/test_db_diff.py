@@ -11,13 +11,13 @@ import json
 from typing import Any
 
 import pytest
-
 from test_evaluation_cases import build_cases
+
 from tau2_gym import load_domain
 from tau2_gym.core.db import dumps_sorted
 from tau2_gym.core.db_diff import MAX_ENTRIES, db_diff, environment_diff, format_diff
-from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
+from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
 PERTURBED = ("drop_write", "change_arg", "duplicate_write", "foreign_write")
@@ -76,6 +76,7 @@ def _leaf_difference(gold: Any, predicted: Any, path: str = "", depth: int = 0) 
 def _structural(diff: dict[str, tuple]) -> dict[str, tuple]:
     """Drop an empty container's leaf where the other side has fields below that path: ``{a: 1}`` -> ``{}``
     is the removal of ``a``, which the diff reports as such, not a change of the container."""
+
     def below(path: str) -> bool:
         return any(k.startswith(path + ".") or k.startswith(path + "[") for k in diff)
 
@@ -107,7 +108,7 @@ DOMAINS = ["mock", "airline", "retail", "telecom", "banking_knowledge"]
 def test_diff_names_exactly_the_changed_fields(name):
     try:
         domain = load_domain(name)
-    except Exception as exc:  # e.g. banking_knowledge without its optional extra
+    except Exception as exc:  # noqa: BLE001 - any load failure skips: e.g. banking_knowledge without its optional extra
         pytest.skip(f"{name} does not load here: {exc}")
     tasks = [t for t in domain.tasks(split=None) if t.evaluation_criteria and t.evaluation_criteria.actions][:8]
     cases = [c for c in build_cases(domain, tasks, seed=5) if c.name in PERTURBED + ("gold",)]
@@ -149,9 +150,17 @@ def test_changed_argument_points_at_the_field(mock_domain):
     action = task.evaluation_criteria.actions[0]
     gold = gold_environment(mock_domain, task)
     wrong = "pending" if action.arguments["status"] != "pending" else "completed"
-    messages = [AssistantMessage(content="Hi"), UserMessage(content="Please update my task."),
-                AssistantMessage(tool_calls=[ToolCall(id="c1", name=action.name, requestor="assistant",
-                                                      arguments=dict(action.arguments, status=wrong))])]
+    messages = [
+        AssistantMessage(content="Hi"),
+        UserMessage(content="Please update my task."),
+        AssistantMessage(
+            tool_calls=[
+                ToolCall(
+                    id="c1", name=action.name, requestor="assistant", arguments=dict(action.arguments, status=wrong)
+                )
+            ]
+        ),
+    ]
     pred = predicted_environment(mock_domain, task, messages[:2], solo=False)
     messages.append(pred.get_response(messages[-1].tool_calls[0]))
     messages.append(UserMessage(content="Thanks ###STOP###"))
@@ -159,8 +168,15 @@ def test_changed_argument_points_at_the_field(mock_domain):
     info = evaluate_simulation(mock_domain, task, messages, "user_stop", diagnostics=extra)
     assert info["db_check"]["db_match"] is False
     tid = action.arguments["task_id"]
-    assert extra["db_diff"] == [{"db": "agent", "path": f"tasks.{tid}.status", "kind": "changed",
-                                        "gold": action.arguments["status"], "predicted": wrong}]
+    assert extra["db_diff"] == [
+        {
+            "db": "agent",
+            "path": f"tasks.{tid}.status",
+            "kind": "changed",
+            "gold": action.arguments["status"],
+            "predicted": wrong,
+        }
+    ]
     assert gold.tools.db.tasks[tid]["status"] == action.arguments["status"]
 
 

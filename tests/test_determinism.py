@@ -34,8 +34,12 @@ def test_same_trajectories_and_hashes_across_processes_and_hash_seeds(tmp_path):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         prefix = tmp_path / f"run{seed}"
         subprocess.run([sys.executable, "-c", SCRIPT, str(prefix)], env=env, check=True, timeout=300)
-        runs.append({d: json.loads((tmp_path / f"run{seed}.{d}.json").read_text())["simulations"]
-                     for d in ("airline", "retail", "telecom")})
+        runs.append(
+            {
+                d: json.loads((tmp_path / f"run{seed}.{d}.json").read_text())["simulations"]
+                for d in ("airline", "retail", "telecom")
+            }
+        )
     a, b = runs
     for domain in a:
         assert len(a[domain]) == len(b[domain]) > 0

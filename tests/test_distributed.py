@@ -15,12 +15,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from tau2_gym.runner.ray import acollect_ray, collect_ray  # noqa: E402
-from tau2_gym.players.agents.base import AgentPolicy
-from tau2_gym.players.agents.scripted import ScriptedPolicy  # noqa: E402
-from tau2_gym.runner.collect import collect, log_path, read_log, trial_seeds  # noqa: E402
+from tau2_gym.players.agents.base import AgentPolicy  # noqa: E402 - after the importorskip guard
+from tau2_gym.players.agents.scripted import ScriptedPolicy  # noqa: E402 - after the importorskip guard
+from tau2_gym.runner.collect import collect, log_path, read_log, trial_seeds  # noqa: E402 - after the importorskip guard
+from tau2_gym.runner.ray import acollect_ray, collect_ray  # noqa: E402 - after the importorskip guard
 
-ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the actors need SlowOracle; tests/ is not on their path
+ray.cloudpickle.register_pickle_by_value(
+    sys.modules[__name__]
+)  # the actors need SlowOracle; tests/ is not on their path
 
 VOLATILE = {"timestamp", "start_time", "end_time", "duration", "id", "info", "wall_time", "agent_cost", "user_cost"}
 AIRLINE = dict(domain="airline", num_tasks=8, num_trials=2, progress=False)
@@ -128,8 +130,7 @@ def test_a_killed_actor_loses_and_duplicates_nothing(tmp_path, single_process):
     out = tmp_path / "ray.json"
     log = log_path(out)
     on_pool, state = _killer(log, 1 + 4, lambda pool: [pool.actors[min(pool.actors)]])
-    report = collect_ray(None, SlowOracle(), None, num_actors=2, concurrency=2, output=str(out), on_pool=on_pool,
-                         **RUN)
+    report = collect_ray(None, SlowOracle(), None, num_actors=2, concurrency=2, output=str(out), on_pool=on_pool, **RUN)
     state["thread"].join(5)
     pool = state["pool"]
     assert len(state["killed"]) == 1 and pool.deaths == 1 and pool.requeued >= 1  # it died with episodes in hand
@@ -144,8 +145,17 @@ def test_a_run_whose_actors_all_died_resumes_into_the_same_output(tmp_path, sing
     log = log_path(out)
     on_pool, state = _killer(log, 1 + 3, lambda pool: list(pool.actors.values()))
     with pytest.raises(RuntimeError, match="every Ray actor died"):
-        collect_ray(None, SlowOracle(), None, num_actors=2, concurrency=2, output=str(out), on_pool=on_pool,
-                    max_actor_restarts=0, **RUN)
+        collect_ray(
+            None,
+            SlowOracle(),
+            None,
+            num_actors=2,
+            concurrency=2,
+            output=str(out),
+            on_pool=on_pool,
+            max_actor_restarts=0,
+            **RUN,
+        )
     _, before = read_log(log)
     assert 3 <= len(before) < 20
     assert len(json.loads(out.read_text())["simulations"]) == len(before)  # the results file holds what finished
@@ -161,8 +171,22 @@ def test_a_run_whose_actors_all_died_resumes_into_the_same_output(tmp_path, sing
 def test_cli_rollout_on_ray_matches_the_single_process_cli(tmp_path, capsys):
     from tau2_gym.cli import main
 
-    base = ["rollout", "--domain", "mock", "--task-split-name", "none", "--agent", "oracle", "--user", "oracle",
-            "--num-tasks", "4", "--num-trials", "2", "--no-progress"]
+    base = [
+        "rollout",
+        "--domain",
+        "mock",
+        "--task-split-name",
+        "none",
+        "--agent",
+        "oracle",
+        "--user",
+        "oracle",
+        "--num-tasks",
+        "4",
+        "--num-trials",
+        "2",
+        "--no-progress",
+    ]
     assert main(base + ["--output", str(tmp_path / "one.json")]) == 0
     single = capsys.readouterr().out
     assert main(base + ["--output", str(tmp_path / "ray.json"), "--ray", "--ray-actors", "2"]) == 0
@@ -185,8 +209,21 @@ def test_cli_without_ray_names_the_extra(tmp_path, monkeypatch, capsys):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    code = main(["rollout", "--agent", "oracle", "--user", "oracle", "--num-tasks", "1", "--no-progress",
-                 "--output", str(tmp_path / "x.json"), "--ray"])
+    code = main(
+        [
+            "rollout",
+            "--agent",
+            "oracle",
+            "--user",
+            "oracle",
+            "--num-tasks",
+            "1",
+            "--no-progress",
+            "--output",
+            str(tmp_path / "x.json"),
+            "--ray",
+        ]
+    )
     assert code == 2 and "error: --ray: " in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()  # refused before anything ran
 

@@ -11,9 +11,9 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub  # noqa: E402 - after the importorskip guard
 
-from tau2_gym.cli import main  # noqa: E402
+from tau2_gym.cli import main  # noqa: E402 - after the importorskip guard
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -38,10 +38,33 @@ def test_cache_counts_are_summed_over_two_actors(tmp_path, capsys):
     cache = tmp_path / "shared.sqlite"
 
     def args(out):
-        return ["rollout", "--domain", "mock", "--num-tasks", "4", "--num-trials", "2", "--agent", "oracle",
-                "--user", "user_simulator", "--user-llm", "stub-model", "--max-retries", "0", "--no-progress",
-                "--user-cache", str(cache), "--ray", "--ray-actors", "2", "--max-concurrency", "2",
-                "--output", str(out)]
+        return [
+            "rollout",
+            "--domain",
+            "mock",
+            "--num-tasks",
+            "4",
+            "--num-trials",
+            "2",
+            "--agent",
+            "oracle",
+            "--user",
+            "user_simulator",
+            "--user-llm",
+            "stub-model",
+            "--max-retries",
+            "0",
+            "--no-progress",
+            "--user-cache",
+            str(cache),
+            "--ray",
+            "--ray-actors",
+            "2",
+            "--max-concurrency",
+            "2",
+            "--output",
+            str(out),
+        ]
 
     with OpenAIStub(user_reply) as srv:
         assert main(args(tmp_path / "a.json") + ["--user-base-url", srv.base_url]) == 0

@@ -13,11 +13,13 @@ from tau2_gym.core.messages import ToolCall
 
 def test_third_party_domain_through_an_entry_point(tmp_path, monkeypatch):
     pkg = tmp_path / "my_tau2_domain.py"
-    pkg.write_text(textwrap.dedent("""
+    pkg.write_text(
+        textwrap.dedent("""
         from dataclasses import replace
         from tau2_gym.domains.mock import DOMAIN as MOCK
         DOMAIN = replace(MOCK, name="my-mock", description="a third-party domain on the mock data")
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     ep = importlib.metadata.EntryPoint(name="my-mock", value="my_tau2_domain:DOMAIN", group="tau2_gym.domains")
     real = importlib.metadata.entry_points
@@ -66,8 +68,11 @@ def test_engine_never_names_a_domain():
 
     engine = pathlib.Path(domain_mod.__file__).parents[1]
     names = ("airline", "retail", "telecom", "mock")
-    core = sorted((engine / "core").glob("*.py")) + sorted((engine / "scoring").glob("*.py")) + [
-        engine / "results" / "replay.py"]
+    core = (
+        sorted((engine / "core").glob("*.py"))
+        + sorted((engine / "scoring").glob("*.py"))
+        + [engine / "results" / "replay.py"]
+    )
     for f in core:
         words = list(_code_words(f))
         hits = [w for w in words if any(n in w for n in names)]

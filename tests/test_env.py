@@ -13,12 +13,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import tau2_gym
-from tau2_gym.players.agents.scripted import HallucinatingAgent, OracleAgent, StallingAgent
 from tau2_gym.core.domain import domain_names, get_domain_spec
+from tau2_gym.core.results_file import Results, SimulationRun, load_results
 from tau2_gym.envs import env_id, register_envs
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.core.results_file import Results, SimulationRun, load_results
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.players.agents.scripted import HallucinatingAgent, OracleAgent, StallingAgent
 from tau2_gym.players.users.base import UserSimulatorError
 from tau2_gym.players.users.scripted import ScriptedUser
 
@@ -60,9 +60,11 @@ def test_registering_again_is_a_no_op():
 
 
 def test_gym_make_with_module_prefix_works_without_importing_the_package():
-    code = ("import gymnasium as gym, sys; assert 'tau2_gym' not in sys.modules; "
-            "env = gym.make('tau2_gym:tau2/mock-v0'); obs, info = env.reset(seed=0); "
-            "print(type(env.unwrapped).__name__, info['domain'])")
+    code = (
+        "import gymnasium as gym, sys; assert 'tau2_gym' not in sys.modules; "
+        "env = gym.make('tau2_gym:tau2/mock-v0'); obs, info = env.reset(seed=0); "
+        "print(type(env.unwrapped).__name__, info['domain'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["MockEnv", "mock"]
@@ -147,7 +149,9 @@ def test_sequential_sampling_and_task_ids_restrict_the_pool():
 def test_splits_select_the_pool():
     assert len(gym.make("tau2/airline-v0", task_split="test").unwrapped.tasks) == 20
     assert len(gym.make("tau2/telecom-v0", task_split="small").unwrapped.tasks) == 20
-    assert len(gym.make("tau2/mock-v0", task_split=None).unwrapped.tasks) == len(tau2_gym.load_domain("mock").tasks(split=None))
+    assert len(gym.make("tau2/mock-v0", task_split=None).unwrapped.tasks) == len(
+        tau2_gym.load_domain("mock").tasks(split=None)
+    )
 
 
 def test_first_observation_is_system_prompt_greeting_and_opening():
@@ -222,6 +226,7 @@ def _failing_user(at_turn):
         if req.turn == at_turn:
             raise UserSimulatorError("endpoint down")
         return "I need a task created"
+
     return ScriptedUser(replies)
 
 
@@ -245,8 +250,11 @@ def test_episode_ending_during_reset_is_reported_by_the_next_step():
 def test_protocol_error_terminates_as_agent_error():
     env = gym.make("tau2/mock-v0", enforce_protocol=True)
     env.reset(options={"task_id": "create_task_1"})
-    msg = {"role": "assistant", "content": "creating", "tool_calls": [
-        {"id": "1", "type": "function", "function": {"name": "get_users", "arguments": "{}"}}]}
+    msg = {
+        "role": "assistant",
+        "content": "creating",
+        "tool_calls": [{"id": "1", "type": "function", "function": {"name": "get_users", "arguments": "{}"}}],
+    }
     obs, reward, term, trunc, info = env.step(msg)
     assert (term, trunc, info["termination_reason"], reward) == (True, False, "agent_error", 0.0)
     assert "both text content and tool calls" in info["error"]
@@ -282,11 +290,16 @@ def test_standard_agent_done_is_an_unknown_tool_but_agent_can_stop_ends_the_epis
 
 
 def _scripted_run(seed):
-    env = gym.make("tau2/airline-v0", user=ScriptedUser(["I want to check my reservation", "thanks"], then="###STOP###"))
+    env = gym.make(
+        "tau2/airline-v0", user=ScriptedUser(["I want to check my reservation", "thanks"], then="###STOP###")
+    )
     obs0, info = env.reset(seed=seed)
-    actions = [{"name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}},
-               {"name": "get_reservation_details", "arguments": {"reservation_id": "NO6JO3"}},
-               "Your reservation is confirmed.", "Anything else?"]
+    actions = [
+        {"name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}},
+        {"name": "get_reservation_details", "arguments": {"reservation_id": "NO6JO3"}},
+        "Your reservation is confirmed.",
+        "Anything else?",
+    ]
     observations = [obs0]
     for a in actions:
         obs, reward, term, trunc, info = env.step(a)
@@ -302,7 +315,7 @@ def test_same_task_seed_user_and_actions_give_identical_episodes():
     b = _scripted_run(123)
     assert a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
     assert a[3]["termination_reason"] == b[3]["termination_reason"] == "user_stop"
-    strip = lambda run: [{k: v for k, v in m.items() if k != "timestamp"} for m in run["messages"]]  # noqa: E731
+    strip = lambda run: [{k: v for k, v in m.items() if k != "timestamp"} for m in run["messages"]]  # noqa: E731 - a one-line factory
     assert strip(a[3]["simulation_run"]) == strip(b[3]["simulation_run"])
 
 

@@ -8,8 +8,15 @@ import gymnasium as gym
 import pytest
 from datautil import LEGACY
 
-from tau2_gym.players.agents.scripted import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
-                             StallingAgent, WrongArgumentsAgent)
+from tau2_gym.players.agents.scripted import (
+    GiveUpAgent,
+    HallucinatingAgent,
+    MalformedAgent,
+    OracleAgent,
+    SkipLastActionAgent,
+    StallingAgent,
+    WrongArgumentsAgent,
+)
 
 # task id -> why the oracle cannot reach 1.0 (the gold actions alone do not satisfy the task's own criteria)
 MOCK_EXCEPTIONS = {
@@ -21,7 +28,7 @@ MOCK_SOLO_EXCEPTIONS = {
 UPSTREAM_MOCK_EXCEPTIONS = {
     **MOCK_EXCEPTIONS,
     "update_task_with_user_tools": "its env assertion needs the user to dismiss a notification, which no gold "
-                                   "action does",
+    "action does",
 }
 
 
@@ -48,26 +55,32 @@ def assert_all_solved(rewards, exceptions):
 
 # Retail's v1.0.1 reward basis is [DB, NL_ASSERTION]: the oracle's NL assertions need a judge, so these runs
 # choose judge="pass" explicitly (what is checked here is the DB part; tests/test_nl_choices.py checks the rest).
-@pytest.mark.parametrize("eid,kwargs,exceptions", [
-    ("tau2/mock-v0", {}, UPSTREAM_MOCK_EXCEPTIONS),
-    ("tau2/mock-solo-v0", {}, {**MOCK_SOLO_EXCEPTIONS, "update_task_with_user_tools": "see above"}),
-    ("tau2/airline-v0", {}, {}),
-    ("tau2/retail-v0", {"judge": "pass"}, {}),
-    ("tau2/telecom-v0", {"task_split": "small"}, {}),
-    ("tau2/telecom-solo-v0", {"task_split": "small"}, {}),
-    ("tau2/telecom-workflow-v0", {"task_split": "small"}, {}),
-])
+@pytest.mark.parametrize(
+    "eid,kwargs,exceptions",
+    [
+        ("tau2/mock-v0", {}, UPSTREAM_MOCK_EXCEPTIONS),
+        ("tau2/mock-solo-v0", {}, {**MOCK_SOLO_EXCEPTIONS, "update_task_with_user_tools": "see above"}),
+        ("tau2/airline-v0", {}, {}),
+        ("tau2/retail-v0", {"judge": "pass"}, {}),
+        ("tau2/telecom-v0", {"task_split": "small"}, {}),
+        ("tau2/telecom-solo-v0", {"task_split": "small"}, {}),
+        ("tau2/telecom-workflow-v0", {"task_split": "small"}, {}),
+    ],
+)
 def test_oracle_solves_every_task(eid, kwargs, exceptions):
     assert_all_solved(oracle_rewards(gym.make(eid, **kwargs)), exceptions)
 
 
-@pytest.mark.parametrize("eid,kwargs,exceptions", [
-    ("tau2/mock-v0", {}, MOCK_EXCEPTIONS),
-    ("tau2/mock-solo-v0", {}, MOCK_SOLO_EXCEPTIONS),
-    ("tau2/airline-v0", {}, {}),
-    ("tau2/retail-v0", {}, {}),
-    ("tau2/telecom-v0", {"task_split": "small"}, {}),
-])
+@pytest.mark.parametrize(
+    "eid,kwargs,exceptions",
+    [
+        ("tau2/mock-v0", {}, MOCK_EXCEPTIONS),
+        ("tau2/mock-solo-v0", {}, MOCK_SOLO_EXCEPTIONS),
+        ("tau2/airline-v0", {}, {}),
+        ("tau2/retail-v0", {}, {}),
+        ("tau2/telecom-v0", {"task_split": "small"}, {}),
+    ],
+)
 def test_oracle_solves_every_task_on_legacy_26_3_data(eid, kwargs, exceptions):
     assert_all_solved(oracle_rewards(gym.make(eid, data_version=LEGACY, **kwargs)), exceptions)
 
@@ -81,18 +94,24 @@ def run(env, agent, task_id):
             return reward, info["termination_reason"]
 
 
-@pytest.mark.parametrize("agent_cls,reason", [
-    (SkipLastActionAgent, "user_stop"),
-    (WrongArgumentsAgent, "user_stop"),
-    (GiveUpAgent, "user_stop"),
-    (HallucinatingAgent, "too_many_errors"),
-    (StallingAgent, "max_steps"),
-    (MalformedAgent, "agent_error"),
-])
+@pytest.mark.parametrize(
+    "agent_cls,reason",
+    [
+        (SkipLastActionAgent, "user_stop"),
+        (WrongArgumentsAgent, "user_stop"),
+        (GiveUpAgent, "user_stop"),
+        (HallucinatingAgent, "too_many_errors"),
+        (StallingAgent, "max_steps"),
+        (MalformedAgent, "agent_error"),
+    ],
+)
 def test_flawed_agents_fail_on_airline_write_tasks(agent_cls, reason):
     env = gym.make("tau2/airline-v0")
-    writes = [t for t in env.unwrapped.tasks
-              if any(a.name.startswith(("book_", "cancel_", "update_")) for a in (t.evaluation_criteria.actions or []))]
+    writes = [
+        t
+        for t in env.unwrapped.tasks
+        if any(a.name.startswith(("book_", "cancel_", "update_")) for a in (t.evaluation_criteria.actions or []))
+    ]
     for task in writes[:8]:
         reward, why = run(env, agent_cls(), task.id)
         assert (reward, why) == (0.0, reason), task.id

@@ -25,7 +25,8 @@ def test_bad_arguments_give_python_error_text_with_class_name(mock_domain):
     env = mock_domain.make_environment()
     assert call(env, "get_users", a=1).content == "Error: MockTools.get_users() got an unexpected keyword argument 'a'"
     assert call(env, "create_task", user_id="user_1").content == (
-        "Error: MockTools.create_task() missing 1 required positional argument: 'title'")
+        "Error: MockTools.create_task() missing 1 required positional argument: 'title'"
+    )
     wrong = call(env, "create_task", user_id="user_1", title=5)
     assert wrong.error and wrong.content.startswith("Error: 1 validation error for Task\ntitle\n")
     assert env.get_db_hash() == mock_domain.make_environment().get_db_hash()  # nothing was written
@@ -36,15 +37,21 @@ def test_arguments_colliding_with_dispatch_parameters(mock_domain):
     assert msg.error and "got multiple values for argument 'tool_name'" in msg.content
 
 
-@pytest.mark.parametrize("arguments, content", [
-    ({"self": 1}, "Error: Environment.make_tool_call() got multiple values for argument 'self'"),
-    ({"name": 1}, "Error: MockTools.get_users() got an unexpected keyword argument 'name'"),
-    ({"requestor": "user"}, "Error: Environment.make_tool_call() got multiple values for argument 'requestor'"),
-    ({"kwargs": 1}, "Error: MockTools.get_users() got an unexpected keyword argument 'kwargs'"),
-    ({5: 1}, "Error: keywords must be strings"),
-    ([1, 2], "Error: tau2_gym.core.environment.Environment.make_tool_call() argument after ** must be a mapping, "
-             "not list"),
-])
+@pytest.mark.parametrize(
+    "arguments, content",
+    [
+        ({"self": 1}, "Error: Environment.make_tool_call() got multiple values for argument 'self'"),
+        ({"name": 1}, "Error: MockTools.get_users() got an unexpected keyword argument 'name'"),
+        ({"requestor": "user"}, "Error: Environment.make_tool_call() got multiple values for argument 'requestor'"),
+        ({"kwargs": 1}, "Error: MockTools.get_users() got an unexpected keyword argument 'kwargs'"),
+        ({5: 1}, "Error: keywords must be strings"),
+        (
+            [1, 2],
+            "Error: tau2_gym.core.environment.Environment.make_tool_call() argument after ** must be a mapping, "
+            "not list",
+        ),
+    ],
+)
 def test_odd_arguments_fail_with_pythons_own_text(mock_domain, arguments, content):
     env = mock_domain.make_environment()
     msg = env.get_response(ToolCall("get_users", arguments, id="c1"))  # type: ignore[arg-type]
@@ -58,8 +65,9 @@ def test_an_overridden_dispatch_step_is_always_used(mock_domain):
             return super().make_tool_call(tool_name, requestor, **kwargs)
 
     spec = mock_domain.spec
-    env = Counting(domain_name="mock", policy="", tools=spec.agent_toolkit(mock_domain.base_db.new_state()),
-                   domain=mock_domain)
+    env = Counting(
+        domain_name="mock", policy="", tools=spec.agent_toolkit(mock_domain.base_db.new_state()), domain=mock_domain
+    )
     env.seen = []
     assert not env.get_response(ToolCall("get_users", {}, id="1")).error
     assert env.seen == ["get_users"]
@@ -80,13 +88,25 @@ def test_a_call_with_model_arguments_is_left_as_the_caller_made_it():
     from tau2_gym.domains.airline.data_model import FlightInfo, Passenger, Payment
 
     airline = load_domain("airline")
-    plain = dict(user_id="mia_li_3668", origin="JFK", destination="SFO", flight_type="one_way", cabin="economy",
-                 flights=[{"flight_number": "HAT023", "date": "2024-05-20"}],
-                 passengers=[{"first_name": "Noah", "last_name": "Brown", "dob": "1990-01-01"}],
-                 payment_methods=[{"payment_id": "credit_card_4421486", "amount": 191}],
-                 total_baggages=0, nonfree_baggages=0, insurance="no")
-    models = dict(plain, flights=[FlightInfo(**plain["flights"][0])], passengers=[Passenger(**plain["passengers"][0])],
-                  payment_methods=[Payment(**plain["payment_methods"][0])])
+    plain = dict(
+        user_id="mia_li_3668",
+        origin="JFK",
+        destination="SFO",
+        flight_type="one_way",
+        cabin="economy",
+        flights=[{"flight_number": "HAT023", "date": "2024-05-20"}],
+        passengers=[{"first_name": "Noah", "last_name": "Brown", "dob": "1990-01-01"}],
+        payment_methods=[{"payment_id": "credit_card_4421486", "amount": 191}],
+        total_baggages=0,
+        nonfree_baggages=0,
+        insurance="no",
+    )
+    models = dict(
+        plain,
+        flights=[FlightInfo(**plain["flights"][0])],
+        passengers=[Passenger(**plain["passengers"][0])],
+        payment_methods=[Payment(**plain["payment_methods"][0])],
+    )
     payment = models["payment_methods"][0]
     snapshot = copy.deepcopy(models)
     model_call = ToolCall("book_reservation", models, id="0")
@@ -101,8 +121,7 @@ def test_a_call_with_model_arguments_is_left_as_the_caller_made_it():
 
     payment.amount = 121  # upstream's test: the reused call now pays the wrong amount
     again = env.get_response(model_call)
-    assert again.error and again.content == (
-        "Error: Payment amount does not add up, total price is 191, but paid 121")
+    assert again.error and again.content == ("Error: Payment amount does not add up, total price is 191, but paid 121")
 
 
 def test_user_tools_absent_in_26_3_data(legacy_mock_domain):
@@ -115,7 +134,8 @@ def test_write_tool_output_and_model_serialisation(mock_domain):
     msg = call(env, "create_task", user_id="user_1", title="x")
     assert msg.content == '{"task_id": "task_2", "title": "x", "description": null, "status": "pending"}'
     assert call(env, "get_users").content == (
-        '[{"user_id": "user_1", "name": "Test User", "tasks": ["task_1", "task_2"]}]')
+        '[{"user_id": "user_1", "name": "Test User", "tasks": ["task_1", "task_2"]}]'
+    )
 
 
 def test_environments_are_isolated(mock_domain):
@@ -135,12 +155,17 @@ def _history(calls_and_results):
 
 def test_replay_skips_hallucinated_and_read_calls_and_reruns_writes(mock_domain):
     task = mock_domain.task("create_task_1")
-    history = [UserMessage(content="hi")] + _history([
-        ("made_up_tool", {}, "Error: Tool 'made_up_tool' not found."),
-        ("get_users", {}, "this recorded read output is never compared"),
-        ("create_task", {"user_id": "user_1", "title": "x"},
-         '{"task_id":"task_2","title":"x","description":null,"status":"pending"}'),  # whitespace differs: JSON-equal
-    ])
+    history = [UserMessage(content="hi")] + _history(
+        [
+            ("made_up_tool", {}, "Error: Tool 'made_up_tool' not found."),
+            ("get_users", {}, "this recorded read output is never compared"),
+            (
+                "create_task",
+                {"user_id": "user_1", "title": "x"},
+                '{"task_id":"task_2","title":"x","description":null,"status":"pending"}',
+            ),  # whitespace differs: JSON-equal
+        ]
+    )
     env = predicted_environment(mock_domain, task, history)
     assert "task_2" in env.tools.db.tasks
 

@@ -22,8 +22,9 @@ PACKAGE = Path(tau2_gym.__file__).parent
 def _strip(value):
     """Drop what differs between two runs of one episode: ids, timestamps, durations."""
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items()
-                if k not in ("id", "timestamp", "start_time", "end_time", "duration")}
+        return {
+            k: _strip(v) for k, v in value.items() if k not in ("id", "timestamp", "start_time", "end_time", "duration")
+        }
     if isinstance(value, (list, tuple)):
         return [_strip(v) for v in value]
     return value
@@ -46,8 +47,9 @@ def test_two_phase_steps_equal_step(agent_name):
         while (request := two.pending_user_turn()) is not None:
             two.answer_user(user.generate(request))
         obs2, info2 = two.end_reset()
-        assert _strip([obs1, info1["task_id"], info1["step_count"]]) == _strip([obs2, info2["task_id"],
-                                                                                 info2["step_count"]])
+        assert _strip([obs1, info1["task_id"], info1["step_count"]]) == _strip(
+            [obs2, info2["task_id"], info2["step_count"]]
+        )
         a1, a2 = make_agent(agent_name), make_agent(agent_name)
         a1.reset(info1["task"], info1)
         a2.reset(info2["task"], info2)
@@ -100,8 +102,11 @@ def test_an_unreadable_action_ends_the_episode_as_agent_error_without_raising():
 
 def test_a_server_reply_with_call_markup_becomes_calls_only_with_a_reply_parser():
     domain = load_domain("mock")
-    reply = {"role": "assistant", "content": '<tool_call>{"name": "get_users", "arguments": {}}</tool_call>',
-             "raw_data": {"id": "x"}}
+    reply = {
+        "role": "assistant",
+        "content": '<tool_call>{"name": "get_users", "arguments": {}}</tool_call>',
+        "raw_data": {"id": "x"},
+    }
     for parser, calls in ((None, 0), ("hermes", 1)):
         episode = EpisodeSetup(domain, reply_parser=parser).start(domain.tasks()[0], seed=0)
         episode.answer(OracleUser().generate(episode.user_request()))
@@ -145,6 +150,11 @@ def test_no_speed_trick_patches_the_envs_or_the_interpreter():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
-                    if isinstance(target, ast.Attribute) and target.attr in ("_run_user", "observation", "_observation",
-                                                                              "step", "reset"):
+                    if isinstance(target, ast.Attribute) and target.attr in (
+                        "_run_user",
+                        "observation",
+                        "_observation",
+                        "step",
+                        "reset",
+                    ):
                         raise AssertionError(f"{path}:{node.lineno} assigns a method of an object")

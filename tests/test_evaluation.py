@@ -12,14 +12,14 @@ import random
 import re
 
 import pytest
-
 from datautil import LEGACY
-from test_evaluation_cases import Case, build_cases, execute, gold_steps, ending
+from test_evaluation_cases import Case, build_cases, ending, execute, gold_steps
+
 from tau2_gym import domain_names, load_domain
-from tau2_gym.scoring.evaluation import EvaluationError, EvaluationType, evaluate_simulation, premature_reward_info
-from tau2_gym.scoring.judges import CallableJudge, make_judge
 from tau2_gym.core.messages import AssistantMessage, UserMessage
 from tau2_gym.core.tasks import Task
+from tau2_gym.scoring.evaluation import EvaluationError, EvaluationType, evaluate_simulation, premature_reward_info
+from tau2_gym.scoring.judges import CallableJudge, make_judge
 from tau2_gym.scoring.rebuild import gold_environment, initial_environment, predicted_environment
 
 SCALE_PER_TASK = 5  # perturbations sampled per task outside mock (mock runs the whole catalogue)
@@ -42,9 +42,10 @@ def domain_of(request):
         try:
             dom = load_domain(name, data_version=LEGACY if flavour == "26.3" else None)
             dom.tasks()
-        except Exception as exc:  # a domain still being built
+        except Exception as exc:  # noqa: BLE001 - a domain this data version lacks is skipped
             pytest.skip(f"domain {name} ({flavour}) does not load yet: {exc}")
         return dom
+
     return load
 
 
@@ -58,8 +59,9 @@ def full_hash_match(dom, case) -> bool:
 
 
 def assistant_texts(messages):
-    return [m.content for m in messages
-            if isinstance(m, AssistantMessage) and m.content is not None and m.content.strip()]
+    return [
+        m.content for m in messages if isinstance(m, AssistantMessage) and m.content is not None and m.content.strip()
+    ]
 
 
 def check_invariants(dom, case: Case, ri: dict) -> None:
@@ -124,8 +126,17 @@ def check_against_gold(dom, case: Case, ri: dict, gold: dict) -> None:
     name = case.name
     if name in ("unknown_tool", "tampered_read"):
         assert ri == gold  # hallucinated and read-only calls are not replayed and match no gold action
-    same_calls_or_more = ("duplicate_write", "swap_requestor", "foreign_write", "reorder_writes", "omit_info",
-                          "partial_info", "info_with_commas", "info_from_user", "info_in_tool_call_message")
+    same_calls_or_more = (
+        "duplicate_write",
+        "swap_requestor",
+        "foreign_write",
+        "reorder_writes",
+        "omit_info",
+        "partial_info",
+        "info_with_commas",
+        "info_from_user",
+        "info_in_tool_call_message",
+    )
     if name in same_calls_or_more:
         assert ri["action_checks"] == gold["action_checks"]  # more calls never unmatch; requestor is ignored
     if name in ("omit_info", "partial_info", "info_with_commas", "info_from_user", "info_in_tool_call_message"):
@@ -134,8 +145,12 @@ def check_against_gold(dom, case: Case, ri: dict, gold: dict) -> None:
         assert all(c["met"] for c in ri["communicate_checks"]) == all(c["met"] for c in gold["communicate_checks"])
     if name == "drop_write" and crit.actions:
         # the dropped call matches no other call of the trajectory -> its check fails
-        calls = [tc for m in case.messages if isinstance(m, (AssistantMessage, UserMessage)) and m.tool_calls
-                 for tc in m.tool_calls]
+        calls = [
+            tc
+            for m in case.messages
+            if isinstance(m, (AssistantMessage, UserMessage)) and m.tool_calls
+            for tc in m.tool_calls
+        ]
         for c, a in zip(ri["action_checks"], crit.actions):
             if not any(tc.name == a.name for tc in calls):
                 assert c["action_match"] is False
@@ -153,7 +168,7 @@ def upstream_would_raise(dom, case) -> bool:
         pred = predicted_environment(dom, case.task, case.messages, solo=case.solo, strict=True)
         for a in case.task.evaluation_criteria.env_assertions or []:
             pred.run_env_assertion(a, raise_assertion_error=False)
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure of the assertion means "raises"
         return True
     return False
 
@@ -214,12 +229,14 @@ def test_gold_trajectories_pass(name, flavour, domain_of):
         if crit is None or crit.actions is None:
             continue  # nothing to replay: the trajectory cannot reach a state only an assertion describes
         gold_state = gold_environment(dom, task)
-        gold_fails_ea = not all(gold_state.run_env_assertion(a, raise_assertion_error=False)
-                                for a in crit.env_assertions or [])
-        for solo in ([False, True] if dom.spec.solo_supported and task.ticket and not task.history else [False]):
+        gold_fails_ea = not all(
+            gold_state.run_env_assertion(a, raise_assertion_error=False) for a in crit.env_assertions or []
+        )
+        for solo in [False, True] if dom.spec.solo_supported and task.ticket and not task.history else [False]:
             msgs = execute(dom, task, gold_steps(dom, task, solo) + [ending(solo)], solo=solo)
-            ri = evaluate_simulation(dom, task, msgs, "agent_stop" if solo else "user_stop", solo=solo,
-                                     judge=make_judge("pass"))
+            ri = evaluate_simulation(
+                dom, task, msgs, "agent_stop" if solo else "user_stop", solo=solo, judge=make_judge("pass")
+            )
             assert all(c["action_match"] for c in ri["action_checks"] or []), task.id
             if ri["reward"] != 1.0 and not (gold_fails_ea and ri["reward_breakdown"].get("ENV_ASSERTION") == 0.0):
                 failures.append((task.id, solo, ri["reward_breakdown"]))
@@ -241,14 +258,24 @@ def _mock_case(dom, task_id, solo=False):
     return task, execute(dom, task, gold_steps(dom, task, solo) + [ending(solo)], solo=solo)
 
 
-@pytest.mark.parametrize("reason", ["max_steps", "too_many_errors", "agent_error", "user_error", "judge_stop",
-                                    "timeout", "infrastructure_error"])
+@pytest.mark.parametrize(
+    "reason",
+    ["max_steps", "too_many_errors", "agent_error", "user_error", "judge_stop", "timeout", "infrastructure_error"],
+)
 def test_only_agent_and_user_stops_are_scored(mock_domain, reason):
     task, msgs = _mock_case(mock_domain, "create_task_1")
     ri = evaluate_simulation(mock_domain, task, msgs, reason)
-    assert ri == {"reward": 0.0, "db_check": None, "env_assertions": None, "action_checks": None,
-                  "nl_assertions": None, "communicate_checks": None, "reward_basis": None, "reward_breakdown": None,
-                  "info": {"note": f"Simulation terminated prematurely. Termination reason: {reason}"}}
+    assert ri == {
+        "reward": 0.0,
+        "db_check": None,
+        "env_assertions": None,
+        "action_checks": None,
+        "nl_assertions": None,
+        "communicate_checks": None,
+        "reward_basis": None,
+        "reward_breakdown": None,
+        "info": {"note": f"Simulation terminated prematurely. Termination reason: {reason}"},
+    }
 
 
 def test_unknown_termination_reason_is_an_error_not_a_zero(mock_domain):
@@ -291,6 +318,7 @@ def test_action_match_keys_off_the_calls_own_arguments(mock_domain):
         a = {**gold.model_dump(mode="json"), "compare_args": compare_args}
         tt = with_criteria(task, reward_basis=["ACTION"], actions=[a])
         from test_evaluation_cases import Step
+
         msgs = execute(mock_domain, tt, [Step("call", name=gold.name, arguments=args), ending(False)])
         return evaluate_simulation(mock_domain, tt, msgs, "user_stop")["action_checks"][0]["action_match"]
 
@@ -311,12 +339,16 @@ def test_nl_factor_without_a_judge_fails_unless_pass_is_chosen_and_says_so(mock_
     ri = evaluate_simulation(mock_domain, t, msgs, "user_stop", judge=make_judge("pass"))
     assert ri["reward"] == 1.0 and ri["info"]["nl"]["counted_as"] == "pass"
     assert ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 1.0}
+
     # a judge that fails is an error, never a silent 0 or 1
     def broken(system, user):
         raise ConnectionError("endpoint down")
+
     with pytest.raises(EvaluationError, match="endpoint down"):
         evaluate_simulation(mock_domain, t, msgs, "user_stop", judge=CallableJudge(broken))
-    verdict = '{"results": [{"expectedOutcome": "The agent created the task", "reasoning": "r", "metExpectation": false}]}'
+    verdict = (
+        '{"results": [{"expectedOutcome": "The agent created the task", "reasoning": "r", "metExpectation": false}]}'
+    )
     ri = evaluate_simulation(mock_domain, t, msgs, "user_stop", judge=CallableJudge(lambda s, u: verdict))
     assert ri["reward"] == 0.0 and ri["reward_breakdown"] == {"DB": 1.0, "NL_ASSERTION": 0.0}
     assert ri["nl_assertions"] == [{"nl_assertion": "The agent created the task", "met": False, "justification": "r"}]
@@ -371,7 +403,7 @@ def test_solo_is_refused_by_domains_without_solo_mode():
     for name in non_solo:
         try:
             dom = load_domain(name)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a domain this data version lacks is skipped
             continue
         if dom.spec.solo_supported:
             continue
@@ -385,13 +417,28 @@ def test_solo_is_refused_by_domains_without_solo_mode():
 # ------------------------------------------------------------------------------------ DB equality fast path
 
 
-@pytest.mark.parametrize("a,b", [
-    ({"x": 1}, {"x": 1.0}), ({"x": 1}, {"x": True}), ({"x": 0.0}, {"x": -0.0}), ({"x": [1, 2]}, {"x": (1, 2)}),
-    ({"x": float("nan")}, {"x": float("nan")}), ({1: "a"}, {"1": "a"}), ({"x": {"b": 1, "a": 2}}, {"x": {"a": 2, "b": 1}}),
-    ({"d": __import__("datetime").date(2024, 1, 2)}, {"d": "2024-01-02"}), ({"x": [1, {"y": None}]}, {"x": [1, {"y": None}]}),
-    ({"x": "a"}, {"x": "b"}), ({"x": [1]}, {"x": [1, 2]}), ({"a": 1}, {"b": 1}), ({"x": 1.5}, {"x": 1.5}),
-    ({"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)}, {"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)}),
-])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ({"x": 1}, {"x": 1.0}),
+        ({"x": 1}, {"x": True}),
+        ({"x": 0.0}, {"x": -0.0}),
+        ({"x": [1, 2]}, {"x": (1, 2)}),
+        ({"x": float("nan")}, {"x": float("nan")}),
+        ({1: "a"}, {"1": "a"}),
+        ({"x": {"b": 1, "a": 2}}, {"x": {"a": 2, "b": 1}}),
+        ({"d": __import__("datetime").date(2024, 1, 2)}, {"d": "2024-01-02"}),
+        ({"x": [1, {"y": None}]}, {"x": [1, {"y": None}]}),
+        ({"x": "a"}, {"x": "b"}),
+        ({"x": [1]}, {"x": [1, 2]}),
+        ({"a": 1}, {"b": 1}),
+        ({"x": 1.5}, {"x": 1.5}),
+        (
+            {"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)},
+            {"x": __import__("datetime").datetime(2024, 1, 2, 3, 4)},
+        ),
+    ],
+)
 def test_structural_db_comparison_equals_hash_text_comparison(a, b):
     from tau2_gym.core.db import dumps_sorted
     from tau2_gym.core.db import same_json as _same_json
@@ -402,17 +449,30 @@ def test_structural_db_comparison_equals_hash_text_comparison(a, b):
 def test_action_matching_fast_path_equals_action_matches():
     """evaluation._matches_any is any(Action.matches(c)) -- checked over calls that differ from the gold one
     in every way the rule distinguishes (extra, missing, changed, int/float-equal, nested, empty, non-dict)."""
-    from tau2_gym.scoring.evaluation import _matches_any
     from tau2_gym.core.messages import ToolCall
     from tau2_gym.core.tasks import Action
+    from tau2_gym.scoring.evaluation import _matches_any
 
     gold_args = {"a": 1, "b": [1, {"c": "x"}], "d": None}
-    variants = [{}, {"a": 1}, {"a": 1.0}, {"a": 2}, {"a": 1, "e": 3}, {"b": [1, {"c": "x"}]},
-                {"b": [1, {"c": "y"}]}, dict(gold_args), {"d": None, "a": 1}, {"e": 1}, {"a": True}]
-    actions = [Action(action_id="x", name="t", arguments=gold_args),
-               Action(action_id="y", name="t", arguments=gold_args, compare_args=["a"]),
-               Action(action_id="z", name="t", arguments=gold_args, compare_args=[]),
-               Action(action_id="w", name="t", arguments={})]
+    variants = [
+        {},
+        {"a": 1},
+        {"a": 1.0},
+        {"a": 2},
+        {"a": 1, "e": 3},
+        {"b": [1, {"c": "x"}]},
+        {"b": [1, {"c": "y"}]},
+        dict(gold_args),
+        {"d": None, "a": 1},
+        {"e": 1},
+        {"a": True},
+    ]
+    actions = [
+        Action(action_id="x", name="t", arguments=gold_args),
+        Action(action_id="y", name="t", arguments=gold_args, compare_args=["a"]),
+        Action(action_id="z", name="t", arguments=gold_args, compare_args=[]),
+        Action(action_id="w", name="t", arguments={}),
+    ]
     for action in actions:
         for name in ("t", "u"):
             for args in variants:

@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional
 
 from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from tau2_gym.scoring.rebuild import initial_environment
 from tau2_gym.core.tasks import Task
+from tau2_gym.scoring.rebuild import initial_environment
 
 GREETING = "Hi! How can I help you today?"
 UNKNOWN_TOOL = "nonexistent_tool_for_tests"
@@ -55,8 +55,11 @@ def gold_actions(task: Task) -> list:
 
 
 def is_write(domain: LoadedDomain, name: str, requestor: str = "assistant") -> bool:
-    for kit in (domain.spec.user_toolkit, domain.spec.agent_toolkit) if requestor == "user" else (
-            domain.spec.agent_toolkit, domain.spec.user_toolkit):
+    for kit in (
+        (domain.spec.user_toolkit, domain.spec.agent_toolkit)
+        if requestor == "user"
+        else (domain.spec.agent_toolkit, domain.spec.user_toolkit)
+    ):
         if kit is not None and name in kit._tool_funcs:
             return kit.mutates_state(name)
     return False
@@ -69,8 +72,15 @@ def gold_steps(domain: LoadedDomain, task: Task, solo: bool = False) -> list[Ste
         steps.append(Step("text", role="user", text="Hello, I need some help with my account."))
     for a in gold_actions(task):
         role = "assistant" if solo else a.requestor
-        steps.append(Step("call", role=role, name=a.name, arguments=copy.deepcopy(a.arguments),
-                          requestor="assistant" if solo else a.requestor))
+        steps.append(
+            Step(
+                "call",
+                role=role,
+                name=a.name,
+                arguments=copy.deepcopy(a.arguments),
+                requestor="assistant" if solo else a.requestor,
+            )
+        )
     info = (_crit(task).communicate_info if _crit(task) is not None else None) or []
     if info:
         steps.append(Step("text", role="assistant", text="To sum up: " + " ; ".join(info) + "."))
@@ -80,8 +90,11 @@ def gold_steps(domain: LoadedDomain, task: Task, solo: bool = False) -> list[Ste
 
 
 def ending(solo: bool) -> Step:
-    return Step("text", role="assistant", text="###STOP###") if solo else Step(
-        "text", role="user", text="Thank you, that is all. ###STOP###")
+    return (
+        Step("text", role="assistant", text="###STOP###")
+        if solo
+        else Step("text", role="user", text="Thank you, that is all. ###STOP###")
+    )
 
 
 def execute(domain: LoadedDomain, task: Task, steps: list[Step], solo: bool = False) -> list:
@@ -97,13 +110,13 @@ def execute(domain: LoadedDomain, task: Task, steps: list[Step], solo: bool = Fa
             msgs.append(cls(content=st.text, tool_calls=[]))
         else:
             n += 1
-            call = ToolCall(name=st.name, arguments=copy.deepcopy(st.arguments), id=f"call_{n}",
-                            requestor=st.requestor)
+            call = ToolCall(name=st.name, arguments=copy.deepcopy(st.arguments), id=f"call_{n}", requestor=st.requestor)
             msgs.append(cls(content=st.text if st.kind == "mixed" else None, tool_calls=[call]))
             result = env.get_response(call)
             if st.tamper:
-                result = ToolMessage(id=result.id, content="tampered output", requestor=result.requestor,
-                                     error=result.error)
+                result = ToolMessage(
+                    id=result.id, content="tampered output", requestor=result.requestor, error=result.error
+                )
             msgs.append(result)
         env.sync_tools()
     return msgs
@@ -140,8 +153,7 @@ def _changed(value: Any) -> Any:
 
 
 def _foreign_write(domain: LoadedDomain, task: Task, others: list[Task], rng: random.Random) -> Optional[Step]:
-    pool = [(t, a) for t in others if t.id != task.id for a in gold_actions(t)
-            if is_write(domain, a.name, a.requestor)]
+    pool = [(t, a) for t in others if t.id != task.id for a in gold_actions(t) if is_write(domain, a.name, a.requestor)]
     if not pool:
         return None
     t, a = rng.choice(pool)
@@ -160,7 +172,7 @@ def p_drop_write(d, t, steps, others, rng):
     if not w:
         return None
     i = rng.choice(w)
-    return steps[:i] + steps[i + 1:], f"dropped {steps[i].name}"
+    return steps[:i] + steps[i + 1 :], f"dropped {steps[i].name}"
 
 
 def p_change_arg(d, t, steps, others, rng):
@@ -171,7 +183,7 @@ def p_change_arg(d, t, steps, others, rng):
     s = copy.deepcopy(steps[i])
     key = rng.choice(sorted(s.arguments))
     s.arguments[key] = _changed(s.arguments[key])
-    return steps[:i] + [s] + steps[i + 1:], f"{s.name}.{key} changed"
+    return steps[:i] + [s] + steps[i + 1 :], f"{s.name}.{key} changed"
 
 
 def p_duplicate_write(d, t, steps, others, rng):
@@ -179,7 +191,7 @@ def p_duplicate_write(d, t, steps, others, rng):
     if not w:
         return None
     i = rng.choice(w)
-    return steps[:i + 1] + [copy.deepcopy(steps[i])] + steps[i + 1:], f"duplicated {steps[i].name}"
+    return steps[: i + 1] + [copy.deepcopy(steps[i])] + steps[i + 1 :], f"duplicated {steps[i].name}"
 
 
 def p_reorder_writes(d, t, steps, others, rng):
@@ -211,7 +223,7 @@ def p_extra_arg(d, t, steps, others, rng):
     i = rng.choice(w)
     s = copy.deepcopy(steps[i])
     s.arguments["unexpected_argument"] = "x"
-    return steps[:i] + [s] + steps[i + 1:], f"{s.name} got an extra argument"
+    return steps[:i] + [s] + steps[i + 1 :], f"{s.name} got an extra argument"
 
 
 def p_swap_requestor(d, t, steps, others, rng):
@@ -221,14 +233,14 @@ def p_swap_requestor(d, t, steps, others, rng):
     i = rng.choice(w)
     s = copy.deepcopy(steps[i])
     s.role, s.requestor = "user", "user"
-    return steps[:i] + [s] + steps[i + 1:], f"{s.name} sent by the user"
+    return steps[:i] + [s] + steps[i + 1 :], f"{s.name} sent by the user"
 
 
 def p_omit_info(d, t, steps, others, rng):
     i = _info_index(steps)
     if i is None:
         return None
-    return steps[:i] + steps[i + 1:], "communicate info omitted"
+    return steps[:i] + steps[i + 1 :], "communicate info omitted"
 
 
 def p_partial_info(d, t, steps, others, rng):
@@ -237,7 +249,7 @@ def p_partial_info(d, t, steps, others, rng):
     if i is None or not info or len(info) < 2:
         return None
     s = Step("text", role="assistant", text="To sum up: " + info[0] + ".")
-    return steps[:i] + [s] + steps[i + 1:], "only the first info"
+    return steps[:i] + [s] + steps[i + 1 :], "only the first info"
 
 
 def p_info_in_tool_call_message(d, t, steps, others, rng):
@@ -259,7 +271,7 @@ def p_info_with_commas(d, t, steps, others, rng):
         return None
     info = _crit(t).communicate_info
     text = "Totals: " + " ; ".join(",".join(x) for x in info)  # commas are removed before matching
-    return steps[:i] + [Step("empty_calls", role="assistant", text=text)] + steps[i + 1:], "info split by commas"
+    return steps[:i] + [Step("empty_calls", role="assistant", text=text)] + steps[i + 1 :], "info split by commas"
 
 
 def p_info_from_user(d, t, steps, others, rng):
@@ -268,7 +280,7 @@ def p_info_from_user(d, t, steps, others, rng):
         return None
     s = copy.deepcopy(steps[i])
     s.role = "user"
-    return steps[:i] + [s] + steps[i + 1:], "the user said the info"
+    return steps[:i] + [s] + steps[i + 1 :], "the user said the info"
 
 
 def p_tampered_write(d, t, steps, others, rng):
@@ -278,7 +290,7 @@ def p_tampered_write(d, t, steps, others, rng):
     i = rng.choice(w)
     s = copy.deepcopy(steps[i])
     s.tamper = True
-    return steps[:i] + [s] + steps[i + 1:], f"{s.name} result tampered"
+    return steps[:i] + [s] + steps[i + 1 :], f"{s.name} result tampered"
 
 
 def p_tampered_read(d, t, steps, others, rng):
@@ -288,7 +300,7 @@ def p_tampered_read(d, t, steps, others, rng):
     i = rng.choice(w)
     s = copy.deepcopy(steps[i])
     s.tamper = True
-    return steps[:i] + [s] + steps[i + 1:], f"read {s.name} result tampered (never compared)"
+    return steps[:i] + [s] + steps[i + 1 :], f"read {s.name} result tampered (never compared)"
 
 
 def p_only_reads(d, t, steps, others, rng):
@@ -321,8 +333,14 @@ SOLO_PERTURBATIONS = ("gold", "drop_write", "change_arg", "duplicate_write", "un
 TERMINATIONS = ("max_steps", "too_many_errors", "agent_error", "user_error")
 
 
-def build_cases(domain: LoadedDomain, tasks: list[Task], seed: int = 0, per_task: Optional[int] = None,
-                solo: Optional[bool] = None, limit_terminations: bool = True) -> list[Case]:
+def build_cases(
+    domain: LoadedDomain,
+    tasks: list[Task],
+    seed: int = 0,
+    per_task: Optional[int] = None,
+    solo: Optional[bool] = None,
+    limit_terminations: bool = True,
+) -> list[Case]:
     """Every applicable perturbation of every task (``per_task`` = a random subset of them per task).
 
     Non-solo cases end by a user stop; solo cases (solo-capable domains, tasks with a ticket) by an agent

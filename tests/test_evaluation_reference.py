@@ -13,14 +13,14 @@ import os
 from collections import Counter
 
 import pytest
-
-from refutil import ok, run_reference, upstream_shaped
 from reference.driver_eval import stub_judge_reply
+from refutil import ok, run_reference, upstream_shaped
 from test_evaluation_cases import build_cases
+
 from tau2_gym import domain_names, load_domain
+from tau2_gym.core.messages import messages_to_dicts
 from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.scoring.judges import CallableJudge
-from tau2_gym.core.messages import messages_to_dicts
 
 pytestmark = pytest.mark.reference
 
@@ -44,20 +44,37 @@ def _domains(upstream_dir):
             try:
                 dom = load_domain(name, data_dir)
                 dom.tasks()
-            except Exception:  # a domain still being built, or not in this data version
+            except Exception:  # noqa: BLE001 - a domain not in this data version is skipped
                 continue
             out.append((name, flavour, dom))
     return out
 
 
-OTHER_TYPES = ("env", "communicate", "action", "nl_assertions", "all_with_nl_assertions", "all_ignore_basis",
-               "all_with_nl_assertions_ignore_basis")
+OTHER_TYPES = (
+    "env",
+    "communicate",
+    "action",
+    "nl_assertions",
+    "all_with_nl_assertions",
+    "all_ignore_basis",
+    "all_with_nl_assertions_ignore_basis",
+)
 
 
 def _ours(dom, case, strict, etype="all"):
     try:
-        return {"reward_info": evaluate_simulation(dom, case.task, case.messages, case.termination, solo=case.solo,
-                                                   judge=JUDGE, strict=strict, evaluation_type=etype)}
+        return {
+            "reward_info": evaluate_simulation(
+                dom,
+                case.task,
+                case.messages,
+                case.termination,
+                solo=case.solo,
+                judge=JUDGE,
+                strict=strict,
+                evaluation_type=etype,
+            )
+        }
     except EvaluationError as exc:
         return {"error": str(exc)}
 
@@ -80,9 +97,18 @@ def test_reward_info_equals_upstream_on_perturbed_simulations(upstream_data_dir)
             if case.name == "gold" and i % 3 == 0 and name in CHEAP:
                 variants += [(True, t) for t in OTHER_TYPES]
             for strict, etype in variants:
-                jobs.append({"kind": "eval", "domain": name, "task": case.task.model_dump(mode="json"),
-                             "messages": messages_to_dicts(case.messages), "termination": case.termination,
-                             "solo": case.solo, "strict": strict, "evaluation_type": etype})
+                jobs.append(
+                    {
+                        "kind": "eval",
+                        "domain": name,
+                        "task": case.task.model_dump(mode="json"),
+                        "messages": messages_to_dicts(case.messages),
+                        "termination": case.termination,
+                        "solo": case.solo,
+                        "strict": strict,
+                        "evaluation_type": etype,
+                    }
+                )
                 ours.append(_ours(dom, case, strict, etype))
                 labels.append((name, flavour, case.task.id, case.name, case.solo, strict, etype))
     assert len(jobs) >= 200, f"only {len(jobs)} cases were built"

@@ -14,8 +14,13 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def test_quickstart_plays_an_episode_to_its_reward():
-    out = subprocess.run([sys.executable, str(EXAMPLES / "quickstart.py")], capture_output=True, text=True,
-                         timeout=300, cwd=EXAMPLES.parent)
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=EXAMPLES.parent,
+    )
     assert out.returncode == 0, out.stderr
     assert "task 'create_task_1' of mock" in out.stdout
     assert "reward = 1.0  (user_stop)" in out.stdout

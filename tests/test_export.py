@@ -7,16 +7,31 @@ import json
 import pytest
 
 from tau2_gym.cli import main
-from tau2_gym.training.export import METADATA_COLUMNS, ExportError, export_rows
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.results_file import load_results
+from tau2_gym.training.export import METADATA_COLUMNS, ExportError, export_rows
 
 
 @pytest.fixture(scope="module")
 def airline_results(tmp_path_factory):
     out = tmp_path_factory.mktemp("exp") / "airline.json"
-    assert main(["rollout", "--domain", "airline", "--agent", "oracle", "--user", "oracle",
-                 "--output", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                "--domain",
+                "airline",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -45,8 +60,7 @@ def test_cli_refuses_test_split_without_the_flag(tmp_path, airline_results, caps
     assert main(["export", str(airline_results), "--output", str(out), "--split", "test"]) == 2
     assert "--allow-test-split" in capsys.readouterr().err and not out.exists()
     pytest.importorskip("datasets")
-    assert main(["export", str(airline_results), "--output", str(out), "--split", "test",
-                 "--allow-test-split"]) == 0
+    assert main(["export", str(airline_results), "--output", str(out), "--split", "test", "--allow-test-split"]) == 0
     assert "split: test" in capsys.readouterr().out
 
 
@@ -74,8 +88,9 @@ def test_rows_have_system_prompt_tools_and_the_conversation(airline_results):
     loaded = load_domain("airline")
     assert row["messages"][0] == {"role": "system", "content": row["messages"][0]["content"]}
     assert loaded.policy() in row["messages"][0]["content"]
-    assert [t["function"]["name"] for t in json.loads(row["tools"])] == \
-        [t["function"]["name"] for t in loaded.agent_tool_schemas()]
+    assert [t["function"]["name"] for t in json.loads(row["tools"])] == [
+        t["function"]["name"] for t in loaded.agent_tool_schemas()
+    ]
     assert any(m.get("tool_calls") for r in rows for m in r["messages"])
 
 
@@ -100,8 +115,23 @@ def test_cli_writes_a_loadable_dataset(tmp_path, airline_results, capsys):
 @pytest.fixture(scope="module")
 def mock_results(tmp_path_factory):
     out = tmp_path_factory.mktemp("exp") / "mock.json"
-    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle",
-                 "--output", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -126,14 +156,13 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
     if template != "chatml":
         pytest.importorskip("trl")
     import gymnasium as gym
+    from hfutil import ForceScript, assistant_body, oracle_scripts, tiny
 
     from tau2_gym.training.export import tokenize_rows
     from tau2_gym.training.hf.chat import ChatRenderer
     from tau2_gym.training.hf.generation import HFGenerator
     from tau2_gym.training.hf.policy import PolicyRunner
     from tau2_gym.training.trl import opening_messages
-
-    from hfutil import ForceScript, assistant_body, oracle_scripts, tiny
 
     model, tok = tiny(template)
     rows = export_rows([mock_results], split=None)
@@ -145,13 +174,14 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
         assert len(tr["input_ids"]) == len(tr["assistant_masks"]) and tr["task_id"] == row["task_id"]
         # the agent's view before the customer's first turn (greeting, task history) is prompt, not policy
         opening = [m for m in opening_messages(loaded, loaded.task(row["task_id"])) if m.get("content") != ""]
-        assert row["messages"][:len(opening)] == opening
-        policy = [m for m in row["messages"][len(opening):] if m["role"] == "assistant"]
+        assert row["messages"][: len(opening)] == opening
+        policy = [m for m in row["messages"][len(opening) :] if m["role"] == "assistant"]
         got = [tok.decode(s) for s in spans(tr["input_ids"], tr["assistant_masks"])]
         think = "<think>\n\n</think>\n\n" if template == "qwen3" else ""
         assert got == [think + assistant_body(renderer, m) + "<|im_end|>" for m in policy]
-        assert tok.decode(tr["input_ids"]).count("<|im_start|>assistant") == \
-            len(policy) + sum(m["role"] == "assistant" for m in opening)
+        assert tok.decode(tr["input_ids"]).count("<|im_start|>assistant") == len(policy) + sum(
+            m["role"] == "assistant" for m in opening
+        )
 
     # the GRPO rollout of the same episodes (the model forced to write the oracle's turns) is the same sequence
     task_ids = ["create_task_1", "update_task_1", "update_task_with_message_history"]
@@ -160,8 +190,11 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
         return gym.make("tau2/mock-v0", obs_format="messages", disable_env_checker=True)
 
     scripts, base, _ = oracle_scripts(renderer, make_env, task_ids, think="" if template == "qwen3" else None)
-    runner = PolicyRunner(HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)]),
-                          tok, max_new_tokens=200)
+    runner = PolicyRunner(
+        HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)]),
+        tok,
+        max_new_tokens=200,
+    )
     by_task = {r["task_id"]: r for r in tokens}
     for traj in runner.run([make_env() for _ in task_ids], [{"task_id": t} for t in task_ids]):
         assert traj.reward == 1.0
@@ -178,8 +211,23 @@ def test_tokens_format_cli_and_errors(tmp_path, mock_results, capsys):
     _, tok = tiny()
     tok.save_pretrained(tmp_path / "tok")
     out = tmp_path / "ds"
-    assert main(["export", str(mock_results), "--output", str(out), "--split", "none", "--format", "tokens",
-                 "--tokenizer", str(tmp_path / "tok")]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(mock_results),
+                "--output",
+                str(out),
+                "--split",
+                "none",
+                "--format",
+                "tokens",
+                "--tokenizer",
+                str(tmp_path / "tok"),
+            ]
+        )
+        == 0
+    )
     ds = datasets.load_from_disk(str(out))
     assert {"input_ids", "assistant_masks", "reward", "task_id"} <= set(ds.column_names)
     assert all(0 < sum(m) < len(m) for m in ds["assistant_masks"])
@@ -194,15 +242,40 @@ def test_two_step_trl_sft_run_on_the_export(tmp_path):
     from tau2_gym.training.hf.tiny import tiny_model_and_tokenizer
 
     results = tmp_path / "mock.json"  # mock: a short policy keeps the sequences (and the test) short
-    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle",
-                 "--output", str(results), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--output",
+                str(results),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     ds = export_dataset([results], tmp_path / "ds", split=None, min_reward=1.0).select(range(4))
     model, tokenizer = tiny_model_and_tokenizer(trl.chat_template_utils.qwen3_chat_template, domain="mock")
-    cfg = trl.SFTConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2,
-                        max_length=8192, assistant_only_loss=True, report_to=[], save_strategy="no",
-                        logging_steps=1, use_cpu=True, dataloader_num_workers=0)
-    trainer = trl.SFTTrainer(model=model, args=cfg, train_dataset=ds.remove_columns(list(METADATA_COLUMNS)),
-                             processing_class=tokenizer)
+    cfg = trl.SFTConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        max_length=8192,
+        assistant_only_loss=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=True,
+        dataloader_num_workers=0,
+    )
+    trainer = trl.SFTTrainer(
+        model=model, args=cfg, train_dataset=ds.remove_columns(list(METADATA_COLUMNS)), processing_class=tokenizer
+    )
     out = trainer.train()
     assert out.global_step == 2
     row = trainer.train_dataset[0]

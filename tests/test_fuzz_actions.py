@@ -15,12 +15,12 @@ import gymnasium as gym
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402 - after the importorskip guard
+from hypothesis import strategies as st  # noqa: E402 - after the importorskip guard
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.core.results_file import json_default  # noqa: E402
-from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402
+from tau2_gym import load_domain  # noqa: E402 - after the importorskip guard
+from tau2_gym.core.results_file import json_default  # noqa: E402 - after the importorskip guard
+from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402 - after the importorskip guard
 
 ACTIONS_PER_EXAMPLE = 20
 EXAMPLES = int(os.environ.get("TAU2_FUZZ_EXAMPLES", "510"))
@@ -38,7 +38,7 @@ class Recipe:
 
     def build(self) -> object:
         if self.kind == "int":
-            return 10 ** self.size
+            return 10**self.size
         if self.kind == "deep_json":
             return '{"a":' * self.size + "1" + "}" * self.size
         if self.kind == "long_digits":
@@ -76,14 +76,21 @@ def build(value: object) -> object:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=30), st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3),
-    st.sampled_from([Recipe("int", 5000), Recipe("int", 4301), 2 ** 64, "9**9**9", "9**9**7", "' OR 1=1", "\x00",
-                     "\u202e"]),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=3),
+    st.sampled_from(
+        [Recipe("int", 5000), Recipe("int", 4301), 2**64, "9**9**9", "9**9**7", "' OR 1=1", "\x00", "\u202e"]
+    ),
 )
-json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                           st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                           max_leaves=12)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
 deep_values = st.integers(min_value=90, max_value=6000).map(lambda n: Recipe("deep", n))
 
 
@@ -96,35 +103,92 @@ def _names(domain: str) -> list[str]:
 
 
 def _arguments(tool_names: list[str]):
-    keys = st.sampled_from(["user_id", "reservation_id", "order_id", "expression", "passengers", "phone_number", "query",
-                            "agent_tool_name", "arguments", "pattern",
-                            "apn_settings", "item_ids", "self", "name", "tool_name", "requestor", "__class__"])
+    keys = st.sampled_from(
+        [
+            "user_id",
+            "reservation_id",
+            "order_id",
+            "expression",
+            "passengers",
+            "phone_number",
+            "query",
+            "agent_tool_name",
+            "arguments",
+            "pattern",
+            "apn_settings",
+            "item_ids",
+            "self",
+            "name",
+            "tool_name",
+            "requestor",
+            "__class__",
+        ]
+    )
     as_dict = st.dictionaries(st.one_of(keys, st.text(max_size=6)), st.one_of(json_values, deep_values), max_size=4)
-    as_text = st.one_of(st.text(max_size=40),
-                        st.sampled_from([Recipe("deep_json", 3000), Recipe("long_digits", 4400),
-                                         "[1, 2]", "null", '{"expression": "9**9**9"}', "{", ""]))
+    as_text = st.one_of(
+        st.text(max_size=40),
+        st.sampled_from(
+            [
+                Recipe("deep_json", 3000),
+                Recipe("long_digits", 4400),
+                "[1, 2]",
+                "null",
+                '{"expression": "9**9**9"}',
+                "{",
+                "",
+            ]
+        ),
+    )
     return st.one_of(as_dict, as_text, json_values, st.none())
 
 
 def _call(tool_names: list[str]):
-    name = st.one_of(st.sampled_from(tool_names), st.sampled_from(tool_names).map(lambda n: f" {n} "),
-                     st.sampled_from(["__init__", "__class__", "__bool__", "db", "use_tool", "env_function", "", None,
-                                      "done", "transfer_to_human_agents"]),
-                     st.text(max_size=12), st.integers())
+    name = st.one_of(
+        st.sampled_from(tool_names),
+        st.sampled_from(tool_names).map(lambda n: f" {n} "),
+        st.sampled_from(
+            [
+                "__init__",
+                "__class__",
+                "__bool__",
+                "db",
+                "use_tool",
+                "env_function",
+                "",
+                None,
+                "done",
+                "transfer_to_human_agents",
+            ]
+        ),
+        st.text(max_size=12),
+        st.integers(),
+    )
     return st.fixed_dictionaries({"name": name, "arguments": _arguments(tool_names)}) | st.fixed_dictionaries(
-        {"id": st.one_of(st.none(), st.text(max_size=5), json_values), "type": st.just("function"),
-         "function": st.fixed_dictionaries({"name": name, "arguments": _arguments(tool_names)})})
+        {
+            "id": st.one_of(st.none(), st.text(max_size=5), json_values),
+            "type": st.just("function"),
+            "function": st.fixed_dictionaries({"name": name, "arguments": _arguments(tool_names)}),
+        }
+    )
 
 
 def _action(tool_names: list[str]):
     call = _call(tool_names)
     markup = st.builds(lambda c: Markup(c), call)
     return st.one_of(
-        st.text(max_size=60), markup, call, st.lists(call, min_size=0, max_size=4),
-        st.fixed_dictionaries({"role": st.sampled_from(["assistant", "user", None, "tool"]),
-                               "content": st.one_of(st.none(), st.text(max_size=30), json_values),
-                               "tool_calls": st.one_of(st.none(), st.lists(call, max_size=3), json_values)}),
-        json_values, deep_values,
+        st.text(max_size=60),
+        markup,
+        call,
+        st.lists(call, min_size=0, max_size=4),
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["assistant", "user", None, "tool"]),
+                "content": st.one_of(st.none(), st.text(max_size=30), json_values),
+                "tool_calls": st.one_of(st.none(), st.lists(call, max_size=3), json_values),
+            }
+        ),
+        json_values,
+        deep_values,
     )
 
 
@@ -134,8 +198,9 @@ def test_no_action_raises_out_of_step(domain):
     env.reset(seed=0)
     done = {"actions": 0, "episodes": 0}
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(st.lists(_action(_names(domain)), min_size=ACTIONS_PER_EXAMPLE, max_size=ACTIONS_PER_EXAMPLE))
     def run(actions):
         for action in actions:

@@ -13,7 +13,6 @@ import gymnasium as gym
 import pytest
 
 from tau2_gym import load_domain
-
 from tau2_gym.core import arithmetic
 from tau2_gym.core.messages import ToolCall
 from tau2_gym.core.results_file import json_default
@@ -36,22 +35,35 @@ def _mock_env():
 
 HOSTILE = [
     ("dict nested 5,000 deep", {"name": "get_users", "arguments": _nested(5000)}, "nest deeper"),
-    ("JSON string nested 5,000 deep", {"name": "get_users", "arguments": '{"a":' * 5000 + "1" + "}" * 5000},
-     "cannot be read"),
+    (
+        "JSON string nested 5,000 deep",
+        {"name": "get_users", "arguments": '{"a":' * 5000 + "1" + "}" * 5000},
+        "cannot be read",
+    ),
     ("JSON nested 150 deep", {"name": "get_users", "arguments": json.dumps(_nested(150))}, "nest deeper"),
-    ("4,301-digit integer in a JSON string", {"name": "get_users", "arguments": '{"x": ' + "7" * 4301 + "}"},
-     "cannot be read"),
-    ("5,000-digit Python integer", {"name": "get_users", "arguments": {"x": 10 ** 5000}}, "not JSON-serialisable"),
+    (
+        "4,301-digit integer in a JSON string",
+        {"name": "get_users", "arguments": '{"x": ' + "7" * 4301 + "}"},
+        "cannot be read",
+    ),
+    ("5,000-digit Python integer", {"name": "get_users", "arguments": {"x": 10**5000}}, "not JSON-serialisable"),
     ("name None with deep arguments", {"name": None, "arguments": _nested(5000)}, "without a 'name'"),
-    ("OpenAI call, name None, deep arguments",
-     {"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
-                                          "function": {"name": None, "arguments": _nested(3000)}}]},
-     "without a 'name'"),
+    (
+        "OpenAI call, name None, deep arguments",
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": None, "arguments": _nested(3000)}}],
+        },
+        "without a 'name'",
+    ),
     ("deep call id", {"id": _nested(3000), "name": "get_users", "arguments": {}}, None),
-    ("5,000-digit call id", {"id": 10 ** 5000, "name": "get_users", "arguments": {}}, None),
+    ("5,000-digit call id", {"id": 10**5000, "name": "get_users", "arguments": {}}, None),
     ("deep role", {"role": _nested(3000), "content": "hi"}, "only send assistant"),
-    ("markup with deep JSON", '<tool_call>{"name": "get_users", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>",
-     "malformed tool-call markup"),
+    (
+        "markup with deep JSON",
+        '<tool_call>{"name": "get_users", "arguments": ' + "[" * 5000 + "]" * 5000 + "}</tool_call>",
+        "malformed tool-call markup",
+    ),
 ]
 
 
@@ -71,8 +83,12 @@ def test_hostile_action_ends_as_agent_error_or_error_result_never_raises(case):
 def test_tau2_parser_survives_deep_and_huge_text():
     env = gym.make("tau2/mock-v0", parser="tau2", user=ScriptedUser(["hi"], then="ok"))
     env.reset(options={"task_id": "create_task_1"})
-    for text in ("[" * 5000 + "]" * 5000, '{"name": "get_users", "arguments": {"x": ' + "7" * 5000 + "}}",
-                 "get_users(x=" + "[" * 3000 + "]" * 3000 + ")", "get_users(x=" + "-" * 100_000 + "1)"):
+    for text in (
+        "[" * 5000 + "]" * 5000,
+        '{"name": "get_users", "arguments": {"x": ' + "7" * 5000 + "}}",
+        "get_users(x=" + "[" * 3000 + "]" * 3000 + ")",
+        "get_users(x=" + "-" * 100_000 + "1)",
+    ):
         obs, reward, term, trunc, info = env.step(text)
         assert not term, info.get("error")  # upstream's parser reads none of these as a call: text to the customer
         assert obs[-2] == {"role": "assistant", "content": text}
@@ -111,14 +127,14 @@ def _upstream_calculate(expression: str) -> str:
         if not all(char in "0123456789+-*/(). " for char in expression):
             raise ValueError("Invalid characters in expression")
         return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - upstream's own calculate returns any failure as text
         return f"Error: {exc}"
 
 
 def _ours(expression: str) -> str:
     try:
         return arithmetic.calculate(expression)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - upstream's own calculate returns any failure as text
         return f"Error: {exc}"
 
 
@@ -136,9 +152,28 @@ def test_calculate_equals_upstream_eval_on_random_expressions():
             assert mine == _upstream_calculate(expr), expr
             compared += 1
     assert compared > 19_000
-    for expr in ("2**10", "2**99999-2**99999+1", "(1)(2)", "()", "1/0", "1//0", "0**-1", "10**300*10**10",
-                 "  7*3", "2.5*4", "-2**2", "1+" * 3000 + "1", "(" * 300 + "1" + ")" * 300, "9**9**5",
-                 ["1", "+", "2"], ["12"], [1], {"1": 2}, 5, None):
+    for expr in (
+        "2**10",
+        "2**99999-2**99999+1",
+        "(1)(2)",
+        "()",
+        "1/0",
+        "1//0",
+        "0**-1",
+        "10**300*10**10",
+        "  7*3",
+        "2.5*4",
+        "-2**2",
+        "1+" * 3000 + "1",
+        "(" * 300 + "1" + ")" * 300,
+        "9**9**5",
+        ["1", "+", "2"],
+        ["12"],
+        [1],
+        {"1": 2},
+        5,
+        None,
+    ):
         assert _ours(expr) == _upstream_calculate(expr), expr
 
 
@@ -161,8 +196,10 @@ def test_only_declared_env_functions_are_reachable():
     airline = load_domain("airline").make_environment()
     for name in ("__bool__", "__class__", "__repr__", "real"):  # airline has no user tools: None's attributes
         with pytest.raises(AttributeError):
-            airline.run_env_assertion(EnvAssertion(env_type="user", func_name=name, arguments={},
-                                                   assert_value=False), raise_assertion_error=False)
+            airline.run_env_assertion(
+                EnvAssertion(env_type="user", func_name=name, arguments={}, assert_value=False),
+                raise_assertion_error=False,
+            )
     for name in ("db", "use_tool", "env_function", "subset", "db_hash", "__init__", "_get_user", "tool_names"):
         with pytest.raises(AttributeError):
             airline.run_env_function_call(EnvFunctionCall(env_type="assistant", func_name=name, arguments={}))
@@ -207,13 +244,17 @@ def test_pydantic_models_as_tool_arguments_equal_their_dicts():
     airline = load_domain("airline")
     env0 = airline.make_environment()
     reservation = next(iter(env0.tools.db.reservations.keys()))
-    count = len(json.loads(env0.get_response(ToolCall("get_reservation_details", {"reservation_id": reservation},
-                                                      id="r")).content)["passengers"])
-    people = [{"first_name": f"P{i}", "last_name": "Q", "dob": "1990-01-0%d" % (i + 1)} for i in range(count)]
+    count = len(
+        json.loads(
+            env0.get_response(ToolCall("get_reservation_details", {"reservation_id": reservation}, id="r")).content
+        )["passengers"]
+    )
+    people = [{"first_name": f"P{i}", "last_name": "Q", "dob": f"1990-01-0{i + 1}"} for i in range(count)]
     runs = []
     for passengers in (people, [Passenger(**p) for p in people]):
         env = airline.make_environment()
-        msg = env.get_response(ToolCall("update_reservation_passengers",
-                                        {"reservation_id": reservation, "passengers": passengers}, id="c"))
+        msg = env.get_response(
+            ToolCall("update_reservation_passengers", {"reservation_id": reservation, "passengers": passengers}, id="c")
+        )
         runs.append((msg.content, msg.error, env.tools.db_hash()))
     assert runs[0] == runs[1] and not runs[0][1] and "first_name='" not in runs[0][0]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-import tau2_gym  # noqa: F401  (registers the envs)
-
+import tau2_gym  # noqa: F401 - registers the envs
 
 _SCENARIO = """
 import sys, gymnasium as gym, tau2_gym

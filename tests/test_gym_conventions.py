@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-import tau2_gym  # noqa: F401  (registers the envs)
+import tau2_gym  # noqa: F401 - registers the envs
 from tau2_gym.players.users.scripted import ScriptedUser
 
 _TASK = "7"  # airline: gold actions update and cancel reservations, so the DB changes mid-episode
@@ -28,8 +28,16 @@ def _transition(env: Any, action: Any) -> tuple:
     loop = env.unwrapped.loop
     run = info.get("simulation_run")
     reward_info = None if run is None else dict(run["reward_info"] or {})
-    return (obs, reward, terminated, truncated, loop.env.get_db_hash(), loop.step_count,
-            info.get("termination_reason"), reward_info and reward_info.get("reward"))
+    return (
+        obs,
+        reward,
+        terminated,
+        truncated,
+        loop.env.get_db_hash(),
+        loop.step_count,
+        info.get("termination_reason"),
+        reward_info and reward_info.get("reward"),
+    )
 
 
 def _run(env: Any, actions: list[Any]) -> list[tuple]:
@@ -94,8 +102,9 @@ def test_env_pickled_mid_episode_continues_alike_in_another_process():
     blob = pickle.dumps(ref)
     assert len(blob) < 200_000  # ids and the episode's own changes; the domain data re-binds on load
     expected = [[list(t[0]), t[1], t[2], t[3], t[4], t[7]] for t in _run(ref, script[k:])]
-    proc = subprocess.run([sys.executable, "-c", _CONTINUE, json.dumps(script[k:])], input=blob,
-                          capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONTINUE, json.dumps(script[k:])], input=blob, capture_output=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     assert json.loads(proc.stdout) == json.loads(json.dumps(expected))
 
@@ -128,8 +137,8 @@ def _strip_timestamp(results: dict) -> dict:
 def test_vector_env_save_results_writes_the_single_env_format(tmp_path):
     import json
 
-    from tau2_gym.players.agents.scripted import OracleAgent
     from tau2_gym.core.results_file import load_results
+    from tau2_gym.players.agents.scripted import OracleAgent
 
     venv = gym.make_vec("tau2/mock-v0", num_envs=2)
     ids = [t.id for t in venv.unwrapped.template.tasks[:2]]
@@ -224,8 +233,14 @@ def test_autoreset_mode_in_vector_kwargs_reaches_gymnasiums_vectorizers():
     from gymnasium.vector import AutoresetMode
 
     user = ScriptedUser(["I need help with a task."], then="Please go on.")
-    vec = gym.make_vec("tau2/mock-v0", num_envs=2, vectorization_mode="sync", max_steps=6, user=user,
-                       vector_kwargs={"autoreset_mode": "SameStep"})
+    vec = gym.make_vec(
+        "tau2/mock-v0",
+        num_envs=2,
+        vectorization_mode="sync",
+        max_steps=6,
+        user=user,
+        vector_kwargs={"autoreset_mode": "SameStep"},
+    )
     assert vec.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
     vec.reset(seed=0)
     for _ in range(6):
@@ -245,8 +260,16 @@ def test_help_shows_the_envs_own_reset_and_step_docs():
     reset_doc, step_doc = type(env.unwrapped).reset.__doc__, type(env.unwrapped).step.__doc__
     for key in ("task_id", "task_index", "seed", "episode_over", "tools", "policy", "step_count"):
         assert key in reset_doc, key
-    for key in ("tool_calls", "terminated", "truncated", "simulation_run", "reward_info", "termination_reason",
-                "TimeLimit", "agent_error"):
+    for key in (
+        "tool_calls",
+        "terminated",
+        "truncated",
+        "simulation_run",
+        "reward_info",
+        "termination_reason",
+        "TimeLimit",
+        "agent_error",
+    ):
         assert key in step_doc, key
     assert reset_doc.strip().splitlines()[0] in text and step_doc.strip().splitlines()[0] in text
 
@@ -278,8 +301,9 @@ def test_task_dump_excluding_unset_gives_the_files_own_message_dicts(flags):
         assert dumped["initial_state"]["message_history"] == raw["initial_state"]["message_history"]
         assert not any("timestamp" in m for m in dumped["initial_state"]["message_history"])  # none invented
         again = Task.model_validate(dumped)
-        assert [m.to_dict() | {"timestamp": None} for m in again.history] == \
-            [m.to_dict() | {"timestamp": None} for m in task.history]
+        assert [m.to_dict() | {"timestamp": None} for m in again.history] == [
+            m.to_dict() | {"timestamp": None} for m in task.history
+        ]
 
 
 def test_task_dump_of_history_still_holds_every_field_without_flags_and_tracks_changes():
@@ -342,8 +366,14 @@ def test_time_limit_inside_gymnasiums_sync_vector_env_records_the_truncated_epis
     from tau2_gym.envs.vector import KeepRecordsWhole
 
     user = ScriptedUser(["I need help with a task."], then="Please go on.")
-    vec = gym.make_vec("tau2/mock-v0", num_envs=2, vectorization_mode="sync", max_episode_steps=2, user=user,
-                       wrappers=[KeepRecordsWhole])
+    vec = gym.make_vec(
+        "tau2/mock-v0",
+        num_envs=2,
+        vectorization_mode="sync",
+        max_episode_steps=2,
+        user=user,
+        wrappers=[KeepRecordsWhole],
+    )
     vec.reset(seed=0)
     vec.step(["Go on.", "Go on."])
     _, _, terms, truncs, infos = vec.step(["Go on.", "Go on."])

@@ -34,7 +34,9 @@ def test_cached_serialisation_equals_full_dump_after_changes():
     st.other.append(3)
     expected = hashlib.sha256(json.dumps(st.dump(), sort_keys=True, default=str).encode()).hexdigest()
     assert st.hash() == expected
-    assert base.hash_from_scratch() == dump_hash({"t": {"b": {"x": 1}, "a": {"x": 2.5, "l": [1, "é"]}}, "other": [1, 2]})
+    assert base.hash_from_scratch() == dump_hash(
+        {"t": {"b": {"x": 1}, "a": {"x": 2.5, "l": [1, "é"]}}, "other": [1, 2]}
+    )
 
 
 def test_copy_on_write_keeps_base_and_other_episodes_untouched():

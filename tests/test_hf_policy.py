@@ -13,14 +13,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-import gymnasium as gym  # noqa: E402
+import gymnasium as gym  # noqa: E402 - after the importorskip guard
+from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402 - after the importorskip guard
 
-import tau2_gym  # noqa: E402,F401
-from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402
-from tau2_gym.training.hf.generation import HFGenerator  # noqa: E402
-from tau2_gym.training.hf.policy import PolicyRunner  # noqa: E402
-
-from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402
+import tau2_gym  # noqa: E402,F401 - after the importorskip guard
+from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.hf.generation import HFGenerator  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.hf.policy import PolicyRunner  # noqa: E402 - after the importorskip guard
 
 TASKS = ["create_task_1", "update_task_1", "update_task_with_message_history", "impossible_task_1"]
 
@@ -109,8 +108,8 @@ def test_scripted_oracle_trajectory_is_the_template_rendering_and_scores_like_th
         # prefix-preserving template + outputs written exactly as the template renders them: the whole
         # sequence is the template's rendering of the final conversation up to the policy's last turn.
         last = max(i for i, m in enumerate(traj.messages) if m["role"] == "assistant")
-        expected = runner.renderer.render(traj.messages[:last + 1], traj.tools, add_generation_prompt=False)
-        expected = expected[:max(i for i, t in enumerate(expected) if t == tok.eos_token_id) + 1]
+        expected = runner.renderer.render(traj.messages[: last + 1], traj.tools, add_generation_prompt=False)
+        expected = expected[: max(i for i, t in enumerate(expected) if t == tok.eos_token_id) + 1]
         assert traj.prompt_ids + traj.completion_ids == expected
 
 
@@ -121,8 +120,11 @@ def test_policy_tokens_are_exactly_the_generated_tokens_and_env_tokens_the_templ
     generated = {i: [] for i in range(len(trajs))}
     for call in gen.calls:
         for ctx, g in call:
-            i = next(i for i, tr in enumerate(trajs) if ctx[:len(tr.prompt_ids)] == tr.prompt_ids
-                     and (tr.prompt_ids + tr.completion_ids)[:len(ctx)] == ctx)
+            i = next(
+                i
+                for i, tr in enumerate(trajs)
+                if ctx[: len(tr.prompt_ids)] == tr.prompt_ids and (tr.prompt_ids + tr.completion_ids)[: len(ctx)] == ctx
+            )
             generated[i].append(g)
     for i, traj in enumerate(trajs):
         segs = segments(traj)
@@ -135,9 +137,9 @@ def test_policy_tokens_are_exactly_the_generated_tokens_and_env_tokens_the_templ
         # each env segment: the rendering of the history after it minus the rendering before it
         assert len(env) == len(traj.turns) - 1
         for seg, turn in zip(env, traj.turns):
-            ctx = traj.prompt_ids + traj.completion_ids[:turn.end]
-            after = traj.prompt_ids + traj.completion_ids[:turn.end + turn.env_tokens]
-            assert after[len(ctx):] == seg
+            ctx = traj.prompt_ids + traj.completion_ids[: turn.end]
+            after = traj.prompt_ids + traj.completion_ids[: turn.end + turn.env_tokens]
+            assert after[len(ctx) :] == seg
             text = tok.decode(seg)
             assert text.startswith("\n<|im_start|>") and text.endswith("<|im_start|>assistant\n")
 
@@ -150,7 +152,7 @@ def test_logprobs_are_the_models_tempered_log_probabilities():
     (traj,) = runner.run([make_env()], [{"task_id": "update_task_1"}])
     ids = torch.tensor([traj.prompt_ids + traj.completion_ids])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(traj.prompt_ids) - 1:-1].float() / 0.7
+        logits = model(ids).logits[0, len(traj.prompt_ids) - 1 : -1].float() / 0.7
     logp = torch.log_softmax(logits, -1).gather(1, torch.tensor(traj.completion_ids)[:, None])[:, 0]
     mask = torch.tensor(traj.env_mask, dtype=torch.bool)
     assert mask.sum() > 0
@@ -170,23 +172,26 @@ def test_non_prefix_preserving_template_keeps_the_context_append_only():
         assert all(t.reasoning == "Let me plan." for t in traj.turns)
         assert all("<think>" not in (m.get("content") or "") for m in traj.messages)  # never shown to the customer
         for turn in traj.turns[:-1]:
-            seg = traj.completion_ids[turn.end:turn.end + turn.env_tokens]
-            assert set(traj.env_mask[turn.end:turn.end + turn.env_tokens]) == {0}
+            seg = traj.completion_ids[turn.end : turn.end + turn.env_tokens]
+            assert set(traj.env_mask[turn.end : turn.end + turn.env_tokens]) == {0}
             # the env tokens are the tail of the template's rendering of the conversation after that turn
             render = runner.renderer.render
-            n_msgs = next(k for k in range(len(traj.messages), 0, -1)
-                          if render(traj.messages[:k], traj.tools, add_generation_prompt=True)[-len(seg):] == seg)
+            n_msgs = next(
+                k
+                for k in range(len(traj.messages), 0, -1)
+                if render(traj.messages[:k], traj.tools, add_generation_prompt=True)[-len(seg) :] == seg
+            )
             rendered = runner.renderer.render_text(traj.messages[:n_msgs], traj.tools, add_generation_prompt=True)
             text = tok.decode(seg)
-            assert rendered.endswith(text) and rendered[:-len(text)].endswith("<|im_end|>")
-            assert "<think>" in tok.decode(traj.completion_ids[turn.start:turn.end])  # kept in the context
+            assert rendered.endswith(text) and rendered[: -len(text)].endswith("<|im_end|>")
+            assert "<think>" in tok.decode(traj.completion_ids[turn.start : turn.end])  # kept in the context
 
 
 def chatty_runner(script, **runner_kw):
     """A runner whose model writes ``script`` to a scripted customer who never stops on its own."""
-    from tau2_gym.players.users.scripted import ScriptedUser
-
     from hfutil import count_gen_prompts
+
+    from tau2_gym.players.users.scripted import ScriptedUser
 
     model, tok = tiny()
     opening = "Hello, I have a question about my tasks."
@@ -201,14 +206,16 @@ def chatty_runner(script, **runner_kw):
 
 
 def test_turn_cut_by_the_token_limit_is_closed_with_the_end_of_turn_token():
-    runner, env, tok = chatty_runner(["Let me look into that for you right away.", "Done."], max_new_tokens=6,
-                                     max_turns=2)
+    runner, env, tok = chatty_runner(
+        ["Let me look into that for you right away.", "Done."], max_new_tokens=6, max_turns=2
+    )
     (traj,) = runner.run([env], [{"task_id": "update_task_1"}])
     first = traj.turns[0]
     assert first.finish_reason == "length" and first.end - first.start == 6
     assert traj.completion_ids[first.end] == tok.eos_token_id and traj.env_mask[first.end] == 0
-    assert tok.decode(traj.completion_ids[first.end + 1:first.end + first.env_tokens]) == (
-        "\n<|im_start|>user\nPlease go on.<|im_end|>\n<|im_start|>assistant\n")
+    assert tok.decode(traj.completion_ids[first.end + 1 : first.end + first.env_tokens]) == (
+        "\n<|im_start|>user\nPlease go on.<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert traj.termination_reason == "max_turns" and traj.reward == 0.0 and len(traj.turns) == 2
 
 
@@ -249,8 +256,12 @@ def test_renderer_prefix_diff_on_a_prefix_preserving_template():
     _, tok = tiny()
     r = ChatRenderer(tok, stop_ids={tok.eos_token_id})
     assert r.is_prefix_preserving()
-    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
-            {"role": "assistant", "content": "A"}, {"role": "user", "content": "V"}]
+    msgs = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"},
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "V"},
+    ]
     suffix = r.turn_suffix(msgs, 3)
     assert suffix.exact and tok.decode(suffix.ids) == "\n<|im_start|>user\nV<|im_end|>\n<|im_start|>assistant\n"
 
@@ -297,14 +308,19 @@ def test_prefix_space_tokenizer_falls_back_to_full_renderings():
     raw.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
     raw.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first")
     texts = ["Hello there user, how are you today?", "I need help with my task please.\n"] * 5
-    raw.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>"] + SPECIAL_TOKENS,
-                                                       show_progress=False))
+    raw.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>"] + SPECIAL_TOKENS, show_progress=False)
+    )
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     tok.chat_template = CHATML_TOOLS_TEMPLATE
     r = ChatRenderer(tok, stop_ids={tok.eos_token_id})
     assert r._stop_texts is not None
-    msgs = [{"role": "system", "content": "Hello"}, {"role": "user", "content": "I need help"},
-            {"role": "assistant", "content": "Hello there"}, {"role": "user", "content": "how are you"}]
+    msgs = [
+        {"role": "system", "content": "Hello"},
+        {"role": "user", "content": "I need help"},
+        {"role": "assistant", "content": "Hello there"},
+        {"role": "user", "content": "how are you"},
+    ]
     first = r.turn_suffix(msgs, 3)
     assert first == r.turn_suffix_ids(msgs, 3)
     assert r._stop_texts is None  # the fast path was dropped

@@ -17,24 +17,32 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from tau2_gym.core.messages import ToolCall  # noqa: E402
-from tau2_gym.core.parsing import ParsedCall  # noqa: E402
-from tau2_gym.core.tasks import Task  # noqa: E402
-from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402
-from tau2_gym.players.users.hf_user import HFUserConfig, HFUserSimulator  # noqa: E402
+from tau2_gym.core.messages import ToolCall  # noqa: E402 - after the importorskip guard
+from tau2_gym.core.parsing import ParsedCall  # noqa: E402 - after the importorskip guard
+from tau2_gym.core.tasks import Task  # noqa: E402 - after the importorskip guard
+from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402 - after the importorskip guard
+from tau2_gym.players.users.hf_user import HFUserConfig, HFUserSimulator  # noqa: E402 - after the importorskip guard
 
 CHAT_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\nTOOLS {{ tools | tojson }}<|im_end|>\n{% endif -%}"
     "{%- for m in messages -%}"
     "<|im_start|>{{ m.role }}\n{% if m.content %}{{ m.content }}{% endif %}"
-    "{%- if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}{% endif -%}"
+    "{%- if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{{ c.function | tojson }}</tool_call>{% endfor %}{% "
+    "endif -%}"
     "<|im_end|>\n"
     "{%- endfor -%}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif -%}"
 )
-TOOLS = [{"type": "function", "function": {
-    "name": "check_status_bar", "description": "Look at the status bar.",
-    "parameters": {"type": "object", "properties": {}, "required": []}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "check_status_bar",
+            "description": "Look at the status bar.",
+            "parameters": {"type": "object", "properties": {}, "required": []},
+        },
+    }
+]
 TASK = Task(id="t0", user_scenario={"instructions": "Say what you are told."})
 
 
@@ -51,9 +59,17 @@ def build_tiny():
     tok.add_tokens(["<tool_call>", "</tool_call>"])
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", eos_token="<|im_end|>")
     hf_tok.chat_template = CHAT_TEMPLATE
-    cfg = Qwen2Config(vocab_size=len(hf_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                      pad_token_id=hf_tok.pad_token_id, eos_token_id=hf_tok.eos_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(hf_tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=hf_tok.pad_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+    )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(cfg).eval()
     return model, hf_tok
@@ -79,8 +95,8 @@ class ForceSay:
 
     def _generated(self, row: list[int]) -> list[int]:
         n = len(self.start)
-        last = max(i for i in range(len(row) - n + 1) if row[i:i + n] == self.start)
-        return row[last + n:]
+        last = max(i for i in range(len(row) - n + 1) if row[i : i + n] == self.start)
+        return row[last + n :]
 
     def __call__(self, input_ids, scores):
         self.calls += 1
@@ -105,8 +121,9 @@ def forced(tiny, **kw) -> HFUserSimulator:
 
 def request(say: str, tools=None, history=None, episode="e0") -> UserTurnRequest:
     messages = list(history or []) + [{"role": "user", "content": f"Please SAY|{say}|END now."}]
-    return UserTurnRequest(episode_id=episode, system_prompt="You are a customer.", messages=messages,
-                           tools=tools, task=TASK)
+    return UserTurnRequest(
+        episode_id=episode, system_prompt="You are a customer.", messages=messages, tools=tools, task=TASK
+    )
 
 
 def test_batched_generation_returns_one_message_per_request_in_order(tiny):
@@ -127,8 +144,9 @@ def test_generated_tool_call_is_parsed_and_tagged_user(tiny):
     msg = sim.generate(request(call, tools=TOOLS))
     assert msg.content is None
     assert msg.tool_calls == [ToolCall(name="check_status_bar", arguments={}, id="call_0", requestor="user")]
-    mixed = sim.generate(request('Checking. <tool_call>{"name": "toggle_data", "arguments": {"on": true}}</tool_call>',
-                                 tools=TOOLS))
+    mixed = sim.generate(
+        request('Checking. <tool_call>{"name": "toggle_data", "arguments": {"on": true}}</tool_call>', tools=TOOLS)
+    )
     assert mixed.content == "Checking."
     assert [(c.name, c.arguments, c.requestor) for c in mixed.tool_calls] == [("toggle_data", {"on": True}, "user")]
 
@@ -150,9 +168,16 @@ def test_empty_output_is_a_user_error(tiny):
 def test_prompt_renders_tools_and_tool_call_arguments_as_objects(tiny):
     model, tok = tiny
     sim = HFUserSimulator(model=model, tokenizer=tok)
-    history = [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "toggle_data", "arguments": '{"on": false}'}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
+    history = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "toggle_data", "arguments": '{"on": false}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
     prompt = sim.build_prompt(request("x", tools=TOOLS, history=history))
     assert prompt.startswith("<|im_start|>system\nTOOLS ") and '"check_status_bar"' in prompt
     assert '<tool_call>{"name": "toggle_data", "arguments": {"on": false}}</tool_call>' in prompt
@@ -169,14 +194,18 @@ def test_random_model_greedy_is_deterministic_and_uses_the_parser(tiny):
         seen.append(text)
         return ParsedCall(content=None, tool_calls=[ToolCall(name="check_status_bar", arguments={"n": len(seen)})])
 
-    sim = HFUserSimulator(HFUserConfig(max_new_tokens=6, parser=stub,
-                                       generate_kwargs={"min_new_tokens": 6}), model=model, tokenizer=tok)
+    sim = HFUserSimulator(
+        HFUserConfig(max_new_tokens=6, parser=stub, generate_kwargs={"min_new_tokens": 6}), model=model, tokenizer=tok
+    )
     a, b = sim.generate_batch([request("ignored"), request("ignored")])
     assert seen[0] == seen[1] and a.raw_data["text"] == seen[0]  # identical prompts, greedy: identical output
     assert a.raw_data["finish_reason"] == "length" and a.usage["completion_tokens"] == 6
     assert [(c.name, c.requestor) for c in a.tool_calls] == [("check_status_bar", "user")]
-    assert sim.info() == {"implementation": "hf_user_simulator", "llm": sim._model_name(),
-                          "llm_args": {"do_sample": False, "max_new_tokens": 6}}
+    assert sim.info() == {
+        "implementation": "hf_user_simulator",
+        "llm": sim._model_name(),
+        "llm_args": {"do_sample": False, "max_new_tokens": 6},
+    }
 
 
 def test_concurrent_agenerate_calls_share_one_generate_call(tiny):
@@ -190,6 +219,7 @@ def test_concurrent_agenerate_calls_share_one_generate_call(tiny):
 
     sim.model.generate = counting_generate
     try:
+
         async def run():
             return await asyncio.gather(*(sim.agenerate(request(f"r{i}", episode=f"e{i}")) for i in range(4)))
 
@@ -203,27 +233,35 @@ def test_concurrent_agenerate_calls_share_one_generate_call(tiny):
 def test_transformers_response_template_parses_generated_calls(tiny):
     model, tok = tiny
     if not callable(getattr(tok, "parse_response", None)) or "prefix" not in str(
-            __import__("inspect").signature(tok.parse_response)):
+        __import__("inspect").signature(tok.parse_response)
+    ):
         pytest.skip("this transformers has no response_template parser")
     template = {
         "start_anchor": "<|im_start|>assistant\n",
         "defaults": {"role": "assistant"},
         "fields": {
-            "tool_calls": {"open_pattern": r"\s*<tool_call>", "close": "</tool_call>", "repeats": True,
-                           "content": "json", "transform": {"type": "function", "function": "{content}"}},
+            "tool_calls": {
+                "open_pattern": r"\s*<tool_call>",
+                "close": "</tool_call>",
+                "repeats": True,
+                "content": "json",
+                "transform": {"type": "function", "function": "{content}"},
+            },
             "content": {"close_pattern": r"\s*<\|im_end\|>", "content": "text"},
         },
     }
     tok.response_template = template
     try:
         sim = forced(tiny)  # parser="auto" picks the tokenizer's own parser
-        msg = sim.generate(request('On it <tool_call>{"name": "check_status_bar", "arguments": {"a": 1}}</tool_call>',
-                                   tools=TOOLS))
+        msg = sim.generate(
+            request('On it <tool_call>{"name": "check_status_bar", "arguments": {"a": 1}}</tool_call>', tools=TOOLS)
+        )
     finally:
         tok.response_template = None
     assert msg.content == "On it"
     assert [(c.name, c.arguments, c.id, c.requestor) for c in msg.tool_calls] == [
-        ("check_status_bar", {"a": 1}, "call_0", "user")]
+        ("check_status_bar", {"a": 1}, "call_0", "user")
+    ]
 
 
 def test_config_describes_fields_and_rejects_bad_values():

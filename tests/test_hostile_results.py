@@ -9,17 +9,20 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-
 from test_eval_cli import mock_cases, read, results_26_3, write  # noqa: F401 - fixture
+
 from tau2_gym.cli import main
 from tau2_gym.core.results_file import write_json_atomic
 
 
-def test_deeply_nested_and_huge_integer_files_are_unreadable_and_others_still_scored(tmp_path, capsys, mock_domain,
-                                                                                       mock_cases):
+def test_deeply_nested_and_huge_integer_files_are_unreadable_and_others_still_scored(
+    tmp_path,
+    capsys,
+    mock_domain,
+    mock_cases,  # noqa: F811 - the fixture imported from test_eval_cli
+):
     good = write(tmp_path / "good.json", results_26_3(mock_domain, mock_cases[:2]))
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 10_000 + "]" * 10_000)
@@ -34,7 +37,7 @@ def test_deeply_nested_and_huge_integer_files_are_unreadable_and_others_still_sc
 
 
 @pytest.mark.parametrize("bad", [1, "x", None])
-def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys, mock_domain, mock_cases, bad):
+def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys, mock_domain, mock_cases, bad):  # noqa: F811 - the fixture imported from test_eval_cli
     raw = results_26_3(mock_domain, mock_cases[:2])
     raw["simulations"].insert(1, bad)
     src = write(tmp_path / "run.json", raw)
@@ -44,8 +47,13 @@ def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys
     assert "simulations=3 scored=2" in out.out and "1 scoring error(s)" in out.out, out.out
 
 
-def test_output_under_a_file_or_unwritable_folder_fails_before_scoring(tmp_path, capsys, mock_domain, mock_cases,
-                                                                       monkeypatch):
+def test_output_under_a_file_or_unwritable_folder_fails_before_scoring(
+    tmp_path,
+    capsys,
+    mock_domain,
+    mock_cases,  # noqa: F811 - the fixture imported from test_eval_cli
+    monkeypatch,
+):
     import tau2_gym.cli.eval as ev
 
     calls = []
@@ -78,9 +86,17 @@ def test_failed_write_leaves_no_temporary_file(tmp_path):
 
 def test_temporary_file_of_a_killed_write_is_removed_by_the_next_write(tmp_path):
     target = tmp_path / "big.json"
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from tau2_gym.core.results_file import write_json_atomic\n"
-        "write_json_atomic(Path(sys.argv[1]), [{'k': 'v' * 50, 'n': i} for i in range(3_000_000)])"), str(target)])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from pathlib import Path; from tau2_gym.core.results_file import write_json_atomic\n"
+                "write_json_atomic(Path(sys.argv[1]), [{'k': 'v' * 50, 'n': i} for i in range(3_000_000)])"
+            ),
+            str(target),
+        ]
+    )
     try:
         deadline = time.monotonic() + 60
         while not list(tmp_path.glob(".big.json.*.tmp")) and time.monotonic() < deadline:

@@ -10,22 +10,23 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
-from test_eval_cli import results_26_3  # noqa: E402
-from test_evaluation_cases import Case, ending, execute, gold_steps  # noqa: E402
+from openai_stub import OpenAIStub
+from test_eval_cli import results_26_3
+from test_evaluation_cases import Case, ending, execute, gold_steps
 
-from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.scoring.judges import OpenAIJudgeConfig  # noqa: E402
-from tau2_gym.core.messages import AssistantMessage, UserMessage  # noqa: E402
-from tau2_gym.llm.cache import default_cache_path  # noqa: E402
+from tau2_gym.cli import main
+from tau2_gym.core.messages import AssistantMessage, UserMessage
+from tau2_gym.llm.cache import default_cache_path
+from tau2_gym.scoring.judges import OpenAIJudgeConfig
 
 ASSERTIONS = ["The agent greeted the user"]
 TRAJ = [AssistantMessage(content="Hi! How can I help you today?"), UserMessage(content="Hello.")]
 
 
 def verdict(met: bool) -> str:
-    return json.dumps({"results": [{"expectedOutcome": a, "reasoning": "r", "metExpectation": met}
-                                   for a in ASSERTIONS]})
+    return json.dumps(
+        {"results": [{"expectedOutcome": a, "reasoning": "r", "metExpectation": met} for a in ASSERTIONS]}
+    )
 
 
 def test_a_second_judge_asks_nothing_and_gives_the_same_checks(mock_domain):
@@ -57,8 +58,9 @@ def test_judge_cache_off_and_sampled_judges_ask_every_time(mock_domain, tmp_path
         from tau2_gym.scoring.judges import make_judge
 
         for _ in range(2):
-            make_judge(f"openai:j,base_url={server.base_url},cache={path}").assess(TRAJ, ASSERTIONS,
-                                                                                source=mock_domain.source)
+            make_judge(f"openai:j,base_url={server.base_url},cache={path}").assess(
+                TRAJ, ASSERTIONS, source=mock_domain.source
+            )
         assert len(server.requests) == 1 and path.exists()
 
 
@@ -71,8 +73,9 @@ def test_a_second_eval_of_an_nl_task_makes_zero_judge_requests(tmp_path, capsys,
     msgs = execute(mock_domain, nl_task, gold_steps(mock_domain, nl_task) + [ending(False)])
     src = tmp_path / "run.json"
     src.write_text(json.dumps(results_26_3(mock_domain, [Case("gold", nl_task, [], "user_stop", messages=msgs)])))
-    reply = json.dumps({"results": [{"expectedOutcome": "The task was created", "reasoning": "yes",
-                                     "metExpectation": True}]})
+    reply = json.dumps(
+        {"results": [{"expectedOutcome": "The task was created", "reasoning": "yes", "metExpectation": True}]}
+    )
     with OpenAIStub([reply]) as server:
         spec = f"openai:stub,base_url={server.base_url}"
         assert main(["eval", str(src), "-o", str(tmp_path / "a.json"), "--judge", spec, "--no-progress"]) == 0

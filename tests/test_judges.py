@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from openai_stub import OpenAIStub
+
 from tau2_gym import load_domain
+from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.data import DataSource
 from tau2_gym.scoring.evaluation import EvaluationError
 from tau2_gym.scoring.judges import (
@@ -24,7 +25,6 @@ from tau2_gym.scoring.judges import (
     parse_judge_reply,
     parse_judge_spec,
 )
-from tau2_gym.core.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 ASSERTIONS = ["The agent greeted the user", "The agent's reply mentions 'refund'"]
 TRAJ = [
@@ -36,8 +36,14 @@ TRAJ = [
 
 
 def _verdict(*met: bool) -> str:
-    return json.dumps({"results": [{"expectedOutcome": a, "reasoning": f"because {i}", "metExpectation": m}
-                                   for i, (a, m) in enumerate(zip(ASSERTIONS, met))]})
+    return json.dumps(
+        {
+            "results": [
+                {"expectedOutcome": a, "reasoning": f"because {i}", "metExpectation": m}
+                for i, (a, m) in enumerate(zip(ASSERTIONS, met))
+            ]
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +58,12 @@ def test_prompt_carries_every_message_and_the_assertion_list(source):
     system, user = judge_prompts(TRAJ, ASSERTIONS, source)
     assert source.src is not None and "expectedOutcome" in system and "metExpectation" in system
     lines = [ln.strip() for ln in user.splitlines()]
-    for expected in ("assistant: Hi! How can I help you today?", "user: I want a refund.", "assistant: None",
-                     'tool: {"id": "1"}'):
+    for expected in (
+        "assistant: Hi! How can I help you today?",
+        "user: I want a refund.",
+        "assistant: None",
+        'tool: {"id": "1"}',
+    ):
         assert expected in lines
     assert user.index("conversation:") < user.index("expectedOutcomes:")
     assert repr(ASSERTIONS) in user  # the Python list repr, as upstream formats it
@@ -69,7 +79,8 @@ def test_prompt_falls_back_to_own_text_without_sources():
 def test_reply_parsing_follows_upstream():
     assert parse_judge_reply(_verdict(True, False)) == [
         {"nl_assertion": ASSERTIONS[0], "met": True, "justification": "because 0"},
-        {"nl_assertion": ASSERTIONS[1], "met": False, "justification": "because 1"}]
+        {"nl_assertion": ASSERTIONS[1], "met": False, "justification": "because 1"},
+    ]
     assert parse_judge_reply('{"results": []}') == [] and parse_judge_reply("{}") == []
     lax = json.dumps({"results": [{"expectedOutcome": "x", "reasoning": "r", "metExpectation": "true"}]})
     assert parse_judge_reply(lax)[0]["met"] is True  # pydantic's lax bool, as upstream's model
@@ -78,7 +89,9 @@ def test_reply_parsing_follows_upstream():
     with pytest.raises(JudgeError, match="lacks"):
         parse_judge_reply(json.dumps({"results": [{"expectedOutcome": "x", "metExpectation": True}]}))
     with pytest.raises(JudgeError, match="does not validate"):
-        parse_judge_reply(json.dumps({"results": [{"expectedOutcome": "x", "reasoning": "r", "metExpectation": "maybe"}]}))
+        parse_judge_reply(
+            json.dumps({"results": [{"expectedOutcome": "x", "reasoning": "r", "metExpectation": "maybe"}]})
+        )
     with pytest.raises(JudgeError):
         parse_judge_reply("[1, 2]")
     assert issubclass(JudgeError, EvaluationError)
@@ -89,18 +102,29 @@ def test_reply_parsing_follows_upstream():
 
 def test_specs_parse_into_configs():
     assert isinstance(make_judge("none"), NoneJudge) and isinstance(make_judge(None), NoneJudge)
-    for spec, counts_as, explicit in [(None, "fail", False), ("none", "fail", False), ("fail", "fail", True),
-                                      ("pass", "pass", True), ("exclude", "exclude", True)]:
+    for spec, counts_as, explicit in [
+        (None, "fail", False),
+        ("none", "fail", False),
+        ("fail", "fail", True),
+        ("pass", "pass", True),
+        ("exclude", "exclude", True),
+    ]:
         judge = make_judge(spec)
         assert (judge.skip, judge.counts_as, judge.explicit) == (True, counts_as, explicit), spec
     cfg = parse_judge_spec("openai:my-model,base_url=http://h:1/v1,max_retries=5,backoff_base=0.5,api_key_env=K")
-    assert cfg == OpenAIJudgeConfig(model="my-model", base_url="http://h:1/v1", max_retries=5, backoff_base=0.5,
-                                    api_key_env="K")
+    assert cfg == OpenAIJudgeConfig(
+        model="my-model", base_url="http://h:1/v1", max_retries=5, backoff_base=0.5, api_key_env="K"
+    )
     assert parse_judge_spec("openai:") == OpenAIJudgeConfig()
     assert parse_judge_spec("hf:org/tiny,device=cpu,max_new_tokens=8") == HFJudgeConfig(
-        model="org/tiny", device="cpu", max_new_tokens=8)
-    for bad, msg in [("gpt4", "unknown judge"), ("openai:m,colour=red", "unknown option 'colour'"),
-                     ("openai:m,max_retries=many", "max_retries"), ("none:x", "unknown judge")]:
+        model="org/tiny", device="cpu", max_new_tokens=8
+    )
+    for bad, msg in [
+        ("gpt4", "unknown judge"),
+        ("openai:m,colour=red", "unknown option 'colour'"),
+        ("openai:m,max_retries=many", "max_retries"),
+        ("none:x", "unknown judge"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             parse_judge_spec(bad)
     with pytest.raises(JudgeError, match="needs a model"):
@@ -179,15 +203,24 @@ def tiny_model_dir(tmp_path_factory):
     transformers = pytest.importorskip("transformers")
     tokenizers = pytest.importorskip("tokenizers")
     path = tmp_path_factory.mktemp("tiny_judge")
-    words = sorted({w for s in ["results expectedOutcome reasoning metExpectation true false { } [ ] : , \"",
-                                "conversation expectedOutcomes assistant user tool None"] for w in s.split()})
+    words = sorted(
+        {
+            w
+            for s in [
+                'results expectedOutcome reasoning metExpectation true false { } [ ] : , "',
+                "conversation expectedOutcomes assistant user tool None",
+            ]
+            for w in s.split()
+        }
+    )
     vocab = {"[UNK]": 0, "[EOS]": 1, **{w: i + 2 for i, w in enumerate(words)}}
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", eos_token="[EOS]")
     fast.save_pretrained(path)
-    config = transformers.GPT2Config(vocab_size=len(vocab), n_positions=4096, n_embd=16, n_layer=2, n_head=2,
-                                     eos_token_id=1, bos_token_id=1)
+    config = transformers.GPT2Config(
+        vocab_size=len(vocab), n_positions=4096, n_embd=16, n_layer=2, n_head=2, eos_token_id=1, bos_token_id=1
+    )
     transformers.GPT2LMHeadModel(config).save_pretrained(path)
     return path
 

@@ -15,11 +15,11 @@ import gymnasium as gym
 import pytest
 from gymutil import run_episode
 
-from tau2_gym.scoring import evaluation
-from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent
 from tau2_gym.core.environment import Environment
-from tau2_gym.scoring.evaluation import evaluate_simulation
 from tau2_gym.core.messages import ToolCall
+from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent
+from tau2_gym.scoring import evaluation
+from tau2_gym.scoring.evaluation import evaluate_simulation
 from tau2_gym.scoring.rebuild import predicted_environment
 
 replays_to_calls: list[bool] = []
@@ -125,8 +125,15 @@ def _oracle_episode(env_id="tau2/airline-v0", last_write_with_two_arguments=Fals
     probe = dom.make_environment()
 
     def fits(t):
-        writes = [a for a in (t.evaluation_criteria.actions or []) if t.evaluation_criteria
-                  and probe._has_tool(a.name) and probe._is_mutating_tool(a.name)] if t.evaluation_criteria else []
+        writes = (
+            [
+                a
+                for a in (t.evaluation_criteria.actions or [])
+                if t.evaluation_criteria and probe._has_tool(a.name) and probe._is_mutating_tool(a.name)
+            ]
+            if t.evaluation_criteria
+            else []
+        )
         return bool(writes) and (not last_write_with_two_arguments or len(writes[-1].arguments) >= 2)
 
     task = next(t for t in env.unwrapped.tasks if fits(t))
@@ -149,11 +156,14 @@ def test_outside_changes_turn_the_shortcut_off():
 
     # a trajectory that is not the one the env ran (one mutating call dropped)
     env, loop, msgs = _oracle_episode()
-    writes = [i for i, m in enumerate(msgs) if getattr(m, "tool_calls", None)
-              and loop.env._is_mutating_tool(m.tool_calls[0].name)]
+    writes = [
+        i
+        for i, m in enumerate(msgs)
+        if getattr(m, "tool_calls", None) and loop.env._is_mutating_tool(m.tool_calls[0].name)
+    ]
     if writes:
         i = writes[-1]
-        assert not loop.env.replays_to(msgs[:i] + msgs[i + 2:])
+        assert not loop.env.replays_to(msgs[:i] + msgs[i + 2 :])
 
     # a second set_state
     env, loop, msgs = _oracle_episode()
@@ -173,7 +183,7 @@ def test_trajectory_errors_still_raise_as_upstream():
 
     env, loop, msgs = _oracle_episode()
     tool_at = next(i for i, m in enumerate(msgs) if type(m).__name__ == "ToolMessage")
-    broken = msgs[:tool_at] + msgs[tool_at + 1:]  # a call without its result
+    broken = msgs[:tool_at] + msgs[tool_at + 1 :]  # a call without its result
     u = env.unwrapped
     for live in (None, loop.env):
         with pytest.raises(EvaluationError):
@@ -190,8 +200,11 @@ def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, s
     monkeypatch.setattr(domain_mod, "_registry", dict(domain_mod._registry))
     domain_mod.register_domain("mock-random", replace(MOCK, name="mock-random", deterministic_tools=False))
     dom = load_domain("mock-random")
-    task = next(t for t in dom.tasks() if t.evaluation_criteria and t.evaluation_criteria.actions
-                and not t.evaluation_criteria.env_assertions)
+    task = next(
+        t
+        for t in dom.tasks()
+        if t.evaluation_criteria and t.evaluation_criteria.actions and not t.evaluation_criteria.env_assertions
+    )
     from tau2_gym.core.orchestrator import TurnLoop
 
     loop = TurnLoop(dom, task)
@@ -207,8 +220,16 @@ def test_identical_is_strict_about_types_and_order():
     same = [({"a": [1, {"b": "x"}], "c": 2.5}, {"a": [1, {"b": "x"}], "c": 2.5}), (None, None), ("s", "s")]
     for a, b in same:
         assert _identical(a, b)
-    differ = [(1, 1.0), (True, 1), ([1], (1,)), (-0.0, 0.0), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
-              ({"a": [1, 2]}, {"a": [1, 2, 3]}), ({"a": 1}, {"a": 2}), ("1", 1)]
+    differ = [
+        (1, 1.0),
+        (True, 1),
+        ([1], (1,)),
+        (-0.0, 0.0),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+        ({"a": [1, 2]}, {"a": [1, 2, 3]}),
+        ({"a": 1}, {"a": 2}),
+        ("1", 1),
+    ]
     for a, b in differ:
         assert not _identical(a, b), (a, b)
 

@@ -12,18 +12,26 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
+from test_openai_user import make_request
 
-from tau2_gym.core.config import describe  # noqa: E402
-from tau2_gym.llm.client import BadReply, ChatClient, LLMConfig, LLMError, chat_message  # noqa: E402
-from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy  # noqa: E402
-from tau2_gym.players.users.base import UserSimulator  # noqa: E402
-from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
-from tau2_gym.scoring.judges import JudgeError, OpenAIJudgeConfig, parse_judge_spec  # noqa: E402
-from test_openai_user import make_request  # noqa: E402
+from tau2_gym.core.config import describe
+from tau2_gym.llm.client import BadReply, ChatClient, LLMConfig, LLMError, chat_message
+from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
+from tau2_gym.players.users.base import UserSimulator
+from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+from tau2_gym.scoring.judges import JudgeError, OpenAIJudgeConfig, parse_judge_spec
 
-FAST = dict(model="m", api_key_env=None, timeout=2.0, max_retries=2, backoff_base=0.01, backoff_max=0.02,
-            empty_retries=1, cache="off")
+FAST = dict(
+    model="m",
+    api_key_env=None,
+    timeout=2.0,
+    max_retries=2,
+    backoff_base=0.01,
+    backoff_max=0.02,
+    empty_retries=1,
+    cache="off",
+)
 
 
 def client_for(server: OpenAIStub, **kw) -> ChatClient:
@@ -43,13 +51,21 @@ def text_of(raw: dict) -> str:
 
 
 def test_client_options_in_llm_args_move_to_their_fields():
-    cfg = LLMConfig(llm_args={"timeout": 30, "num_retries": 5, "api_base": "http://h/v1", "api_key": "sk-x",
-                              "reasoning_effort": "low"})
+    cfg = LLMConfig(
+        llm_args={
+            "timeout": 30,
+            "num_retries": 5,
+            "api_base": "http://h/v1",
+            "api_key": "sk-x",
+            "reasoning_effort": "low",
+        }
+    )
     assert (cfg.timeout, cfg.max_retries, cfg.base_url, cfg.api_key) == (30.0, 5, "http://h/v1", "sk-x")
     assert cfg.llm_args == {"reasoning_effort": "low"}
     assert "sk-x" not in repr(cfg) and "api_key = '***'" in cfg.describe()
-    both = LLMConfig(llm_args={"num_retries": 1, "max_retries": 2,
-                               "api_base": "http://a/v1", "base_url": "http://b/v1"})
+    both = LLMConfig(
+        llm_args={"num_retries": 1, "max_retries": 2, "api_base": "http://a/v1", "base_url": "http://b/v1"}
+    )
     assert (both.max_retries, both.base_url) == (2, "http://b/v1")  # the field's own name wins over litellm's alias
     assert LLMConfig(timeout=9.0, llm_args={"timeout": None}).timeout == 9.0  # None: not set
     with pytest.raises(ValueError, match="timeout must be > 0"):
@@ -58,8 +74,11 @@ def test_client_options_in_llm_args_move_to_their_fields():
 
 def test_llm_args_timeout_sets_the_client_timeout_and_is_never_sent():
     with OpenAIStub(["hello"]) as server:
-        sim = OpenAIUserSimulator(OpenAIUserConfig(**{**FAST, "base_url": server.base_url,
-                                                      "llm_args": {"timeout": 30, "presence_penalty": 0.5}}))
+        sim = OpenAIUserSimulator(
+            OpenAIUserConfig(
+                **{**FAST, "base_url": server.base_url, "llm_args": {"timeout": 30, "presence_penalty": 0.5}}
+            )
+        )
         assert sim.generate(make_request()).content == "hello"  # the SDK
         assert asyncio.run(sim.agenerate(make_request())).content == "hello"  # aiohttp (the SDK without it)
         bodies = list(server.requests)
@@ -73,9 +92,24 @@ def test_user_llm_args_timeout_on_the_command_line_is_the_clients_not_the_server
     from tau2_gym.cli.rollout import add_arguments, player_settings
     from tau2_gym.runner.players import build_user
 
-    argv = ["--domain", "mock", "--task-ids", "create_task_1", "--agent", "oracle", "--user", "user_simulator",
-            "--user-llm", "stub-model", "--user-llm-args", json.dumps({"timeout": 30}), "--no-user-cache",
-            "--max-retries", "0", "--no-progress"]
+    argv = [
+        "--domain",
+        "mock",
+        "--task-ids",
+        "create_task_1",
+        "--agent",
+        "oracle",
+        "--user",
+        "user_simulator",
+        "--user-llm",
+        "stub-model",
+        "--user-llm-args",
+        json.dumps({"timeout": 30}),
+        "--no-user-cache",
+        "--max-retries",
+        "0",
+        "--no-progress",
+    ]
     with OpenAIStub(["###STOP###"]) as server:
         argv += ["--user-base-url", server.base_url]
         assert main(["rollout", *argv, "--output", str(tmp_path / "run.json")]) == 0
@@ -154,8 +188,11 @@ def test_cached_replies_cost_nothing_and_count_as_hits(tmp_path):
         assert len(server.requests) == 1
     assert (fresh.value, fresh.cost, fresh.cached) == ("first", 15.0, False)
     assert (again.value, again.cost, again.cached, again.usage) == ("first", 0.0, True, fresh.usage)
-    assert {k: again_client.cache_stats()[k] for k in ("hits", "misses", "stored")} == {"hits": 1, "misses": 0,
-                                                                                      "stored": 0}
+    assert {k: again_client.cache_stats()[k] for k in ("hits", "misses", "stored")} == {
+        "hits": 1,
+        "misses": 0,
+        "stored": 0,
+    }
 
 
 def test_an_agent_caches_only_with_an_explicit_path(tmp_path):

@@ -13,8 +13,8 @@ from gymnasium.utils.env_checker import check_env
 
 import tau2_gym  # noqa: F401 - registers the ids
 from tau2_gym import get_domain_spec, load_domain
-from tau2_gym.players.agents.scripted import CLOSING, GiveUpAgent, OracleAgent
 from tau2_gym.envs.mix import Mixture, domain_summary, episode_infos
+from tau2_gym.players.agents.scripted import CLOSING, GiveUpAgent, OracleAgent
 
 WEIGHTS = {"airline": 0.5, "retail": 0.3, "telecom": 0.2}
 # chi-squared test: reject "the draws follow p" when the p-value is below ALPHA. With a fixed seed the outcome is
@@ -82,8 +82,10 @@ def test_draws_and_tasks_are_reproducible_from_the_seed():
 
 def test_split_applies_to_every_component_and_keys_may_name_their_own_split():
     env = gym.make("tau2/mix-v0", domains={"airline": 1.0, "telecom:small": 1.0}, split="train")
-    allowed = {"airline": {t.id for t in load_domain("airline").tasks(None, "train")},
-               "telecom:small": {t.id for t in load_domain("telecom").tasks(None, "small")}}
+    allowed = {
+        "airline": {t.id for t in load_domain("airline").tasks(None, "train")},
+        "telecom:small": {t.id for t in load_domain("telecom").tasks(None, "small")},
+    }
     env.reset(seed=0)
     seen = set()
     for _ in range(30):
@@ -164,8 +166,11 @@ def test_curriculum_reweights_from_the_envs_own_episodes():
     env = gym.make("tau2/mix-v0", domains={"mock": 0.5, "airline": 0.5}, curriculum="success", judge="pass")
     m = env.unwrapped.mixture
     kit = get_domain_spec("airline").agent_toolkit
-    writes = next(t.id for t in load_domain("airline").tasks(None, "base")  # a task doing nothing fails
-                  if any(kit.mutates_state(a.name) for a in t.evaluation_criteria.actions or []))
+    writes = next(
+        t.id
+        for t in load_domain("airline").tasks(None, "base")  # a task doing nothing fails
+        if any(kit.mutates_state(a.name) for a in t.evaluation_criteria.actions or [])
+    )
     for key, agent in (("mock", OracleAgent()), ("airline", GiveUpAgent())):
         obs, info = env.reset(seed=1, options={"domain": key, "task_id": "create_task_1" if key == "mock" else writes})
         agent.reset(info["task"], info)
@@ -231,9 +236,12 @@ def test_domain_summary_from_episode_infos():
     everything = [r for i in infos if i["reward_info"] is not None for r in [i["reward_info"]["reward"]]]
     assert out["all"]["episodes"] == 8 and math.isclose(out["all"]["mean_reward"], sum(everything) / len(everything))
     assert 0 < out["all"]["mean_reward"] < 1  # both outcomes occurred
-    assert math.isclose(domain_summary(infos, rewards=[i["reward_info"]["reward"] if i["reward_info"] else 0.0
-                                                       for i in infos])["all"]["mean_reward"],
-                        sum(everything) / 8)  # explicit rewards: every episode counts
+    assert math.isclose(
+        domain_summary(infos, rewards=[i["reward_info"]["reward"] if i["reward_info"] else 0.0 for i in infos])["all"][
+            "mean_reward"
+        ],
+        sum(everything) / 8,
+    )  # explicit rewards: every episode counts
     assert sum(out["all"]["termination_reasons"].values()) == 8
     with pytest.raises(ValueError, match="rewards for"):
         domain_summary(infos, rewards=[1.0])

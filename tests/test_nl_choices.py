@@ -10,12 +10,12 @@ import warnings
 
 import gymnasium as gym
 import pytest
-
 from gymutil import run_episode
 from openai_stub import OpenAIStub
+
 from tau2_gym import load_domain
-from tau2_gym.players.agents.scripted import OracleAgent
 from tau2_gym.cli import main
+from tau2_gym.players.agents.scripted import OracleAgent
 from tau2_gym.scoring.evaluation import needs_nl_judge
 
 
@@ -82,8 +82,14 @@ def test_a_judge_grades_them(needing):
         outcomes = body["messages"][1]["content"].rsplit("expectedOutcomes:", 1)[1].strip()
         import ast
 
-        return json.dumps({"results": [{"expectedOutcome": o, "reasoning": "ok", "metExpectation": True}
-                                       for o in ast.literal_eval(outcomes)]})
+        return json.dumps(
+            {
+                "results": [
+                    {"expectedOutcome": o, "reasoning": "ok", "metExpectation": True}
+                    for o in ast.literal_eval(outcomes)
+                ]
+            }
+        )
 
     with OpenAIStub(reply) as server:
         env, warned = make(judge=f"openai:stub,base_url={server.base_url}", task_ids=sorted(needing)[:5])
@@ -95,8 +101,25 @@ def test_a_judge_grades_them(needing):
 def test_rollout_and_eval_count_the_unjudged(tmp_path, capsys, needing):
     out = tmp_path / "r.json"
     ids = sorted(needing)[:3] + ["33"]  # task 33's basis is [DB]: nothing to judge
-    assert main(["rollout", "--domain", "retail", "--agent", "oracle", "--user", "oracle", "--task-ids", *ids,
-                 "--output", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                "--domain",
+                "retail",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--task-ids",
+                *ids,
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "NL assertions not judged: 3 episode(s)" in printed and "average reward: 0.2500" in printed
     assert main(["eval", str(out)]) == 0

@@ -11,35 +11,60 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.core.messages import UserMessage  # noqa: E402
-from tau2_gym.core.tasks import Task  # noqa: E402
-from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest  # noqa: E402
-from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
+from tau2_gym.core.messages import UserMessage
+from tau2_gym.core.tasks import Task
+from tau2_gym.players.users.base import UserSimulatorError, UserTurnRequest
+from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 
-TOOLS = [{"type": "function", "function": {
-    "name": "check_status_bar", "description": "Look at the phone's status bar.",
-    "parameters": {"type": "object", "properties": {}, "required": []}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "check_status_bar",
+            "description": "Look at the phone's status bar.",
+            "parameters": {"type": "object", "properties": {}, "required": []},
+        },
+    }
+]
 TASK = Task(id="t0", user_scenario={"instructions": "Ask about your bill."})
 HISTORY = [
     {"role": "user", "content": "Hi! How can I help you today?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_a", "type": "function", "function": {"name": "check_status_bar", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "check_status_bar", "arguments": "{}"}}
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_a", "content": "Signal: none"},
 ]
 
 
 def make_request(tools=None, seed=None, episode="e0", history=None) -> UserTurnRequest:
-    return UserTurnRequest(episode_id=episode, system_prompt="You are a customer.",
-                           messages=list(history if history is not None else HISTORY[:1]), tools=tools, task=TASK,
-                           seed=seed)
+    return UserTurnRequest(
+        episode_id=episode,
+        system_prompt="You are a customer.",
+        messages=list(history if history is not None else HISTORY[:1]),
+        tools=tools,
+        task=TASK,
+        seed=seed,
+    )
 
 
 def sim_for(server: OpenAIStub, **kw) -> OpenAIUserSimulator:
-    cfg = dict(model="stub-model", base_url=server.base_url, api_key_env=None, timeout=2.0,
-               max_retries=3, backoff_base=0.01, backoff_max=0.05, empty_retries=2,
-               cache="off")  # retry tests repeat one request: each must reach the server
+    cfg = dict(
+        model="stub-model",
+        base_url=server.base_url,
+        api_key_env=None,
+        timeout=2.0,
+        max_retries=3,
+        backoff_base=0.01,
+        backoff_max=0.05,
+        empty_retries=2,
+        cache="off",
+    )  # retry tests repeat one request: each must reach the server
     cfg.update(kw)
     return OpenAIUserSimulator(OpenAIUserConfig(**cfg))
 
@@ -88,8 +113,15 @@ def test_tools_are_sent_with_tool_choice_auto_and_the_episode_seed():
 
 def test_configured_seed_and_sampling_args_are_forwarded_when_the_request_has_none():
     with OpenAIStub(["ok"]) as server:
-        sim_for(server, seed=7, temperature=0.3, top_p=0.9, max_tokens=64,
-                llm_args={"presence_penalty": 0.1}, extra_body={"chat_template_kwargs": {"x": 1}}).generate(make_request())
+        sim_for(
+            server,
+            seed=7,
+            temperature=0.3,
+            top_p=0.9,
+            max_tokens=64,
+            llm_args={"presence_penalty": 0.1},
+            extra_body={"chat_template_kwargs": {"x": 1}},
+        ).generate(make_request())
         body = server.requests[0]
     assert (body["seed"], body["temperature"], body["top_p"], body["max_tokens"]) == (7, 0.3, 0.9, 64)
     assert body["presence_penalty"] == 0.1
@@ -97,13 +129,20 @@ def test_configured_seed_and_sampling_args_are_forwarded_when_the_request_has_no
 
 
 def test_tool_call_reply_is_retagged_as_user_call_with_id_kept():
-    reply = {"tool_calls": [{"id": "call_xyz", "name": "toggle_airplane_mode", "arguments": {"on": False}},
-                            {"id": "call_2", "name": "check_status_bar", "arguments": {}}], "content": None}
+    reply = {
+        "tool_calls": [
+            {"id": "call_xyz", "name": "toggle_airplane_mode", "arguments": {"on": False}},
+            {"id": "call_2", "name": "check_status_bar", "arguments": {}},
+        ],
+        "content": None,
+    }
     with OpenAIStub([reply]) as server:
         msg = sim_for(server).generate(make_request(tools=TOOLS))
     assert msg.content is None
     assert [(c.id, c.name, c.arguments, c.requestor) for c in msg.tool_calls] == [
-        ("call_xyz", "toggle_airplane_mode", {"on": False}, "user"), ("call_2", "check_status_bar", {}, "user")]
+        ("call_xyz", "toggle_airplane_mode", {"on": False}, "user"),
+        ("call_2", "check_status_bar", {}, "user"),
+    ]
     assert msg.is_tool_call()
 
 
@@ -117,11 +156,19 @@ def test_text_and_tool_calls_together_are_both_kept():
 # ------------------------------------------------------------------------------------ retries
 
 
-@pytest.mark.parametrize("failure", [
-    {"status": 503}, {"status": 500}, {"status": 429}, {"raw": "not json at all"}, {"raw": '{"object": "nothing"}'},
-    {"tool_calls": [{"id": "c", "name": "f", "arguments": "{broken"}]},
-    {"tool_calls": [{"id": "c", "name": "f", "arguments": "[1, 2]"}]},
-], ids=["503", "500", "429", "garbage", "no-choices", "bad-args-json", "args-not-object"])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"status": 503},
+        {"status": 500},
+        {"status": 429},
+        {"raw": "not json at all"},
+        {"raw": '{"object": "nothing"}'},
+        {"tool_calls": [{"id": "c", "name": "f", "arguments": "{broken"}]},
+        {"tool_calls": [{"id": "c", "name": "f", "arguments": "[1, 2]"}]},
+    ],
+    ids=["503", "500", "429", "garbage", "no-choices", "bad-args-json", "args-not-object"],
+)
 def test_transient_failure_is_retried_then_succeeds(failure):
     with OpenAIStub([failure, "recovered"]) as server:
         msg = sim_for(server).generate(make_request())
@@ -161,8 +208,16 @@ def test_unauthorized_error_names_the_api_key_variable():
 
 
 def test_dead_port_raises_user_simulator_error_naming_a_connection_error():
-    sim = OpenAIUserSimulator(OpenAIUserConfig(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                                               api_key_env=None, max_retries=2, backoff_base=0.01, timeout=1.0))
+    sim = OpenAIUserSimulator(
+        OpenAIUserConfig(
+            model="m",
+            base_url=f"http://127.0.0.1:{free_port()}/v1",
+            api_key_env=None,
+            max_retries=2,
+            backoff_base=0.01,
+            timeout=1.0,
+        )
+    )
     with pytest.raises(UserSimulatorError, match=r"connection error.*after 3 attempt"):
         sim.generate(make_request())
 
@@ -261,8 +316,11 @@ def test_config_prints_every_field_with_help_and_upstream_defaults():
 
 def test_info_reports_model_and_llm_args():
     sim = OpenAIUserSimulator(model="my-user", base_url="http://x/v1", temperature=0.5, api_key_env=None)
-    assert sim.info() == {"implementation": "user_simulator", "llm": "my-user",
-                          "llm_args": {"temperature": 0.5, "api_base": "http://x/v1"}}
+    assert sim.info() == {
+        "implementation": "user_simulator",
+        "llm": "my-user",
+        "llm_args": {"temperature": 0.5, "api_base": "http://x/v1"},
+    }
 
 
 def test_missing_openai_package_gives_an_install_hint(monkeypatch):

@@ -30,8 +30,11 @@ def test_hermes_single_call_without_text():
 def test_hermes_several_calls_keep_order_and_get_sequential_ids():
     text = hermes("a", {"x": 1}) + "\n" + hermes("b") + "\n" + hermes("c", {"y": [1, 2]})
     r = parse_tool_calls(text, "hermes")
-    assert calls(r) == [("call_0", "a", {"x": 1}, "assistant"), ("call_1", "b", {}, "assistant"),
-                        ("call_2", "c", {"y": [1, 2]}, "assistant")]
+    assert calls(r) == [
+        ("call_0", "a", {"x": 1}, "assistant"),
+        ("call_1", "b", {}, "assistant"),
+        ("call_2", "c", {"y": [1, 2]}, "assistant"),
+    ]
     assert r.content is None and r.error is None
 
 
@@ -48,11 +51,14 @@ def test_hermes_multiline_json_and_explicit_id_are_read():
 
 def test_hermes_arguments_given_as_json_string_or_parameters_key():
     assert calls(parse_tool_calls('<tool_call>{"name": "a", "arguments": "{\\"k\\": 1}"}</tool_call>', "hermes")) == [
-        ("call_0", "a", {"k": 1}, "assistant")]
+        ("call_0", "a", {"k": 1}, "assistant")
+    ]
     assert calls(parse_tool_calls('<tool_call>{"name": "a", "parameters": {"k": 2}}</tool_call>', "hermes")) == [
-        ("call_0", "a", {"k": 2}, "assistant")]
+        ("call_0", "a", {"k": 2}, "assistant")
+    ]
     assert calls(parse_tool_calls('<tool_call>{"name": "done"}</tool_call>', "hermes")) == [
-        ("call_0", "done", {}, "assistant")]
+        ("call_0", "done", {}, "assistant")
+    ]
 
 
 def test_hermes_unclosed_final_block_is_accepted_when_it_parses():
@@ -70,20 +76,23 @@ def test_plain_text_has_no_calls():
     assert r == ParsedCall(content="Hello, I need help with my phone.", tool_calls=None, error=None)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ('<tool_call>{"name": "a", "arguments": {"k": 1}</tool_call>', "invalid JSON"),
-    ('<tool_call>{"arguments": {"k": 1}}</tool_call>', "no 'name'"),
-    ('<tool_call>{"name": "", "arguments": {}}</tool_call>', "no 'name'"),
-    ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "no 'name'"),
-    ('<tool_call>{"name": "a", "arguments": [1, 2]}</tool_call>', "must be a JSON object"),
-    ('<tool_call>{"name": "a", "arguments": "not json"}</tool_call>', "not valid JSON"),
-    ('<tool_call>{"name": "a", "arguments": "[1]"}</tool_call>', "must be a JSON object"),
-    ('<tool_call>"just a string"</tool_call>', "must be a JSON object"),
-    ('<tool_call></tool_call>', "invalid JSON"),
-    ('<tool_call>[]</tool_call>', "empty list"),
-    ('ok ' + hermes("a") + ' <tool_call>{"name": "b", "arguments": {</tool_call>', "block 1"),
-    ('<tool_call>{"name": "a", "arguments": {"k": ', "unclosed <tool_call> block"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('<tool_call>{"name": "a", "arguments": {"k": 1}</tool_call>', "invalid JSON"),
+        ('<tool_call>{"arguments": {"k": 1}}</tool_call>', "no 'name'"),
+        ('<tool_call>{"name": "", "arguments": {}}</tool_call>', "no 'name'"),
+        ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "no 'name'"),
+        ('<tool_call>{"name": "a", "arguments": [1, 2]}</tool_call>', "must be a JSON object"),
+        ('<tool_call>{"name": "a", "arguments": "not json"}</tool_call>', "not valid JSON"),
+        ('<tool_call>{"name": "a", "arguments": "[1]"}</tool_call>', "must be a JSON object"),
+        ('<tool_call>"just a string"</tool_call>', "must be a JSON object"),
+        ("<tool_call></tool_call>", "invalid JSON"),
+        ("<tool_call>[]</tool_call>", "empty list"),
+        ("ok " + hermes("a") + ' <tool_call>{"name": "b", "arguments": {</tool_call>', "block 1"),
+        ('<tool_call>{"name": "a", "arguments": {"k": ', "unclosed <tool_call> block"),
+    ],
+)
 def test_hermes_malformed_markup_sets_error_and_never_raises(text, fragment):
     r = parse_tool_calls(text, "hermes")
     assert r.error is not None and fragment in r.error
@@ -96,16 +105,23 @@ def test_hermes_malformed_markup_sets_error_and_never_raises(text, fragment):
 
 def test_json_flat_call_and_list_of_calls():
     assert calls(parse_tool_calls('{"name": "a", "arguments": {"k": 1}}', "json")) == [
-        ("call_0", "a", {"k": 1}, "assistant")]
+        ("call_0", "a", {"k": 1}, "assistant")
+    ]
     r = parse_tool_calls('[{"name": "a"}, {"name": "b", "arguments": {"k": 2}}]', "json")
     assert calls(r) == [("call_0", "a", {}, "assistant"), ("call_1", "b", {"k": 2}, "assistant")]
     assert r.content is None
 
 
 def test_json_openai_tool_calls_shape_with_string_arguments_and_content():
-    text = json.dumps({"content": "Checking now.", "tool_calls": [
-        {"id": "call_9", "type": "function", "function": {"name": "a", "arguments": json.dumps({"k": 1})}},
-        {"type": "function", "function": {"name": "b", "arguments": ""}}]})
+    text = json.dumps(
+        {
+            "content": "Checking now.",
+            "tool_calls": [
+                {"id": "call_9", "type": "function", "function": {"name": "a", "arguments": json.dumps({"k": 1})}},
+                {"type": "function", "function": {"name": "b", "arguments": ""}},
+            ],
+        }
+    )
     r = parse_tool_calls(text, "json")
     assert r.content == "Checking now."
     assert calls(r) == [("call_9", "a", {"k": 1}, "assistant"), ("call_1", "b", {}, "assistant")]
@@ -127,16 +143,19 @@ def test_json_parser_leaves_non_json_text_as_content():
     assert parse_tool_calls("   ", "json") == ParsedCall(content=None, tool_calls=None)
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ('{"name": "a", "arguments": {', "invalid JSON"),
-    ('{"foo": 1}', "no 'name'"),
-    ('[1, 2]', "must be a JSON object"),
-    ('[]', "empty list"),
-    ('{"tool_calls": "a"}', "must be a list"),
-    ('{"tool_calls": []}', "no tool calls and no content"),
-    ('{"tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}', "no 'name'"),
-    ('{"name": "a", "arguments": 3}', "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('{"name": "a", "arguments": {', "invalid JSON"),
+        ('{"foo": 1}', "no 'name'"),
+        ("[1, 2]", "must be a JSON object"),
+        ("[]", "empty list"),
+        ('{"tool_calls": "a"}', "must be a list"),
+        ('{"tool_calls": []}', "no tool calls and no content"),
+        ('{"tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}', "no 'name'"),
+        ('{"name": "a", "arguments": 3}', "must be a JSON object"),
+    ],
+)
 def test_json_malformed_sets_error(text, fragment):
     r = parse_tool_calls(text, "json")
     assert r.error is not None and fragment in r.error and r.tool_calls is None
@@ -235,13 +254,22 @@ class NewStyleTokenizer:
 
     def parse_response(self, response, schema=None, *, prefix=None, tools=None):
         self.seen = (response, prefix, tools)
-        return {"role": "assistant", "content": "ok", "reasoning_content": "thought",
-                "tool_calls": [{"type": "function", "function": {"name": "a", "arguments": {"n": 1}}}]}
+        return {
+            "role": "assistant",
+            "content": "ok",
+            "reasoning_content": "thought",
+            "tool_calls": [{"type": "function", "function": {"name": "a", "arguments": {"n": 1}}}],
+        }
 
 
 def test_transformers_parser_adapts_old_and_new_tokenizer_apis():
-    old = OldStyleTokenizer({"role": "assistant", "content": "hi",
-                             "tool_calls": [{"type": "function", "function": {"name": "a", "arguments": '{"n": 2}'}}]})
+    old = OldStyleTokenizer(
+        {
+            "role": "assistant",
+            "content": "hi",
+            "tool_calls": [{"type": "function", "function": {"name": "a", "arguments": '{"n": 2}'}}],
+        }
+    )
     r = parse_tool_calls("raw", "transformers", old)
     assert r.content == "hi" and calls(r) == [("call_0", "a", {"n": 2}, "assistant")]
 

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("openai")
 
-from test_serving_cost import UsageStub, user_reply  # noqa: E402
+from test_serving_cost import UsageStub, user_reply
 
-from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.llm.cost import PriceTableError, load_price_table, message_cost, model_price  # noqa: E402
+from tau2_gym.cli import main
+from tau2_gym.llm.cost import PriceTableError, load_price_table, message_cost, model_price
 
 AGENT = (2e-6, 5e-6)
 USER = (1e-7, 4e-7)
@@ -24,21 +24,51 @@ USER = (1e-7, 4e-7)
 @pytest.fixture
 def table(tmp_path):
     path = tmp_path / "prices.json"
-    path.write_text(json.dumps({
-        "agent-model": {"input_cost_per_token": AGENT[0], "output_cost_per_token": AGENT[1], "mode": "chat"},
-        "user-model": {"input_cost_per_token": USER[0], "output_cost_per_token": USER[1]},
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "agent-model": {"input_cost_per_token": AGENT[0], "output_cost_per_token": AGENT[1], "mode": "chat"},
+                "user-model": {"input_cost_per_token": USER[0], "output_cost_per_token": USER[1]},
+            }
+        )
+    )
     return path
 
 
 def test_rollout_costs_are_usage_times_table_prices(tmp_path, table, capsys):
     out = tmp_path / "run.json"
     with UsageStub(["Hello, how can I help?"]) as agent, UsageStub(user_reply) as user:
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--num-trials", "2",
-                     "--agent", "llm_agent", "--agent-llm", "openai/agent-model", "--agent-base-url", agent.base_url,
-                     "--user", "user_simulator", "--user-llm", "user-model", "--user-base-url", user.base_url,
-                     "--max-retries", "0", "--no-progress", "--no-user-cache", "--output", str(out),
-                     "--price-table", str(table)])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--num-trials",
+                "2",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "openai/agent-model",
+                "--agent-base-url",
+                agent.base_url,
+                "--user",
+                "user_simulator",
+                "--user-llm",
+                "user-model",
+                "--user-base-url",
+                user.base_url,
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--no-user-cache",
+                "--output",
+                str(out),
+                "--price-table",
+                str(table),
+            ]
+        )
         a_sent, u_sent = list(agent.usages), list(user.usages)
     assert code == 0 and a_sent and u_sent
     sims = json.loads(out.read_text())["simulations"]
@@ -56,23 +86,45 @@ def test_rollout_costs_are_usage_times_table_prices(tmp_path, table, capsys):
     assert f"${total_user:.4f}" in printed
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "is not valid JSON (line 1"),
-    ("[1, 2]", "must be a non-empty object"),
-    ('{"m": {"input_cost_per_token": 1e-6}}', "entry 'm' lacks output_cost_per_token"),
-    ('{"m": {"input_cost_per_token": "cheap", "output_cost_per_token": 0}}', "m.input_cost_per_token must be a"),
-    ('{"m": {"input_cost_per_token": -1, "output_cost_per_token": 0}}', "non-negative"),
-    ('{"m": 3}', "entry 'm' must be an object"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "is not valid JSON (line 1"),
+        ("[1, 2]", "must be a non-empty object"),
+        ('{"m": {"input_cost_per_token": 1e-6}}', "entry 'm' lacks output_cost_per_token"),
+        ('{"m": {"input_cost_per_token": "cheap", "output_cost_per_token": 0}}', "m.input_cost_per_token must be a"),
+        ('{"m": {"input_cost_per_token": -1, "output_cost_per_token": 0}}', "non-negative"),
+        ('{"m": 3}', "entry 'm' must be an object"),
+    ],
+)
 def test_a_bad_price_table_is_refused_before_any_request(tmp_path, capsys, content, message):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     from openai_stub import OpenAIStub
 
     with OpenAIStub(["hi"]) as srv:
-        code = main(["rollout", "--domain", "mock", "--num-tasks", "1", "--agent", "llm_agent", "--agent-llm", "m",
-                     "--agent-base-url", srv.base_url, "--user", "oracle", "--no-progress",
-                     "--output", str(tmp_path / "x.json"), "--price-table", str(bad)])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--num-tasks",
+                "1",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "m",
+                "--agent-base-url",
+                srv.base_url,
+                "--user",
+                "oracle",
+                "--no-progress",
+                "--output",
+                str(tmp_path / "x.json"),
+                "--price-table",
+                str(bad),
+            ]
+        )
         assert not srv.requests
     assert code == 2
     err = capsys.readouterr().err
@@ -100,9 +152,12 @@ def test_yaml_tables_and_provider_prefixes(tmp_path):
 def test_precedence_server_table_configured_litellm_zero(tmp_path, monkeypatch):
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"tabled": {"input_cost_per_token": 1.0, "output_cost_per_token": 10.0}}))
-    fake = types.SimpleNamespace(model_cost={"tabled": {"input_cost_per_token": 100.0, "output_cost_per_token": 0},
-                                             "litellm-only": {"input_cost_per_token": 3.0,
-                                                              "output_cost_per_token": 0.0}})
+    fake = types.SimpleNamespace(
+        model_cost={
+            "tabled": {"input_cost_per_token": 100.0, "output_cost_per_token": 0},
+            "litellm-only": {"input_cost_per_token": 3.0, "output_cost_per_token": 0.0},
+        }
+    )
     monkeypatch.setitem(sys.modules, "litellm", fake)
     model_price.cache_clear()
     usage = {"prompt_tokens": 2, "completion_tokens": 1}

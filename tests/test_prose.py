@@ -6,7 +6,7 @@ from tau2_gym.core.upstream_text import parse_docstring, parse_module
 
 
 def test_google_docstring_parts():
-    doc = '''
+    doc = """
         Short line.
         Longer text
           indented.
@@ -18,7 +18,7 @@ def test_google_docstring_parts():
 
         Returns:
             Something.
-        '''
+        """
     p = parse_docstring(doc)
     assert p.short == "Short line."
     assert p.long == "Longer text\n  indented."
@@ -28,9 +28,11 @@ def test_google_docstring_parts():
 
 def test_module_prose_via_ast(tmp_path):
     src = tmp_path / "m.py"
-    src.write_text('raise SystemExit("never executed")\nX = """\n hi \n""".strip()\n'
-                   'class K:\n    """Doc."""\n    a: int = Field(1, description="A" + "!")\n'
-                   '    def f(self):\n        """F doc."""\n')
+    src.write_text(
+        'raise SystemExit("never executed")\nX = """\n hi \n""".strip()\n'
+        'class K:\n    """Doc."""\n    a: int = Field(1, description="A" + "!")\n'
+        '    def f(self):\n        """F doc."""\n'
+    )
     mp = parse_module(src)
     assert mp.constants["X"] == "hi"
     assert mp.class_docs["K"] == "Doc." and mp.field_descriptions["K"] == {"a": "A!"}
@@ -38,8 +40,8 @@ def test_module_prose_via_ast(tmp_path):
 
 
 def test_fallback_without_sources_warns_once(tmp_path):
-    from tau2_gym.data import DataSource
     from tau2_gym.core.prompts import agent_system_prompt
+    from tau2_gym.data import DataSource
 
     (tmp_path / "domains").mkdir()
     source = DataSource(root=tmp_path, src=None, origin="argument")

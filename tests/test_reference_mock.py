@@ -1,8 +1,8 @@
 """Differential test (mock): schemas, tool outputs after each gold action, and hashes equal upstream's."""
 
 import pytest
-
 from refutil import ok, run_reference
+
 from tau2_gym import load_domain
 from tau2_gym.core.messages import ToolCall
 from tau2_gym.scoring.rebuild import initial_environment
@@ -25,8 +25,14 @@ def _ours(dom, task, calls, compare_user):
     for c in calls:
         msg = env.get_response(ToolCall(name=c["name"], arguments=c["arguments"], id=c["id"], requestor=c["requestor"]))
         env.sync_tools()
-        out.append({"content": msg.content, "error": msg.error, "agent_hash": env.get_db_hash(),
-                    "user_hash": env.get_user_db_hash() if compare_user else None})
+        out.append(
+            {
+                "content": msg.content,
+                "error": msg.error,
+                "agent_hash": env.get_db_hash(),
+                "user_hash": env.get_user_db_hash() if compare_user else None,
+            }
+        )
     return out
 
 
@@ -40,12 +46,30 @@ def test_mock_gold_actions_match_upstream(flavour, request):
     tasks = dom.tasks(split=None)
     extra = [  # perturbed calls on top of the first task's state
         {"id": "p1", "name": "create_task", "arguments": {"user_id": "nobody", "title": "t"}, "requestor": "assistant"},
-        {"id": "p2", "name": "update_task_status", "arguments": {"task_id": "task_1", "status": "bogus"},
-         "requestor": "assistant"},
-        {"id": "p3", "name": "update_task_status", "arguments": {"task_id": "task_9", "status": "completed"},
-         "requestor": "assistant"},
-        {"id": "p4", "name": "create_task", "arguments": {"user_id": "user_1", "title": ["x"]}, "requestor": "assistant"},
-        {"id": "p5", "name": "create_task", "arguments": {"user_id": ["user_1"], "title": "x"}, "requestor": "assistant"},
+        {
+            "id": "p2",
+            "name": "update_task_status",
+            "arguments": {"task_id": "task_1", "status": "bogus"},
+            "requestor": "assistant",
+        },
+        {
+            "id": "p3",
+            "name": "update_task_status",
+            "arguments": {"task_id": "task_9", "status": "completed"},
+            "requestor": "assistant",
+        },
+        {
+            "id": "p4",
+            "name": "create_task",
+            "arguments": {"user_id": "user_1", "title": ["x"]},
+            "requestor": "assistant",
+        },
+        {
+            "id": "p5",
+            "name": "create_task",
+            "arguments": {"user_id": ["user_1"], "title": "x"},
+            "requestor": "assistant",
+        },
         {"id": "p6", "name": "get_users", "arguments": {"x": 1}, "requestor": "assistant"},
         {"id": "p7", "name": "transfer_to_human_agents", "arguments": {}, "requestor": "assistant"},
         {"id": "p8", "name": "unknown_tool", "arguments": {}, "requestor": "assistant"},
@@ -53,7 +77,12 @@ def test_mock_gold_actions_match_upstream(flavour, request):
     if compare_user:
         extra += [
             {"id": "u1", "name": "check_notifications", "arguments": {}, "requestor": "user"},
-            {"id": "u2", "name": "dismiss_notification", "arguments": {"notification_id": "notif_1"}, "requestor": "user"},
+            {
+                "id": "u2",
+                "name": "dismiss_notification",
+                "arguments": {"notification_id": "notif_1"},
+                "requestor": "user",
+            },
             {"id": "u3", "name": "dismiss_notification", "arguments": {"notification_id": "nope"}, "requestor": "user"},
         ]
     jobs, ours = [], []

@@ -18,11 +18,18 @@ import gymnasium as gym
 import pytest
 
 import tau2_gym
-from tau2_gym.players.agents.scripted import (HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent, StallingAgent,
-                             WrongArgumentsAgent, call_message)
 from tau2_gym.envs.tau2_env import Tau2Env
-from tau2_gym.results.replay import ReplayInputError, compare_trajectories, replay
+from tau2_gym.players.agents.scripted import (
+    HallucinatingAgent,
+    MalformedAgent,
+    OracleAgent,
+    SkipLastActionAgent,
+    StallingAgent,
+    WrongArgumentsAgent,
+    call_message,
+)
 from tau2_gym.players.users.playback import PlaybackUser
+from tau2_gym.results.replay import ReplayInputError, compare_trajectories, replay
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,8 +56,11 @@ class BadJsonAgent(OracleAgent):
     name = "bad_json"
 
     def plan(self, task):
-        bad = {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_bad", "type": "function", "function": {"name": "x", "arguments": "{not json"}}]}
+        bad = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_bad", "type": "function", "function": {"name": "x", "arguments": "{not json"}}],
+        }
         return super().plan(task)[:1] + [bad]
 
 
@@ -60,8 +70,10 @@ class EmptyArgsAgent(OracleAgent):
     name = "empty_args"
 
     def plan(self, task):
-        return [call_message(m["tool_calls"][0]["function"]["name"], {}, f"e{i}") if m.get("tool_calls") else m
-                for i, m in enumerate(super().plan(task))]
+        return [
+            call_message(m["tool_calls"][0]["function"]["name"], {}, f"e{i}") if m.get("tool_calls") else m
+            for i, m in enumerate(super().plan(task))
+        ]
 
 
 class RepeatAgent(OracleAgent):
@@ -74,8 +86,18 @@ class RepeatAgent(OracleAgent):
         return [first] * 1000 if first else []
 
 
-AGENTS = (OracleAgent, WrongArgumentsAgent, SkipLastActionAgent, ExtraCallAgent, HallucinatingAgent, StallingAgent,
-          RepeatAgent, MalformedAgent, BadJsonAgent, EmptyArgsAgent)
+AGENTS = (
+    OracleAgent,
+    WrongArgumentsAgent,
+    SkipLastActionAgent,
+    ExtraCallAgent,
+    HallucinatingAgent,
+    StallingAgent,
+    RepeatAgent,
+    MalformedAgent,
+    BadJsonAgent,
+    EmptyArgsAgent,
+)
 
 
 def play(env, agent, task_id, seed=None):
@@ -297,8 +319,27 @@ def test_a_tau2_gym_rollout_file_replays_identically(tmp_path, capsys):
     from tau2_gym.cli import main
 
     out = tmp_path / "rollout.json"
-    assert main(["rollout", "--domain", "telecom", "--agent", "oracle", "--user", "oracle", "--num-tasks", "3",
-                 "--num-trials", "2", "--output", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "rollout",
+                "--domain",
+                "telecom",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--num-tasks",
+                "3",
+                "--num-trials",
+                "2",
+                "--output",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     report_path = tmp_path / "report.json"
     assert main(["replay", str(out), "--output", str(report_path), "--no-progress"]) == 0
@@ -316,8 +357,8 @@ def test_a_rollout_against_openai_stub_endpoints_replays_identically(tmp_path):
     from openai_stub import OpenAIStub
 
     from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
-    from tau2_gym.runner.collect import collect
     from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+    from tau2_gym.runner.collect import collect
 
     fast = dict(api_key_env=None, timeout=5.0, max_retries=1, backoff_base=0.01, backoff_max=0.02)
 
@@ -326,9 +367,12 @@ def test_a_rollout_against_openai_stub_endpoints_replays_identically(tmp_path):
         if last["role"] == "tool":
             return "Your booking is confirmed."
         if n % 3 == 0:
-            return {"tool_calls": [{"id": f"c{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}},
-                                   {"id": f"d{n}", "name": "get_reservation_details",
-                                    "arguments": {"reservation_id": "NO_SUCH"}}]}
+            return {
+                "tool_calls": [
+                    {"id": f"c{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}},
+                    {"id": f"d{n}", "name": "get_reservation_details", "arguments": {"reservation_id": "NO_SUCH"}},
+                ]
+            }
         return {"tool_calls": [{"id": f"c{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]}
 
     def user_reply(body, n):
@@ -339,8 +383,16 @@ def test_a_rollout_against_openai_stub_endpoints_replays_identically(tmp_path):
         policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **fast))
         user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **fast))
         out = tmp_path / "llm.json"
-        collect(["0", "1", "2"], policy, user, domain="airline", num_trials=2, concurrency=3, output=str(out),
-                progress=False)
+        collect(
+            ["0", "1", "2"],
+            policy,
+            user,
+            domain="airline",
+            num_trials=2,
+            concurrency=3,
+            output=str(out),
+            progress=False,
+        )
     res = json.loads(out.read_text())
     assert {s["termination_reason"] for s in res["simulations"]} == {"user_stop"}
     assert any(m["role"] == "tool" and m["error"] for s in res["simulations"] for m in s["messages"])
@@ -357,8 +409,9 @@ def test_progress_bar_with_and_without_tqdm(airline_file, capsys, monkeypatch):
 
 
 def run_cli(*argv):
-    return subprocess.run([sys.executable, "-m", "tau2_gym.cli", *argv], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tau2_gym.cli", *argv], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
 
 
 def test_cli_input_errors_are_one_line_and_write_nothing(tmp_path, airline_file):
@@ -435,7 +488,9 @@ def test_tau2_gym_replay_is_the_function_and_import_stays_light():
     assert tau2_gym.replay is replay
     with pytest.raises(ReplayInputError, match="cannot replay a int"):
         replay([3])
-    code = "import sys, tau2_gym; print('tau2_gym.results.replay' in sys.modules, 'tau2_gym.envs.tau2_env' in sys.modules)"
+    code = (
+        "import sys, tau2_gym; print('tau2_gym.results.replay' in sys.modules, 'tau2_gym.envs.tau2_env' in sys.modules)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.stdout.split()[0] == "False", proc.stderr
 
@@ -500,7 +555,7 @@ def test_hostile_simulation_records_are_errors_or_replay_never_a_crash(airline_f
     ]
     res = dict(base, simulations=[c[0] for c in cases])
     report = replay(res)
-    for (sim, status, message), out in zip(cases, report.simulations):
+    for (_sim, status, message), out in zip(cases, report.simulations):
         assert out.status == status, (status, message, out.error, out.difference)
         if message is not None:
             assert message in out.error
@@ -520,8 +575,17 @@ def test_domain_options_a_file_records_are_warned_about_and_can_be_given(tmp_pat
             return [call_message("KB_search", {"query": "credit card fees"}, "s0")] + super().plan(task)
 
     out = tmp_path / "bk.json"
-    collect(None, ScriptedPolicy(Searcher), "oracle", domain="banking_knowledge", num_tasks=2, output=str(out),
-            progress=False, domain_options={"retrieval_config": "grep_only"}, judge="pass")
+    collect(
+        None,
+        ScriptedPolicy(Searcher),
+        "oracle",
+        domain="banking_knowledge",
+        num_tasks=2,
+        output=str(out),
+        progress=False,
+        domain_options={"retrieval_config": "grep_only"},
+        judge="pass",
+    )
     plain = replay(out, judge="pass")  # the default retrieval has KB_search, grep_only has not
     assert plain.diverged == 2 and "retrieval_config='grep_only'" in plain.files[0]["warnings"][0]
     assert "Error: Tool 'KB_search' not found." in plain.simulations[0].difference
@@ -530,8 +594,22 @@ def test_domain_options_a_file_records_are_warned_about_and_can_be_given(tmp_pat
     report = tmp_path / "r.json"
     assert main(["replay", str(out), "-o", str(report), "--judge", "pass", "--no-progress"]) == 0
     assert "warning: " in capsys.readouterr().err
-    assert main(["replay", str(out), "-o", str(report), "--judge", "pass", "--no-progress",
-                 "--domain-options", '{"retrieval_config": "grep_only"}']) == 0
+    assert (
+        main(
+            [
+                "replay",
+                str(out),
+                "-o",
+                str(report),
+                "--judge",
+                "pass",
+                "--no-progress",
+                "--domain-options",
+                '{"retrieval_config": "grep_only"}',
+            ]
+        )
+        == 0
+    )
     assert "2 identical" in capsys.readouterr().out
     assert main(["replay", str(out), "-o", str(report), "--domain-options", "{bad"]) == 2
     assert main(["replay", str(out), "-o", str(report), "--domain-options", '{"retrieval_config": "nope"}']) == 2

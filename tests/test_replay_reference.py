@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-
 from gymutil import RecordingUser, raw_task, run_episode
 from refutil import run_reference
-from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent, WrongArgumentsAgent
-from tau2_gym.results.replay import replay
-from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
 from test_turn_loop_reference import JUDGE, MultiCallOracle, StopMidway, mock_tool_user, transfer_user
+
+from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent, WrongArgumentsAgent
+from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.results.replay import replay
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]
 
@@ -28,18 +28,20 @@ def cases(data_dir):
     mock, solo_mock = ids("tau2/mock-v0"), ids("tau2/mock-solo-v0")
     airline, retail = ids("tau2/airline-v0")[:4], ids("tau2/retail-v0")[:4]
     small = ids("tau2/telecom-v0", task_split="small")[:6]
-    out = [("tau2/mock-v0", {}, cls, mock[i % 2::2]) for i, cls in enumerate(ALL_AGENTS)]
-    out += [("tau2/mock-v0", {"user": ScriptedUser(mock_tool_user)}, OracleAgent, mock[:5]),
-            ("tau2/mock-v0", {"user": ScriptedUser(transfer_user)}, OracleAgent, mock[:2]),
-            ("tau2/mock-v0", {"agent_can_stop": True}, StopMidway, mock[:2]),
-            ("tau2/mock-v0", {"max_steps": 5}, OracleAgent, mock[:3]),
-            ("tau2/mock-solo-v0", {}, OracleAgent, solo_mock[:5]),
-            ("tau2/airline-v0", {}, OracleAgent, airline),
-            ("tau2/airline-v0", {}, WrongArgumentsAgent, airline),
-            ("tau2/retail-v0", {}, OracleAgent, retail),
-            ("tau2/retail-v0", {}, MultiCallOracle, retail),
-            ("tau2/telecom-v0", {"task_split": "small"}, OracleAgent, small),
-            ("tau2/telecom-solo-v0", {"task_split": "small"}, OracleAgent, small[:2])]
+    out = [("tau2/mock-v0", {}, cls, mock[i % 2 :: 2]) for i, cls in enumerate(ALL_AGENTS)]
+    out += [
+        ("tau2/mock-v0", {"user": ScriptedUser(mock_tool_user)}, OracleAgent, mock[:5]),
+        ("tau2/mock-v0", {"user": ScriptedUser(transfer_user)}, OracleAgent, mock[:2]),
+        ("tau2/mock-v0", {"agent_can_stop": True}, StopMidway, mock[:2]),
+        ("tau2/mock-v0", {"max_steps": 5}, OracleAgent, mock[:3]),
+        ("tau2/mock-solo-v0", {}, OracleAgent, solo_mock[:5]),
+        ("tau2/airline-v0", {}, OracleAgent, airline),
+        ("tau2/airline-v0", {}, WrongArgumentsAgent, airline),
+        ("tau2/retail-v0", {}, OracleAgent, retail),
+        ("tau2/retail-v0", {}, MultiCallOracle, retail),
+        ("tau2/telecom-v0", {"task_split": "small"}, OracleAgent, small),
+        ("tau2/telecom-solo-v0", {"task_split": "small"}, OracleAgent, small[:2]),
+    ]
     return out
 
 
@@ -55,17 +57,35 @@ def test_upstream_trajectories_replay_identically(upstream_data_dir):
         u = env.unwrapped
         for tid in task_ids:
             ep = run_episode(env, agent_cls(), options={"task_id": tid})
-            jobs.append({"domain": u.config.domain, "task": raw_task(env, tid), "solo": solo,
-                         "max_steps": u.config.max_steps, "max_errors": u.config.max_errors,
-                         "agent_can_stop": bool(u.config.agent_can_stop), "enforce_protocol": False,
-                         "agent_script": ep.agent_script, "user_script": ep.user_script})
+            jobs.append(
+                {
+                    "domain": u.config.domain,
+                    "task": raw_task(env, tid),
+                    "solo": solo,
+                    "max_steps": u.config.max_steps,
+                    "max_errors": u.config.max_errors,
+                    "agent_can_stop": bool(u.config.agent_can_stop),
+                    "enforce_protocol": False,
+                    "agent_script": ep.agent_script,
+                    "user_script": ep.user_script,
+                }
+            )
             key = (u.config.domain, solo, u.config.max_steps, u.config.max_errors)
             keys.append(key)
-            files.setdefault(key, {"info": {
-                "environment_info": {"domain_name": u.config.domain, "policy": ""},
-                "agent_info": {"implementation": "llm_agent_solo" if solo else "llm_agent"},
-                "user_info": {"implementation": "dummy_user" if solo else "user_simulator"},
-                "max_steps": u.config.max_steps, "max_errors": u.config.max_errors}, "tasks": [], "simulations": []})
+            files.setdefault(
+                key,
+                {
+                    "info": {
+                        "environment_info": {"domain_name": u.config.domain, "policy": ""},
+                        "agent_info": {"implementation": "llm_agent_solo" if solo else "llm_agent"},
+                        "user_info": {"implementation": "dummy_user" if solo else "user_simulator"},
+                        "max_steps": u.config.max_steps,
+                        "max_errors": u.config.max_errors,
+                    },
+                    "tasks": [],
+                    "simulations": [],
+                },
+            )
             if tid not in {t["id"] for t in files[key]["tasks"]}:
                 files[key]["tasks"].append(raw_task(env, tid))
     results = run_reference("driver_gym", jobs, timeout=3600)
@@ -77,15 +97,23 @@ def test_upstream_trajectories_replay_identically(upstream_data_dir):
             upstream_raised += 1
             continue
         sims = files[key]["simulations"]
-        sims.append({"id": f"up-{len(sims)}", "task_id": job["task"]["id"],
-                     "termination_reason": up["termination_reason"], "messages": up["messages"],
-                     "reward_info": up.get("reward_info")})
+        sims.append(
+            {
+                "id": f"up-{len(sims)}",
+                "task_id": job["task"]["id"],
+                "termination_reason": up["termination_reason"],
+                "messages": up["messages"],
+                "reward_info": up.get("reward_info"),
+            }
+        )
     report = replay(list(files.values()), data_dir=data_dir, judge=JUDGE)
     bad = [(s.task_id, s.status, s.error or s.difference) for s in report.simulations if s.status != "identical"]
     changed = [(s.task_id, s.stored_reward, s.new_reward) for s in report.simulations if s.reward_changed]
     endings = {s.recorded_termination for s in report.simulations}
-    print(f"\n{len(report.simulations)} upstream trajectories replayed ({upstream_raised} upstream aborts skipped): "
-          f"{report.summary_line()}; endings {sorted(endings)}")
+    print(
+        f"\n{len(report.simulations)} upstream trajectories replayed ({upstream_raised} upstream aborts skipped): "
+        f"{report.summary_line()}; endings {sorted(endings)}"
+    )
     assert len(report.simulations) >= 60
     assert {"user_stop", "agent_stop", "max_steps", "too_many_errors"} <= endings
     assert not bad, bad[:20]

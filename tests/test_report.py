@@ -54,8 +54,16 @@ class MixedPolicy(AgentPolicy):
 
 
 def mixed_rollout(path: Path, num_tasks: int = 8, num_trials: int = 2, domain: str = "airline", **settings) -> Path:
-    collect(None, MixedPolicy(), domain=domain, num_tasks=num_tasks, num_trials=num_trials, output=str(path),
-            progress=False, **settings)
+    collect(
+        None,
+        MixedPolicy(),
+        domain=domain,
+        num_tasks=num_tasks,
+        num_trials=num_trials,
+        output=str(path),
+        progress=False,
+        **settings,
+    )
     return path
 
 
@@ -89,8 +97,9 @@ def runs(tmp_path_factory):
         policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **fast))
         user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **fast))
         b = d / "stub.json"
-        collect(["0", "1", "2"], policy, user, domain="airline", num_trials=2, concurrency=4, output=str(b),
-                progress=False)
+        collect(
+            ["0", "1", "2"], policy, user, domain="airline", num_trials=2, concurrency=4, output=str(b), progress=False
+        )
     return a, b
 
 
@@ -99,8 +108,9 @@ def runs(tmp_path_factory):
 
 def expected(raw: dict) -> dict:
     """The summary figures of a results file, computed from its JSON alone (not through tau2_gym.results.report)."""
-    tools = {t["function"]["name"] for t in load_domain(raw["info"]["environment_info"]["domain_name"])
-             .agent_tool_schemas()}
+    tools = {
+        t["function"]["name"] for t in load_domain(raw["info"]["environment_info"]["domain_name"]).agent_tool_schemas()
+    }
     per_task = defaultdict(list)
     rewards = []
     terms = Counter()
@@ -126,9 +136,16 @@ def expected(raw: dict) -> dict:
         r = s["reward_info"]["reward"]
         rewards.append(r)
         per_task[s["task_id"]].append(r)
-    out = {"simulations": len(raw["simulations"]), "avg_reward": sum(rewards) / len(rewards), "terms": terms,
-           "tool_errors": tool_errors, "hallucinated": halluc, "tool_calls": calls, "transfers": transfers,
-           "agent_tokens": tokens if with_usage else None}
+    out = {
+        "simulations": len(raw["simulations"]),
+        "avg_reward": sum(rewards) / len(rewards),
+        "terms": terms,
+        "tool_errors": tool_errors,
+        "hallucinated": halluc,
+        "tool_calls": calls,
+        "transfers": transfers,
+        "agent_tokens": tokens if with_usage else None,
+    }
     max_k = min(raw["info"]["num_trials"], min(len(v) for v in per_task.values()))
     for k in range(1, max_k + 1):
         vals = []
@@ -147,8 +164,10 @@ def cell(page: str, metric: str, run: int = 0) -> str:
 
 
 def json_blocks(page: str) -> dict[int, dict]:
-    return {int(i): json.loads(body) for i, body in
-            re.findall(r'<script type="application/json" id="s(\d+)">(.*?)</script>', page, re.S)}
+    return {
+        int(i): json.loads(body)
+        for i, body in re.findall(r'<script type="application/json" id="s(\d+)">(.*?)</script>', page, re.S)
+    }
 
 
 # ------------------------------------------------------------------------------------ pure Python
@@ -186,7 +205,7 @@ def test_pass_hat_intervals_are_seeded_and_bracket_the_value(runs):
     run = load_run(runs[0])
     s1, s2 = summarise(run, 500, 7), summarise(run, 500, 7)
     assert s1.pass_hat == s2.pass_hat
-    for k, (v, lo, hi) in s1.pass_hat.items():
+    for _k, (v, lo, hi) in s1.pass_hat.items():
         assert 0.0 <= lo <= v <= hi <= 1.0 and lo < hi
     assert summarise(run, 0).pass_hat[1][1:] == (s1.pass_hat[1][0],) * 2  # no resampling: a point
 
@@ -223,10 +242,22 @@ def test_hostile_content_is_escaped_everywhere(runs, tmp_path):
     raw = json.loads(runs[0].read_text())
     sim = raw["simulations"][0]
     sim["messages"][0]["content"] = HOSTILE
-    sim["messages"].append({"role": "assistant", "content": None,
-                            "tool_calls": [{"id": "x", "name": HOSTILE, "arguments": {HOSTILE: HOSTILE}}]})
-    sim.setdefault("info", {})["db_diff"] = [{"db": "agent", "path": f"users.{HOSTILE}", "kind": "changed",
-                                              "gold": HOSTILE, "predicted": {"<b>": "</script>"}}]
+    sim["messages"].append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "x", "name": HOSTILE, "arguments": {HOSTILE: HOSTILE}}],
+        }
+    )
+    sim.setdefault("info", {})["db_diff"] = [
+        {
+            "db": "agent",
+            "path": f"users.{HOSTILE}",
+            "kind": "changed",
+            "gold": HOSTILE,
+            "predicted": {"<b>": "</script>"},
+        }
+    ]
     raw["simulations"][1]["task_id"] = HOSTILE
     raw["simulations"][2]["messages"][0]["content"] = "lone \ud800 surrogate"  # valid JSON, not valid UTF-8
     raw["simulations"][2]["task_id"] = "\udfff"
@@ -257,8 +288,9 @@ def test_arguments_nested_too_deep_to_encode_leave_a_note(runs, tmp_path):
     for _ in range(700):  # parses; the details nest arguments a few levels deeper than the file, near the limit
         node["a"] = {}
         node = node["a"]
-    raw["simulations"][0]["messages"].append({"role": "assistant", "content": None,
-                                              "tool_calls": [{"id": "d", "name": "x", "arguments": deep}]})
+    raw["simulations"][0]["messages"].append(
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "d", "name": "x", "arguments": deep}]}
+    )
     path = tmp_path / "deep.json"
     path.write_text(json.dumps(raw))
     import sys
@@ -308,8 +340,12 @@ def test_two_runs_side_by_side_name_the_tasks_that_flipped(runs, tmp_path):
 def test_unparseable_simulations_are_skipped_and_counted(runs, tmp_path, capsys):
     raw = json.loads(runs[0].read_text())
     good = len(raw["simulations"])
-    raw["simulations"] += [["not", "an", "object"], {"messages": []}, {"task_id": "1", "reward_info": {"reward": "x"}},
-                           {"task_id": "1", "messages": "nope"}]
+    raw["simulations"] += [
+        ["not", "an", "object"],
+        {"messages": []},
+        {"task_id": "1", "reward_info": {"reward": "x"}},
+        {"task_id": "1", "messages": "nope"},
+    ]
     path = tmp_path / "partly.json"
     path.write_text(json.dumps(raw))
     out = tmp_path / "r.html"
@@ -347,10 +383,20 @@ def test_openai_format_messages_are_read_like_tau2_ones(runs, tmp_path):
             if m["role"] == "tool":
                 msgs.append({"role": "tool", "tool_call_id": m["id"], "content": m["content"]})
             elif m.get("tool_calls"):
-                msgs.append({"role": m["role"], "content": m["content"], "tool_calls": [
-                    {"id": c["id"], "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                    for c in m["tool_calls"]]})
+                msgs.append(
+                    {
+                        "role": m["role"],
+                        "content": m["content"],
+                        "tool_calls": [
+                            {
+                                "id": c["id"],
+                                "type": "function",
+                                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                            }
+                            for c in m["tool_calls"]
+                        ],
+                    }
+                )
             else:
                 msgs.append({"role": m["role"], "content": [{"type": "text", "text": m["content"]}]})
         sim["messages"] = msgs
@@ -366,8 +412,11 @@ def test_openai_format_messages_are_read_like_tau2_ones(runs, tmp_path):
 def test_simulations_scored_without_an_nl_judge_are_counted(tmp_path):
     path = mixed_rollout(tmp_path / "retail.json", num_tasks=6, num_trials=1, domain="retail", judge="fail")
     raw = json.loads(path.read_text())
-    unjudged = sum(1 for s in raw["simulations"] if ((s["reward_info"] or {}).get("info") or {}).get("nl")
-                   and s["reward_info"]["info"]["nl"].get("skipped"))
+    unjudged = sum(
+        1
+        for s in raw["simulations"]
+        if ((s["reward_info"] or {}).get("info") or {}).get("nl") and s["reward_info"]["info"]["nl"].get("skipped")
+    )
     assert unjudged > 0  # retail has NL-judged tasks; the rollout had no judge
     assert cell(build_report([load_run(path)]), "nl_unjudged") == str(unjudged)
 
@@ -388,8 +437,9 @@ def test_the_output_never_overwrites_an_input(runs, tmp_path, capsys):
     assert path.read_text() == runs[0].read_text()
 
 
-@pytest.mark.parametrize("case", ["missing", "not_json", "partial", "unknown_domain", "list", "folder",
-                                  "no_simulations"])
+@pytest.mark.parametrize(
+    "case", ["missing", "not_json", "partial", "unknown_domain", "list", "folder", "no_simulations"]
+)
 def test_bad_input_is_one_error_line_and_a_non_zero_exit(runs, tmp_path, capsys, case):
     text = runs[0].read_text()
     path = tmp_path / "in.json"
@@ -413,9 +463,15 @@ def test_bad_input_is_one_error_line_and_a_non_zero_exit(runs, tmp_path, capsys,
     assert main(["report", str(runs[0]), str(path), "-o", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0]
-    assert {"missing": "no such file", "not_json": "not readable JSON", "partial": "not readable JSON",
-            "unknown_domain": "unknown domain 'nowhere'", "list": "JSON object", "folder": "is a folder",
-            "no_simulations": "'simulations' must be a list"}[case] in err[0]
+    assert {
+        "missing": "no such file",
+        "not_json": "not readable JSON",
+        "partial": "not readable JSON",
+        "unknown_domain": "unknown domain 'nowhere'",
+        "list": "JSON object",
+        "folder": "is a folder",
+        "no_simulations": "'simulations' must be a list",
+    }[case] in err[0]
     assert not out.exists()
 
 
@@ -423,9 +479,17 @@ def test_bad_input_is_one_error_line_and_a_non_zero_exit(runs, tmp_path, capsys,
 
 CHROMIUM = os.environ.get("TAU2_GYM_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("TAU2_GYM_CHROMEDRIVER", "/usr/bin/chromedriver")
-CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                  "--window-size=1400,1000")
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+)
 
 
 def chromium(user_data_dir: Path):
@@ -456,13 +520,18 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
 
     a, b = runs
     raw_b = json.loads(b.read_text())
-    diffed = next((i for i, s in enumerate(raw_b["simulations"])
-                   if (s.get("info") or {}).get("db_diff")), None)
+    diffed = next((i for i, s in enumerate(raw_b["simulations"]) if (s.get("info") or {}).get("db_diff")), None)
     if diffed is None:  # a rollout without the evaluator's DB diff: the diff section still gets exercised
         diffed = 0
         raw_b["simulations"][0].setdefault("info", {})["db_diff"] = [
-            {"db": "agent", "path": "reservations.ABC123.flights[1].date", "kind": "changed",
-             "gold": "2024-05-16", "predicted": "2024-05-17"}]
+            {
+                "db": "agent",
+                "path": "reservations.ABC123.flights[1].date",
+                "kind": "changed",
+                "gold": "2024-05-16",
+                "predicted": "2024-05-17",
+            }
+        ]
         b = tmp_path / "stub_diff.json"
         b.write_text(json.dumps(raw_b))
     out = tmp_path / "report.html"
@@ -477,7 +546,7 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
         for n, path in enumerate((a, b)):
             exp = expected(json.loads(path.read_text()))
 
-            def shown(metric):
+            def shown(metric, n=n):
                 return driver.find_element(By.CSS_SELECTOR, f'td[data-metric="{metric}"][data-run="{n}"]').text
 
             assert shown("simulations") == str(exp["simulations"])
@@ -547,8 +616,10 @@ def test_report_renders_in_headless_chromium(runs, tmp_path, monkeypatch):
         WebDriverWait(driver, 5).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#detail .conversation .msg"))
         msgs = driver.find_elements(By.CSS_SELECTOR, "#detail .conversation .msg")
         assert len(msgs) == len(raw_b["simulations"][3]["messages"])
-        assert f"Task {raw_b['simulations'][3]['task_id']} · trial {raw_b['simulations'][3]['trial']}" in \
-            driver.find_element(By.ID, "detail").text
+        assert (
+            f"Task {raw_b['simulations'][3]['task_id']} · trial {raw_b['simulations'][3]['trial']}"
+            in driver.find_element(By.ID, "detail").text
+        )
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
     finally:

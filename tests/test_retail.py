@@ -18,7 +18,9 @@ INITIAL_HASH = "b25c9cb211f5efcaee5dd646054a73c4a9f43f4f5acc32c10713cd9f9ac20e9c
 
 # Reference §6: first 12 hex of the agent DB hash after each task's gold actions (upstream tasks.json);
 # unlisted tasks keep the initial hash.
-VECTORS_UPSTREAM = dict(x.split(":") for x in """
+VECTORS_UPSTREAM = dict(
+    x.split(":")
+    for x in """
 0:a109be174767 1:eab1dde2ca84 2:9b66e83dbc00 3:efb8b638945f 4:f333ec4241d5 5:9f1e45fc84a6
 6:2053905d31cc 7:4759f292bd76 8:b9f3a1f4d12b 9:c0bf2b8ebfe4 11:05695f333e6a 13:21462ba8f4c9
 14:6351938a2a69 15:fe6b690f4810 16:76488acd2c5a 17:582f5d9c8242 18:ae5647e96742 19:ef45b3de7b49
@@ -37,23 +39,54 @@ VECTORS_UPSTREAM = dict(x.split(":") for x in """
 100:1af6e2cc79b3 101:ecb59101f10d 102:0089a38140d5 103:da721a24a789 104:86fb873c6582 106:2d308b3a2193
 107:8111ebca3910 108:7db01a0501bb 109:b7a36959054a 110:f45606e4dad4 111:1301e5413c38 112:6eb2be1662a3
 113:4337c9b25955
-""".split())
+""".split()
+)
 VECTORS_26_3 = {**VECTORS_UPSTREAM, "18": "31df0f86dbf9", "91": "138cc87a1384", "107": "5eb70a54dd4d"}
 UNCHANGED = {"10", "12", "24", "25", "50", "57", "62", "65", "67", "68", "105"}
 
 TOOL_ORDER = [
-    "calculate", "cancel_pending_order", "exchange_delivered_order_items", "find_user_id_by_name_zip",
-    "find_user_id_by_email", "get_order_details", "get_product_details", "get_item_details", "get_user_details",
-    "list_all_product_types", "modify_pending_order_address", "modify_pending_order_items",
-    "modify_pending_order_payment", "modify_user_address", "return_delivered_order_items",
+    "calculate",
+    "cancel_pending_order",
+    "exchange_delivered_order_items",
+    "find_user_id_by_name_zip",
+    "find_user_id_by_email",
+    "get_order_details",
+    "get_product_details",
+    "get_item_details",
+    "get_user_details",
+    "list_all_product_types",
+    "modify_pending_order_address",
+    "modify_pending_order_items",
+    "modify_pending_order_payment",
+    "modify_user_address",
+    "return_delivered_order_items",
     "transfer_to_human_agents",
 ]
-WRITE_TOOLS = {"cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address",
-               "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address",
-               "return_delivered_order_items"}
-ORDER_FIELDS = ["order_id", "user_id", "address", "items", "status", "fulfillments", "payment_history",
-                "cancel_reason", "exchange_items", "exchange_new_items", "exchange_payment_method_id",
-                "exchange_price_difference", "return_items", "return_payment_method_id"]
+WRITE_TOOLS = {
+    "cancel_pending_order",
+    "exchange_delivered_order_items",
+    "modify_pending_order_address",
+    "modify_pending_order_items",
+    "modify_pending_order_payment",
+    "modify_user_address",
+    "return_delivered_order_items",
+}
+ORDER_FIELDS = [
+    "order_id",
+    "user_id",
+    "address",
+    "items",
+    "status",
+    "fulfillments",
+    "payment_history",
+    "cancel_reason",
+    "exchange_items",
+    "exchange_new_items",
+    "exchange_payment_method_id",
+    "exchange_price_difference",
+    "return_items",
+    "return_payment_method_id",
+]
 
 # Records of the shipped db.json used below.
 PENDING_PAYPAL = "#W2443586"  # aarav_nguyen_7344; items 9690244451 236.51, 1437889264 258.09, 3369928769 97.35
@@ -62,8 +95,7 @@ DELIVERED_GIFT = "#W4817420"  # ava_moore_2033, gift_card_8168843 (69.0)
 DELIVERED_CARD = "#W4250821"  # sophia_jackson_6355, credit_card_8041020; gift_card_6052478 (10.0), paypal_7425862
 PROCESSED = "#W2611340"
 CANCELLED = "#W3220387"
-ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA",
-           "zip": "78701"}
+ADDRESS = {"address1": "1 Main St", "address2": "", "city": "Austin", "state": "TX", "country": "USA", "zip": "78701"}
 
 
 def C(name, **args):
@@ -73,121 +105,294 @@ def C(name, **args):
 # Call sequences, each on a fresh environment: every tool's success path and each error path, plus wrong
 # types, missing/extra arguments and state transitions. Replayed against upstream by the reference test.
 PERTURBATIONS = {
-    "calculate": [C("calculate", expression="2+2"), C("calculate", expression="10/3"),
-                  C("calculate", expression="2.675*1"), C("calculate", expression="2**10 // 3"),
-                  C("calculate", expression="1/0"), C("calculate", expression="(1"), C("calculate", expression=""),
-                  C("calculate", expression="abs(1)"), C("calculate", expression=5),
-                  C("calculate", expression=["1", "+", "1"]), C("calculate"), C("calculate", expression="1", x=1)],
-    "cancel": [C("cancel_pending_order", order_id=PROCESSED, reason="no longer needed"),
-               C("cancel_pending_order", order_id=CANCELLED, reason="no longer needed"),
-               C("cancel_pending_order", order_id="W6779827", reason="no longer needed"),
-               C("cancel_pending_order", order_id=["#W6779827"], reason="no longer needed"),
-               C("cancel_pending_order", order_id=6779827, reason="no longer needed"),
-               C("cancel_pending_order", order_id=PENDING_GIFT, reason="changed my mind"),
-               C("cancel_pending_order", order_id=PENDING_GIFT, reason=["no longer needed"]),
-               C("cancel_pending_order", order_id=PENDING_GIFT),
-               C("cancel_pending_order", order_id=PENDING_GIFT, reason="ordered by mistake"),
-               C("cancel_pending_order", order_id=PENDING_GIFT, reason="ordered by mistake"),
-               C("get_user_details", user_id="ethan_lopez_6291"),
-               C("cancel_pending_order", order_id=PENDING_PAYPAL, reason="no longer needed")],
-    "exchange": [C("exchange_delivered_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-                   new_item_ids=["7706410293"], payment_method_id="paypal_7859314"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926", "5222576926"],
-                   new_item_ids=["7706410293", "1421289881"], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["7706410293", "1421289881"], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["9690244451"], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["4602305039"], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["7706410293"], payment_method_id="gift_card_6052478"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["7706410293"], payment_method_id="gift_card_0000000"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids="abc",
-                   new_item_ids=["7706410293"], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=None,
-                   new_item_ids=[], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=[["7706410293"]], payment_method_id="credit_card_8041020"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["7706410293"]),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926", "9970989750"],
-                   new_item_ids=["3616838507", "4602305039"], payment_method_id="gift_card_6052478"),
-                 C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                   new_item_ids=["7706410293"], payment_method_id="credit_card_8041020")],
+    "calculate": [
+        C("calculate", expression="2+2"),
+        C("calculate", expression="10/3"),
+        C("calculate", expression="2.675*1"),
+        C("calculate", expression="2**10 // 3"),
+        C("calculate", expression="1/0"),
+        C("calculate", expression="(1"),
+        C("calculate", expression=""),
+        C("calculate", expression="abs(1)"),
+        C("calculate", expression=5),
+        C("calculate", expression=["1", "+", "1"]),
+        C("calculate"),
+        C("calculate", expression="1", x=1),
+    ],
+    "cancel": [
+        C("cancel_pending_order", order_id=PROCESSED, reason="no longer needed"),
+        C("cancel_pending_order", order_id=CANCELLED, reason="no longer needed"),
+        C("cancel_pending_order", order_id="W6779827", reason="no longer needed"),
+        C("cancel_pending_order", order_id=["#W6779827"], reason="no longer needed"),
+        C("cancel_pending_order", order_id=6779827, reason="no longer needed"),
+        C("cancel_pending_order", order_id=PENDING_GIFT, reason="changed my mind"),
+        C("cancel_pending_order", order_id=PENDING_GIFT, reason=["no longer needed"]),
+        C("cancel_pending_order", order_id=PENDING_GIFT),
+        C("cancel_pending_order", order_id=PENDING_GIFT, reason="ordered by mistake"),
+        C("cancel_pending_order", order_id=PENDING_GIFT, reason="ordered by mistake"),
+        C("get_user_details", user_id="ethan_lopez_6291"),
+        C("cancel_pending_order", order_id=PENDING_PAYPAL, reason="no longer needed"),
+    ],
+    "exchange": [
+        C(
+            "exchange_delivered_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["7706410293"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926", "5222576926"],
+            new_item_ids=["7706410293", "1421289881"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["7706410293", "1421289881"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["9690244451"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["4602305039"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["7706410293"],
+            payment_method_id="gift_card_6052478",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["7706410293"],
+            payment_method_id="gift_card_0000000",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids="abc",
+            new_item_ids=["7706410293"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=None,
+            new_item_ids=[],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=[["7706410293"]],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["7706410293"],
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926", "9970989750"],
+            new_item_ids=["3616838507", "4602305039"],
+            payment_method_id="gift_card_6052478",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["7706410293"],
+            payment_method_id="credit_card_8041020",
+        ),
+    ],
     "exchange_empty_and_self": [
-        C("exchange_delivered_order_items", order_id=DELIVERED_GIFT, item_ids=[], new_item_ids=[],
-          payment_method_id="gift_card_8168843"),
-        C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids="", new_item_ids={},
-          payment_method_id="paypal_7425862"),
-        C("get_order_details", order_id=DELIVERED_CARD)],
-    "exchange_same_item": [C("exchange_delivered_order_items", order_id=DELIVERED_GIFT,
-                             item_ids=["6700049080", "3812493782"], new_item_ids=["6700049080", "3812493782"],
-                             payment_method_id="gift_card_8168843")],
-    "find": [C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip="43275"),
-             C("find_user_id_by_name_zip", first_name="ETHAN", last_name="lopez", zip="43275"),
-             C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip="00000"),
-             C("find_user_id_by_name_zip", first_name=1, last_name="Lopez", zip="43275"),
-             C("find_user_id_by_name_zip", first_name="Nobody", last_name=2, zip="43275"),
-             C("find_user_id_by_name_zip", first_name="Ethan", last_name=2, zip="43275"),
-             C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip=43275),
-             C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez"),
-             C("find_user_id_by_email", email="ethan.lopez8943@example.com"),
-             C("find_user_id_by_email", email="Ethan.Lopez8943@EXAMPLE.com"),
-             C("find_user_id_by_email", email="nobody@example.com"),
-             C("find_user_id_by_email", email=None), C("find_user_id_by_email", email="x", zip="1")],
-    "reads": [C("get_order_details", order_id=PENDING_PAYPAL), C("get_order_details", order_id="W2443586"),
-              C("get_order_details", order_id=["#W2443586"]), C("get_order_details"),
-              C("get_order_details", order_id=CANCELLED),
-              C("get_product_details", product_id="1656367028"), C("get_product_details", product_id="7706410293"),
-              C("get_product_details", product_id=1656367028),
-              C("get_item_details", item_id="7706410293"), C("get_item_details", item_id="1656367028"),
-              C("get_item_details", item_id=["7706410293"]), C("get_item_details", item_id=None),
-              C("get_user_details", user_id="aarav_nguyen_7344"), C("get_user_details", user_id="nobody"),
-              C("list_all_product_types"), C("list_all_product_types", x=1),
-              C("transfer_to_human_agents", summary="needs help"), C("transfer_to_human_agents"),
-              C("no_such_tool", x=1)],
-    "modify_address": [C("modify_pending_order_address", order_id=DELIVERED_GIFT, **ADDRESS),
-                       C("modify_pending_order_address", order_id="nope", **ADDRESS),
-                       C("modify_pending_order_address", order_id=PENDING_PAYPAL, **{**ADDRESS, "zip": 78701}),
-                       C("modify_pending_order_address", order_id=PENDING_PAYPAL, **{**ADDRESS, "address2": None}),
-                       C("modify_pending_order_address", order_id=PENDING_PAYPAL, address1="x"),
-                       C("modify_pending_order_address", order_id=PENDING_PAYPAL, **ADDRESS),
-                       C("modify_user_address", user_id="aarav_nguyen_7344", **ADDRESS),
-                       C("modify_user_address", user_id="nobody", **ADDRESS),
-                       C("modify_user_address", user_id="aarav_nguyen_7344", **{**ADDRESS, "city": 5}),
-                       C("modify_user_address", user_id="aarav_nguyen_7344", **ADDRESS, extra="x")],
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_GIFT,
+            item_ids=[],
+            new_item_ids=[],
+            payment_method_id="gift_card_8168843",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids="",
+            new_item_ids={},
+            payment_method_id="paypal_7425862",
+        ),
+        C("get_order_details", order_id=DELIVERED_CARD),
+    ],
+    "exchange_same_item": [
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_GIFT,
+            item_ids=["6700049080", "3812493782"],
+            new_item_ids=["6700049080", "3812493782"],
+            payment_method_id="gift_card_8168843",
+        )
+    ],
+    "find": [
+        C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip="43275"),
+        C("find_user_id_by_name_zip", first_name="ETHAN", last_name="lopez", zip="43275"),
+        C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip="00000"),
+        C("find_user_id_by_name_zip", first_name=1, last_name="Lopez", zip="43275"),
+        C("find_user_id_by_name_zip", first_name="Nobody", last_name=2, zip="43275"),
+        C("find_user_id_by_name_zip", first_name="Ethan", last_name=2, zip="43275"),
+        C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip=43275),
+        C("find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez"),
+        C("find_user_id_by_email", email="ethan.lopez8943@example.com"),
+        C("find_user_id_by_email", email="Ethan.Lopez8943@EXAMPLE.com"),
+        C("find_user_id_by_email", email="nobody@example.com"),
+        C("find_user_id_by_email", email=None),
+        C("find_user_id_by_email", email="x", zip="1"),
+    ],
+    "reads": [
+        C("get_order_details", order_id=PENDING_PAYPAL),
+        C("get_order_details", order_id="W2443586"),
+        C("get_order_details", order_id=["#W2443586"]),
+        C("get_order_details"),
+        C("get_order_details", order_id=CANCELLED),
+        C("get_product_details", product_id="1656367028"),
+        C("get_product_details", product_id="7706410293"),
+        C("get_product_details", product_id=1656367028),
+        C("get_item_details", item_id="7706410293"),
+        C("get_item_details", item_id="1656367028"),
+        C("get_item_details", item_id=["7706410293"]),
+        C("get_item_details", item_id=None),
+        C("get_user_details", user_id="aarav_nguyen_7344"),
+        C("get_user_details", user_id="nobody"),
+        C("list_all_product_types"),
+        C("list_all_product_types", x=1),
+        C("transfer_to_human_agents", summary="needs help"),
+        C("transfer_to_human_agents"),
+        C("no_such_tool", x=1),
+    ],
+    "modify_address": [
+        C("modify_pending_order_address", order_id=DELIVERED_GIFT, **ADDRESS),
+        C("modify_pending_order_address", order_id="nope", **ADDRESS),
+        C("modify_pending_order_address", order_id=PENDING_PAYPAL, **{**ADDRESS, "zip": 78701}),
+        C("modify_pending_order_address", order_id=PENDING_PAYPAL, **{**ADDRESS, "address2": None}),
+        C("modify_pending_order_address", order_id=PENDING_PAYPAL, address1="x"),
+        C("modify_pending_order_address", order_id=PENDING_PAYPAL, **ADDRESS),
+        C("modify_user_address", user_id="aarav_nguyen_7344", **ADDRESS),
+        C("modify_user_address", user_id="nobody", **ADDRESS),
+        C("modify_user_address", user_id="aarav_nguyen_7344", **{**ADDRESS, "city": 5}),
+        C("modify_user_address", user_id="aarav_nguyen_7344", **ADDRESS, extra="x"),
+    ],
     "modify_items": [
-        C("modify_pending_order_items", order_id=DELIVERED_GIFT, item_ids=["6700049080"],
-          new_item_ids=["7706410293"], payment_method_id="gift_card_8168843"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451", "9690244451"],
-          new_item_ids=["7706410293", "1421289881"], payment_method_id="paypal_7859314"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-          new_item_ids=["7706410293", "1421289881"], payment_method_id="paypal_7859314"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-          new_item_ids=["9690244451"], payment_method_id="paypal_7859314"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-          new_item_ids=["1340995114"], payment_method_id="paypal_7859314"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-          new_item_ids=["4602305039"], payment_method_id="paypal_7859314"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-          new_item_ids=["7706410293"], payment_method_id="gift_card_2742113"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-          new_item_ids=["7706410293"], payment_method_id="credit_card_0000000"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451", "1437889264"],
-          new_item_ids=["7706410293", "1615379700"], payment_method_id="paypal_7859314"),
-        C("modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["7706410293"],
-          new_item_ids=["1421289881"], payment_method_id="paypal_7859314"),
+        C(
+            "modify_pending_order_items",
+            order_id=DELIVERED_GIFT,
+            item_ids=["6700049080"],
+            new_item_ids=["7706410293"],
+            payment_method_id="gift_card_8168843",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451", "9690244451"],
+            new_item_ids=["7706410293", "1421289881"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["7706410293", "1421289881"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["9690244451"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["1340995114"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["4602305039"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["7706410293"],
+            payment_method_id="gift_card_2742113",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            new_item_ids=["7706410293"],
+            payment_method_id="credit_card_0000000",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451", "1437889264"],
+            new_item_ids=["7706410293", "1615379700"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["7706410293"],
+            new_item_ids=["1421289881"],
+            payment_method_id="paypal_7859314",
+        ),
         C("modify_pending_order_payment", order_id=PENDING_PAYPAL, payment_method_id="gift_card_2742113"),
         C("cancel_pending_order", order_id=PENDING_PAYPAL, reason="no longer needed"),
-        C("modify_pending_order_address", order_id=PENDING_PAYPAL, **ADDRESS)],
+        C("modify_pending_order_address", order_id=PENDING_PAYPAL, **ADDRESS),
+    ],
     "modify_items_gift_card_refund": [
-        C("modify_pending_order_items", order_id=PENDING_GIFT, item_ids=["7896397433"],
-          new_item_ids=["6171242004"], payment_method_id="gift_card_7219486"),
-        C("get_user_details", user_id="ethan_lopez_6291")],
-    "modify_items_empty": [C("modify_pending_order_items", order_id=PENDING_GIFT, item_ids=[], new_item_ids=[],
-                             payment_method_id="gift_card_7219486")],
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_GIFT,
+            item_ids=["7896397433"],
+            new_item_ids=["6171242004"],
+            payment_method_id="gift_card_7219486",
+        ),
+        C("get_user_details", user_id="ethan_lopez_6291"),
+    ],
+    "modify_items_empty": [
+        C(
+            "modify_pending_order_items",
+            order_id=PENDING_GIFT,
+            item_ids=[],
+            new_item_ids=[],
+            payment_method_id="gift_card_7219486",
+        )
+    ],
     "modify_payment": [
         C("modify_pending_order_payment", order_id=DELIVERED_GIFT, payment_method_id="gift_card_8168843"),
         C("modify_pending_order_payment", order_id=PENDING_PAYPAL, payment_method_id="paypal_7859314"),
@@ -198,36 +403,92 @@ PERTURBATIONS = {
         C("get_user_details", user_id="ethan_lopez_6291"),
         C("modify_pending_order_payment", order_id=PENDING_GIFT, payment_method_id="gift_card_7219486"),
         C("cancel_pending_order", order_id=PENDING_GIFT, reason="no longer needed"),
-        C("get_user_details", user_id="ethan_lopez_6291")],
-    "return": [C("return_delivered_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-                 payment_method_id="paypal_7859314"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                 payment_method_id="paypal_7425862"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                 payment_method_id="paypal_0000000"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926", "5222576926"],
-                 payment_method_id="credit_card_8041020"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["1"],
-                 payment_method_id="credit_card_8041020"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=5,
-                 payment_method_id="credit_card_8041020"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["9970989750", "5222576926"],
-                 payment_method_id="gift_card_6052478"),
-               C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                 payment_method_id="credit_card_8041020"),
-               C("exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                 new_item_ids=["7706410293"], payment_method_id="credit_card_8041020")],
+        C("get_user_details", user_id="ethan_lopez_6291"),
+    ],
+    "return": [
+        C(
+            "return_delivered_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=["9690244451"],
+            payment_method_id="paypal_7859314",
+        ),
+        C(
+            "return_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            payment_method_id="paypal_7425862",
+        ),
+        C(
+            "return_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            payment_method_id="paypal_0000000",
+        ),
+        C(
+            "return_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926", "5222576926"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "return_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["1"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C("return_delivered_order_items", order_id=DELIVERED_CARD, item_ids=5, payment_method_id="credit_card_8041020"),
+        C(
+            "return_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["9970989750", "5222576926"],
+            payment_method_id="gift_card_6052478",
+        ),
+        C(
+            "return_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            payment_method_id="credit_card_8041020",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id=DELIVERED_CARD,
+            item_ids=["5222576926"],
+            new_item_ids=["7706410293"],
+            payment_method_id="credit_card_8041020",
+        ),
+    ],
     "repeated_item_ids": [  # orders holding the same item twice: lists may repeat it up to that count
-        C("modify_pending_order_items", order_id="#W9093821", item_ids=["3557711149", "3557711149", "3557711149"],
-          new_item_ids=["3928046918", "7251508981", "3928046918"], payment_method_id="credit_card_7422485"),
-        C("modify_pending_order_items", order_id="#W9093821", item_ids=["3557711149", "3557711149"],
-          new_item_ids=["3928046918", "7251508981"], payment_method_id="credit_card_7422485"),
-        C("exchange_delivered_order_items", order_id="#W1840144", item_ids=["8590708195", "8590708195"],
-          new_item_ids=["9385662952", "5992316252"], payment_method_id="credit_card_3240550"),
-        C("return_delivered_order_items", order_id="#W4316152", item_ids=["7292993796", "7292993796"],
-          payment_method_id="gift_card_7245904")],
-    "return_empty": [C("return_delivered_order_items", order_id=DELIVERED_GIFT, item_ids="",
-                       payment_method_id="gift_card_8168843")],
+        C(
+            "modify_pending_order_items",
+            order_id="#W9093821",
+            item_ids=["3557711149", "3557711149", "3557711149"],
+            new_item_ids=["3928046918", "7251508981", "3928046918"],
+            payment_method_id="credit_card_7422485",
+        ),
+        C(
+            "modify_pending_order_items",
+            order_id="#W9093821",
+            item_ids=["3557711149", "3557711149"],
+            new_item_ids=["3928046918", "7251508981"],
+            payment_method_id="credit_card_7422485",
+        ),
+        C(
+            "exchange_delivered_order_items",
+            order_id="#W1840144",
+            item_ids=["8590708195", "8590708195"],
+            new_item_ids=["9385662952", "5992316252"],
+            payment_method_id="credit_card_3240550",
+        ),
+        C(
+            "return_delivered_order_items",
+            order_id="#W4316152",
+            item_ids=["7292993796", "7292993796"],
+            payment_method_id="gift_card_7245904",
+        ),
+    ],
+    "return_empty": [
+        C("return_delivered_order_items", order_id=DELIVERED_GIFT, item_ids="", payment_method_id="gift_card_8168843")
+    ],
 }
 
 
@@ -276,7 +537,8 @@ def test_26_3_task_set_and_splits():
     assert sum(len(t.evaluation_criteria.actions) for t in legacy.tasks(split=None)) == 553
     # the 26.3 sources define 15 tools: get_item_details is neither shown nor callable there
     assert [s["function"]["name"] for s in legacy.agent_tool_schemas()] == [
-        n for n in TOOL_ORDER if n != "get_item_details"]
+        n for n in TOOL_ORDER if n != "get_item_details"
+    ]
     msg = legacy.make_environment().get_response(ToolCall("get_item_details", {"item_id": "1"}, id="c"))
     assert msg.error and msg.content == "Error: Tool 'get_item_details' not found."
 
@@ -304,8 +566,11 @@ def test_tools_in_upstream_head_order_with_types(retail):
     assert type(retail.make_environment().tools).__name__ == "RetailTools"
     assert list(kit.tool_names) == TOOL_ORDER
     for name in TOOL_ORDER:
-        expected = "write" if name in WRITE_TOOLS else (
-            "generic" if name in ("calculate", "transfer_to_human_agents") else "read")
+        expected = (
+            "write"
+            if name in WRITE_TOOLS
+            else ("generic" if name in ("calculate", "transfer_to_human_agents") else "read")
+        )
         assert kit.tool_type(name).value == expected
         assert kit.mutates_state(name) == (name in WRITE_TOOLS)
     assert [s["function"]["name"] for s in retail.agent_tool_schemas()] == TOOL_ORDER
@@ -339,9 +604,11 @@ def test_conformance_vectors_upstream(upstream_data_dir):
 def test_order_dump_order_and_null_optionals(retail):
     text = content(retail.make_environment(), "get_order_details", order_id=PENDING_PAYPAL)
     assert list(json.loads(text)) == ORDER_FIELDS
-    assert text.endswith('"cancel_reason": null, "exchange_items": null, "exchange_new_items": null, '
-                         '"exchange_payment_method_id": null, "exchange_price_difference": null, '
-                         '"return_items": null, "return_payment_method_id": null}')
+    assert text.endswith(
+        '"cancel_reason": null, "exchange_items": null, "exchange_new_items": null, '
+        '"exchange_payment_method_id": null, "exchange_price_difference": null, '
+        '"return_items": null, "return_payment_method_id": null}'
+    )
     assert '"address": {"address1": ' in text and '"country": "USA", "state": ' in text  # country before state
     assert '"price": 236.51' in text
 
@@ -361,23 +628,30 @@ def test_product_item_and_user_reads(retail):
     assert list(product) == ["name", "product_id", "variants"] and product["name"] == "Mechanical Keyboard"
     assert content(env, "get_item_details", item_id="7706410293") == (
         '{"item_id": "7706410293", "options": {"switch type": "clicky", "backlight": "none", "size": "full size"}, '
-        '"available": true, "price": 269.16}')
+        '"available": true, "price": 269.16}'
+    )
     user = json.loads(content(env, "get_user_details", user_id="aarav_nguyen_7344"))
     assert list(user) == ["user_id", "name", "address", "email", "payment_methods", "orders"]
-    assert user["payment_methods"]["gift_card_2742113"] == {"source": "gift_card", "id": "gift_card_2742113",
-                                                           "balance": 22.0}
+    assert user["payment_methods"]["gift_card_2742113"] == {
+        "source": "gift_card",
+        "id": "gift_card_2742113",
+        "balance": 22.0,
+    }
 
 
 def test_find_user_ids(retail):
     env = retail.make_environment()
     assert content(env, "find_user_id_by_name_zip", first_name="ETHAN", last_name="lopez", zip="43275") == (
-        "ethan_lopez_6291")  # a raw string, not JSON-quoted
+        "ethan_lopez_6291"
+    )  # a raw string, not JSON-quoted
     assert error(env, "find_user_id_by_name_zip", first_name="Ethan", last_name="Lopez", zip="0") == (
-        "Error: User not found")
+        "Error: User not found"
+    )
     # the last name is only lowered when a first name matches (upstream's short-circuit)
     assert error(env, "find_user_id_by_name_zip", first_name="Nobody", last_name=2, zip="1") == "Error: User not found"
     assert error(env, "find_user_id_by_name_zip", first_name="Ethan", last_name=2, zip="1") == (
-        "Error: 'int' object has no attribute 'lower'")
+        "Error: 'int' object has no attribute 'lower'"
+    )
     assert content(env, "find_user_id_by_email", email="Ethan.Lopez8943@EXAMPLE.com") == "ethan_lopez_6291"
     assert error(env, "find_user_id_by_email", email="nobody@example.com") == "Error: User not found"
 
@@ -398,9 +672,11 @@ def test_calculate(retail):
 def test_argument_errors_name_the_toolkit_class(retail):
     env = retail.make_environment()
     assert error(env, "get_order_details") == (
-        "Error: RetailTools.get_order_details() missing 1 required positional argument: 'order_id'")
+        "Error: RetailTools.get_order_details() missing 1 required positional argument: 'order_id'"
+    )
     assert error(env, "list_all_product_types", x=1) == (
-        "Error: RetailTools.list_all_product_types() got an unexpected keyword argument 'x'")
+        "Error: RetailTools.list_all_product_types() got an unexpected keyword argument 'x'"
+    )
     assert error(env, "no_such_tool") == "Error: Tool 'no_such_tool' not found."
     assert content(env, "transfer_to_human_agents", summary="s") == "Transfer successful"
 
@@ -419,96 +695,159 @@ def _balance(env, user_id, method_id):
 def test_cancel_refunds_gift_card_immediately(retail):
     env = retail.make_environment()
     assert error(env, "cancel_pending_order", order_id=PROCESSED, reason="no longer needed") == (
-        "Error: Non-pending order cannot be cancelled")
+        "Error: Non-pending order cannot be cancelled"
+    )
     assert error(env, "cancel_pending_order", order_id=PENDING_GIFT, reason="changed my mind") == (
-        "Error: Invalid reason")
+        "Error: Invalid reason"
+    )
     assert env.get_db_hash() == INITIAL_HASH
     order = json.loads(content(env, "cancel_pending_order", order_id=PENDING_GIFT, reason="ordered by mistake"))
     assert order["status"] == "cancelled" and order["cancel_reason"] == "ordered by mistake"
-    assert order["payment_history"][-1] == {"transaction_type": "refund", "amount": 4079.45,
-                                           "payment_method_id": "gift_card_7219486"}
+    assert order["payment_history"][-1] == {
+        "transaction_type": "refund",
+        "amount": 4079.45,
+        "payment_method_id": "gift_card_7219486",
+    }
     assert _balance(env, "ethan_lopez_6291", "gift_card_7219486") == round(49.0 + 4079.45, 2)
     assert error(env, "cancel_pending_order", order_id=PENDING_GIFT, reason="ordered by mistake") == (
-        "Error: Non-pending order cannot be cancelled")
+        "Error: Non-pending order cannot be cancelled"
+    )
 
 
 def test_modify_items_records_unrounded_difference_and_last_variant(retail):
     env = retail.make_environment()
-    text = content(env, "modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451", "1437889264"],
-                   new_item_ids=["7706410293", "1615379700"], payment_method_id="paypal_7859314")
+    text = content(
+        env,
+        "modify_pending_order_items",
+        order_id=PENDING_PAYPAL,
+        item_ids=["9690244451", "1437889264"],
+        new_item_ids=["7706410293", "1615379700"],
+        payment_method_id="paypal_7859314",
+    )
     assert '"amount": 28.450000000000045' in text  # (269.16 - 236.51) + (253.89 - 258.09), unrounded
     order = json.loads(text)
     assert order["status"] == "pending (item modified)"
-    assert order["payment_history"][-1] == {"transaction_type": "payment", "amount": 28.450000000000045,
-                                           "payment_method_id": "paypal_7859314"}
+    assert order["payment_history"][-1] == {
+        "transaction_type": "payment",
+        "amount": 28.450000000000045,
+        "payment_method_id": "paypal_7859314",
+    }
     changed = order["items"][:2]
     assert [i["item_id"] for i in changed] == ["7706410293", "1615379700"]
     last = {"size": "10", "material": "synthetic", "waterproof": "yes"}  # the second new variant's options
     assert all(i["price"] == 253.89 and i["options"] == last for i in changed)
     # lifecycle after an item change: no cancel, no payment change, no second change; address still works
     assert error(env, "cancel_pending_order", order_id=PENDING_PAYPAL, reason="no longer needed") == (
-        "Error: Non-pending order cannot be cancelled")
-    assert error(env, "modify_pending_order_payment", order_id=PENDING_PAYPAL,
-                 payment_method_id="gift_card_2742113") == (
-        "Error: There should be exactly one payment for a pending order")
-    assert error(env, "modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["7706410293"],
-                 new_item_ids=["1421289881"], payment_method_id="paypal_7859314") == (
-        "Error: Non-pending order cannot be modified")
+        "Error: Non-pending order cannot be cancelled"
+    )
+    assert error(
+        env, "modify_pending_order_payment", order_id=PENDING_PAYPAL, payment_method_id="gift_card_2742113"
+    ) == ("Error: There should be exactly one payment for a pending order")
+    assert error(
+        env,
+        "modify_pending_order_items",
+        order_id=PENDING_PAYPAL,
+        item_ids=["7706410293"],
+        new_item_ids=["1421289881"],
+        payment_method_id="paypal_7859314",
+    ) == ("Error: Non-pending order cannot be modified")
     assert not run(env, "modify_pending_order_address", order_id=PENDING_PAYPAL, **ADDRESS).error
 
 
 def test_modify_items_errors(retail):
     env = retail.make_environment()
     args = {"order_id": PENDING_PAYPAL, "payment_method_id": "paypal_7859314"}
-    assert error(env, "modify_pending_order_items", item_ids=["9690244451", "9690244451"],
-                 new_item_ids=["7706410293", "1421289881"], **args) == "Error: 9690244451 not found"
-    assert error(env, "modify_pending_order_items", item_ids=["9690244451"], new_item_ids=["7706410293", "1"],
-                 **args) == "Error: The number of items to be exchanged should match"
+    assert (
+        error(
+            env,
+            "modify_pending_order_items",
+            item_ids=["9690244451", "9690244451"],
+            new_item_ids=["7706410293", "1421289881"],
+            **args,
+        )
+        == "Error: 9690244451 not found"
+    )
+    assert (
+        error(env, "modify_pending_order_items", item_ids=["9690244451"], new_item_ids=["7706410293", "1"], **args)
+        == "Error: The number of items to be exchanged should match"
+    )
     assert error(env, "modify_pending_order_items", item_ids=["9690244451"], new_item_ids=["9690244451"], **args) == (
-        "Error: The new item id should be different from the old item id")
+        "Error: The new item id should be different from the old item id"
+    )
     assert error(env, "modify_pending_order_items", item_ids=["9690244451"], new_item_ids=["1340995114"], **args) == (
-        "Error: New item 1340995114 not found or available")
+        "Error: New item 1340995114 not found or available"
+    )
     assert error(env, "modify_pending_order_items", item_ids=["9690244451"], new_item_ids=["4602305039"], **args) == (
-        "Error: Variant not found")
-    assert error(env, "modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-                 new_item_ids=["7706410293"], payment_method_id="gift_card_2742113") == (
-        "Error: Insufficient gift card balance to pay for the new item")  # 32.65 > 22.0
-    assert error(env, "modify_pending_order_items", order_id=PENDING_PAYPAL, item_ids=["9690244451"],
-                 new_item_ids=["7706410293"], payment_method_id="credit_card_0000000") == (
-        "Error: Payment method not found")
+        "Error: Variant not found"
+    )
+    assert error(
+        env,
+        "modify_pending_order_items",
+        order_id=PENDING_PAYPAL,
+        item_ids=["9690244451"],
+        new_item_ids=["7706410293"],
+        payment_method_id="gift_card_2742113",
+    ) == ("Error: Insufficient gift card balance to pay for the new item")  # 32.65 > 22.0
+    assert error(
+        env,
+        "modify_pending_order_items",
+        order_id=PENDING_PAYPAL,
+        item_ids=["9690244451"],
+        new_item_ids=["7706410293"],
+        payment_method_id="credit_card_0000000",
+    ) == ("Error: Payment method not found")
     assert env.get_db_hash() == INITIAL_HASH
 
 
 def test_modify_items_empty_lists_record_a_zero_refund(retail):
     env = retail.make_environment()
-    order = json.loads(content(env, "modify_pending_order_items", order_id=PENDING_GIFT, item_ids=[],
-                               new_item_ids=[], payment_method_id="gift_card_7219486"))
+    order = json.loads(
+        content(
+            env,
+            "modify_pending_order_items",
+            order_id=PENDING_GIFT,
+            item_ids=[],
+            new_item_ids=[],
+            payment_method_id="gift_card_7219486",
+        )
+    )
     assert order["status"] == "pending (item modified)"
-    assert order["payment_history"][-1] == {"transaction_type": "refund", "amount": 0.0,
-                                           "payment_method_id": "gift_card_7219486"}
+    assert order["payment_history"][-1] == {
+        "transaction_type": "refund",
+        "amount": 0.0,
+        "payment_method_id": "gift_card_7219486",
+    }
 
 
 def test_modify_payment(retail):
     env = retail.make_environment()
     assert error(env, "modify_pending_order_payment", order_id=PENDING_PAYPAL, payment_method_id="paypal_7859314") == (
-        "Error: The new payment method should be different from the current one")
-    assert error(env, "modify_pending_order_payment", order_id=PENDING_PAYPAL,
-                 payment_method_id="gift_card_2742113") == "Error: Insufficient gift card balance to pay for the order"
-    assert error(env, "modify_pending_order_payment", order_id=DELIVERED_GIFT,
-                 payment_method_id="gift_card_8168843") == "Error: Non-pending order cannot be modified"
-    order = json.loads(content(env, "modify_pending_order_payment", order_id=PENDING_GIFT,
-                               payment_method_id="credit_card_9789590"))
+        "Error: The new payment method should be different from the current one"
+    )
+    assert (
+        error(env, "modify_pending_order_payment", order_id=PENDING_PAYPAL, payment_method_id="gift_card_2742113")
+        == "Error: Insufficient gift card balance to pay for the order"
+    )
+    assert (
+        error(env, "modify_pending_order_payment", order_id=DELIVERED_GIFT, payment_method_id="gift_card_8168843")
+        == "Error: Non-pending order cannot be modified"
+    )
+    order = json.loads(
+        content(env, "modify_pending_order_payment", order_id=PENDING_GIFT, payment_method_id="credit_card_9789590")
+    )
     assert order["status"] == "pending"
     assert order["payment_history"][1:] == [
         {"transaction_type": "payment", "amount": 4079.45, "payment_method_id": "credit_card_9789590"},
-        {"transaction_type": "refund", "amount": 4079.45, "payment_method_id": "gift_card_7219486"}]
+        {"transaction_type": "refund", "amount": 4079.45, "payment_method_id": "gift_card_7219486"},
+    ]
     assert _balance(env, "ethan_lopez_6291", "gift_card_7219486") == round(49.0 + 4079.45, 2)
 
 
 def test_modify_addresses(retail):
     env = retail.make_environment()
     assert error(env, "modify_pending_order_address", order_id=DELIVERED_GIFT, **ADDRESS) == (
-        "Error: Non-pending order cannot be modified")
+        "Error: Non-pending order cannot be modified"
+    )
     bad = error(env, "modify_pending_order_address", order_id=PENDING_PAYPAL, **{**ADDRESS, "zip": 78701})
     assert bad.startswith("Error: 1 validation error for UserAddress\nzip\n  Input should be a valid string")
     order = json.loads(content(env, "modify_pending_order_address", order_id=PENDING_PAYPAL, **ADDRESS))
@@ -532,22 +871,56 @@ def test_address_fast_path_equals_the_model():
 def test_exchange_records_intent_only(retail):
     env = retail.make_environment()
     args = {"order_id": DELIVERED_CARD, "payment_method_id": "credit_card_8041020"}
-    assert error(env, "exchange_delivered_order_items", order_id=PENDING_PAYPAL, item_ids=[], new_item_ids=[],
-                 payment_method_id="paypal_7859314") == "Error: Non-delivered order cannot be exchanged"
-    assert error(env, "exchange_delivered_order_items", item_ids=["5222576926", "5222576926"],
-                 new_item_ids=["1", "2"], **args) == "Error: Number of 5222576926 not found."
+    assert (
+        error(
+            env,
+            "exchange_delivered_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=[],
+            new_item_ids=[],
+            payment_method_id="paypal_7859314",
+        )
+        == "Error: Non-delivered order cannot be exchanged"
+    )
+    assert (
+        error(
+            env,
+            "exchange_delivered_order_items",
+            item_ids=["5222576926", "5222576926"],
+            new_item_ids=["1", "2"],
+            **args,
+        )
+        == "Error: Number of 5222576926 not found."
+    )
     assert error(env, "exchange_delivered_order_items", item_ids=["5222576926"], new_item_ids=[], **args) == (
-        "Error: The number of items to be exchanged should match.")
-    assert error(env, "exchange_delivered_order_items", item_ids=["5222576926"], new_item_ids=["9690244451"],
-                 **args) == "Error: New item 9690244451 not found or available"
-    assert error(env, "exchange_delivered_order_items", item_ids=["5222576926"], new_item_ids=["4602305039"],
-                 **args) == "Error: Variant not found"
-    assert error(env, "exchange_delivered_order_items", order_id=DELIVERED_CARD, item_ids=["5222576926"],
-                 new_item_ids=["7706410293"], payment_method_id="gift_card_6052478") == (
-        "Error: Insufficient gift card balance to pay for the price difference")  # 19.21 > 10.0
+        "Error: The number of items to be exchanged should match."
+    )
+    assert (
+        error(env, "exchange_delivered_order_items", item_ids=["5222576926"], new_item_ids=["9690244451"], **args)
+        == "Error: New item 9690244451 not found or available"
+    )
+    assert (
+        error(env, "exchange_delivered_order_items", item_ids=["5222576926"], new_item_ids=["4602305039"], **args)
+        == "Error: Variant not found"
+    )
+    assert error(
+        env,
+        "exchange_delivered_order_items",
+        order_id=DELIVERED_CARD,
+        item_ids=["5222576926"],
+        new_item_ids=["7706410293"],
+        payment_method_id="gift_card_6052478",
+    ) == ("Error: Insufficient gift card balance to pay for the price difference")  # 19.21 > 10.0
     assert env.get_db_hash() == INITIAL_HASH
-    order = json.loads(content(env, "exchange_delivered_order_items", item_ids=["9970989750", "5222576926"],
-                               new_item_ids=["4602305039", "3616838507"], **args))
+    order = json.loads(
+        content(
+            env,
+            "exchange_delivered_order_items",
+            item_ids=["9970989750", "5222576926"],
+            new_item_ids=["4602305039", "3616838507"],
+            **args,
+        )
+    )
     assert order["status"] == "exchange requested"
     assert order["exchange_items"] == ["5222576926", "9970989750"]  # each list sorted on its own
     assert order["exchange_new_items"] == ["3616838507", "4602305039"]
@@ -558,23 +931,54 @@ def test_exchange_records_intent_only(retail):
 
 def test_exchange_with_empty_lists_stores_int_zero(retail):
     env = retail.make_environment()
-    text = content(env, "exchange_delivered_order_items", order_id=DELIVERED_GIFT, item_ids=[], new_item_ids=[],
-                   payment_method_id="gift_card_8168843")
+    text = content(
+        env,
+        "exchange_delivered_order_items",
+        order_id=DELIVERED_GIFT,
+        item_ids=[],
+        new_item_ids=[],
+        payment_method_id="gift_card_8168843",
+    )
     assert '"exchange_price_difference": 0, ' in text
 
 
 def test_return(retail):
     env = retail.make_environment()
     args = {"order_id": DELIVERED_CARD}
-    assert error(env, "return_delivered_order_items", order_id=PENDING_PAYPAL, item_ids=[],
-                 payment_method_id="paypal_7859314") == "Error: Non-delivered order cannot be returned"
-    assert error(env, "return_delivered_order_items", item_ids=["5222576926"], payment_method_id="paypal_7425862",
-                 **args) == "Error: Payment method should be the original payment method"
-    assert error(env, "return_delivered_order_items", item_ids=["5222576926", "5222576926"],
-                 payment_method_id="credit_card_8041020", **args) == "Error: Some item not found"
+    assert (
+        error(
+            env,
+            "return_delivered_order_items",
+            order_id=PENDING_PAYPAL,
+            item_ids=[],
+            payment_method_id="paypal_7859314",
+        )
+        == "Error: Non-delivered order cannot be returned"
+    )
+    assert (
+        error(env, "return_delivered_order_items", item_ids=["5222576926"], payment_method_id="paypal_7425862", **args)
+        == "Error: Payment method should be the original payment method"
+    )
+    assert (
+        error(
+            env,
+            "return_delivered_order_items",
+            item_ids=["5222576926", "5222576926"],
+            payment_method_id="credit_card_8041020",
+            **args,
+        )
+        == "Error: Some item not found"
+    )
     assert env.get_db_hash() == INITIAL_HASH
-    order = json.loads(content(env, "return_delivered_order_items", item_ids=["9970989750", "5222576926"],
-                               payment_method_id="gift_card_6052478", **args))
+    order = json.loads(
+        content(
+            env,
+            "return_delivered_order_items",
+            item_ids=["9970989750", "5222576926"],
+            payment_method_id="gift_card_6052478",
+            **args,
+        )
+    )
     assert order["status"] == "return requested" and order["return_items"] == ["5222576926", "9970989750"]
     assert order["return_payment_method_id"] == "gift_card_6052478"
     assert _balance(env, "sophia_jackson_6355", "gift_card_6052478") == 10.0  # no refund yet

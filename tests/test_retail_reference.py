@@ -10,11 +10,11 @@ tool schemas. Upstream's hash is recomputed after every mutating call and carrie
 import os
 
 import pytest
-
 from refutil import ok, run_reference
+from test_retail import PERTURBATIONS, TOOL_ORDER
+
 from tau2_gym import load_domain
 from tau2_gym.core.messages import ToolCall
-from test_retail import PERTURBATIONS, TOOL_ORDER
 
 pytestmark = pytest.mark.reference
 
@@ -70,8 +70,9 @@ def _compare(dom, calls, result, where, mismatches):
     for i, (m, t) in enumerate(zip(mine, theirs)):
         for field in ("content", "error", "agent_hash"):
             if m[field] != t.get(field):
-                mismatches.append(f"{where} call {i} {calls[i]['name']} {field}: ours={m[field]!r} "
-                                  f"upstream={t.get(field, t)!r}")
+                mismatches.append(
+                    f"{where} call {i} {calls[i]['name']} {field}: ours={m[field]!r} upstream={t.get(field, t)!r}"
+                )
     return len(mine)
 
 
@@ -87,8 +88,10 @@ def test_gold_actions_match_upstream_call_by_call(group, reference_run):
         compared += _compare(dom, reference_run["calls"][key], result, f"task {task.id}", mismatches)
         hashed += sum(c["hash_computed"] for c in result["calls"])
         tasks += 1
-    print(f"\nretail gold differential [{group}]: tasks={tasks} calls={compared} (upstream hash recomputed after "
-          f"{hashed} mutating calls, carried over after the rest) mismatches={len(mismatches)}")
+    print(
+        f"\nretail gold differential [{group}]: tasks={tasks} calls={compared} (upstream hash recomputed after "
+        f"{hashed} mutating calls, carried over after the rest) mismatches={len(mismatches)}"
+    )
     assert tasks == 114 and compared > 500
     assert not mismatches, "\n".join(mismatches[:20])
 
@@ -98,11 +101,14 @@ def test_perturbed_calls_match_upstream(reference_run):
     compared, mismatches, tools = 0, [], set()
     for label, scenario in PERTURBATIONS.items():
         key = ("perturbation", label)
-        compared += _compare(dom, reference_run["calls"][key], ok(reference_run["results"][key]),
-                             f"scenario {label}", mismatches)
+        compared += _compare(
+            dom, reference_run["calls"][key], ok(reference_run["results"][key]), f"scenario {label}", mismatches
+        )
         tools.update(name for name, _ in scenario)
-    print(f"\nretail perturbation differential: scenarios={len(PERTURBATIONS)} calls={compared} "
-          f"mismatches={len(mismatches)}")
+    print(
+        f"\nretail perturbation differential: scenarios={len(PERTURBATIONS)} calls={compared} "
+        f"mismatches={len(mismatches)}"
+    )
     assert set(TOOL_ORDER) <= tools
     assert not mismatches, "\n".join(mismatches[:20])
 
@@ -125,4 +131,5 @@ def test_tool_schemas_with_26_3_sources_differ_only_in_get_item_details_prose(re
         mp, tp = m["function"]["parameters"], t["function"]["parameters"]
         assert mp["required"] == tp["required"] == ["item_id"]
         assert {k: {f: v for f, v in p.items() if f != "description"} for k, p in mp["properties"].items()} == (
-            {k: {f: v for f, v in p.items() if f != "description"} for k, p in tp["properties"].items()})
+            {k: {f: v for f, v in p.items() if f != "description"} for k, p in tp["properties"].items()}
+        )

@@ -13,8 +13,15 @@ from gymnasium.utils.env_checker import check_env
 import tau2_gym  # noqa: F401 - registers the ids
 from tau2_gym.players.agents.scripted import OracleAgent, make_agent
 from tau2_gym.scoring.evaluation import EvaluationType, evaluate_simulation
-from tau2_gym.scoring.rewards import (PARTIAL_WEIGHTS, REWARD_MODES, InvalidFormatPenalty, TurnDiscount, format_errors,
-                              partial_reward, strict_reward)
+from tau2_gym.scoring.rewards import (
+    PARTIAL_WEIGHTS,
+    REWARD_MODES,
+    InvalidFormatPenalty,
+    TurnDiscount,
+    format_errors,
+    partial_reward,
+    strict_reward,
+)
 
 
 class SkipFirstReadAgent(OracleAgent):
@@ -81,8 +88,13 @@ def test_strict_gives_zero_where_upstreams_default_gives_one(airline_envs, skipp
     assert rewards[-1] == 0.0 and strict_info["reward_mode"] == "strict"
     # the evaluator's own ALL_IGNORE_BASIS on the same trajectory agrees
     loop = airline_envs["strict"].unwrapped.loop
-    ignore_basis = evaluate_simulation(airline_envs["strict"].unwrapped.domain, loop.task, loop.messages(),
-                                       loop.termination_reason, evaluation_type=EvaluationType.ALL_IGNORE_BASIS)
+    ignore_basis = evaluate_simulation(
+        airline_envs["strict"].unwrapped.domain,
+        loop.task,
+        loop.messages(),
+        loop.termination_reason,
+        evaluation_type=EvaluationType.ALL_IGNORE_BASIS,
+    )
     assert ignore_basis["reward"] == rewards[-1]
 
 
@@ -94,8 +106,13 @@ def test_strict_equals_the_evaluators_all_ignore_basis(airline_envs, agent):
             continue
         rewards, info = play(env, make_agent(agent), task.id)
         loop = env.unwrapped.loop
-        expected = evaluate_simulation(env.unwrapped.domain, loop.task, loop.messages(), loop.termination_reason,
-                                       evaluation_type=EvaluationType.ALL_IGNORE_BASIS)["reward"]
+        expected = evaluate_simulation(
+            env.unwrapped.domain,
+            loop.task,
+            loop.messages(),
+            loop.termination_reason,
+            evaluation_type=EvaluationType.ALL_IGNORE_BASIS,
+        )["reward"]
         assert rewards[-1] == expected, (agent, task.id)
         assert rewards[-1] <= info["tau2_reward"] == info["reward_info"]["reward"]
         assert strict_reward(info["reward_info"]) == rewards[-1]
@@ -106,15 +123,19 @@ def documented_partial(ri):
     scores = {}
     if "DB" in ri["reward_basis"]:
         scores["DB"] = ri["db_check"]["db_reward"]
-    for name, key, field in (("ENV_ASSERTION", "env_assertions", "met"), ("ACTION", "action_checks", "action_match"),
-                             ("COMMUNICATE", "communicate_checks", "met")):
+    for name, key, field in (
+        ("ENV_ASSERTION", "env_assertions", "met"),
+        ("ACTION", "action_checks", "action_match"),
+        ("COMMUNICATE", "communicate_checks", "met"),
+    ):
         checks = ri[key] or []
         if checks:
             scores[name] = sum(bool(c[field]) for c in checks) / len(checks)
     if "NL_ASSERTION" in ri["reward_basis"]:  # judged: fraction met; skipped (no judge): the factor counted
         checks = ri["nl_assertions"] or []
-        scores["NL_ASSERTION"] = (sum(bool(c["met"]) for c in checks) / len(checks) if checks
-                                  else ri["reward_breakdown"]["NL_ASSERTION"])
+        scores["NL_ASSERTION"] = (
+            sum(bool(c["met"]) for c in checks) / len(checks) if checks else ri["reward_breakdown"]["NL_ASSERTION"]
+        )
     return sum(PARTIAL_WEIGHTS[c] * s for c, s in scores.items()) / sum(PARTIAL_WEIGHTS[c] for c in scores)
 
 
@@ -122,7 +143,8 @@ def test_partial_credit_is_the_documented_formula_of_the_components(airline_envs
     env = airline_envs["partial"]
     seen = set()
     for agent, task_id in [("skip_first_read", skipped_read_task)] + [
-            (a, t.id) for a in ("oracle", "skip_last_action", "wrong_arguments") for t in env.unwrapped.tasks[:6]]:
+        (a, t.id) for a in ("oracle", "skip_last_action", "wrong_arguments") for t in env.unwrapped.tasks[:6]
+    ]:
         rewards, info = play(env, SkipFirstReadAgent() if agent == "skip_first_read" else make_agent(agent), task_id)
         ri = info["reward_info"]
         if ri["reward_basis"] is None or "NL_ASSERTION" in ri["reward_basis"]:
@@ -222,9 +244,14 @@ def test_nl_judged_tasks_strict_and_partial_count_the_nl_factor(judge):
             ri = got["default"][1]["reward_info"]
             assert got["default"][0][-1] == ri["reward"] == got["strict"][1]["tau2_reward"]
             env = envs["strict"].unwrapped
-            expected = evaluate_simulation(env.domain, env.loop.task, env.loop.messages(), env.loop.termination_reason,
-                                           judge=env.judge,
-                                           evaluation_type=EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS)
+            expected = evaluate_simulation(
+                env.domain,
+                env.loop.task,
+                env.loop.messages(),
+                env.loop.termination_reason,
+                judge=env.judge,
+                evaluation_type=EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS,
+            )
             assert got["strict"][0][-1] == expected["reward"] <= ri["reward"]
             if ri["reward_basis"] is not None:
                 assert got["partial"][0][-1] == pytest.approx(documented_partial(ri))

@@ -11,13 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from tau2_gym.players.agents.base import AgentPolicy
-
-from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.core.results_file import load_results
-from tau2_gym.runner.collect import (INFRASTRUCTURE_ERROR, RolloutConfig, acollect, collect, log_path, read_log,
-                              select_tasks, trial_seeds)
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.players.users.scripted import OracleUser
+from tau2_gym.runner.collect import (
+    INFRASTRUCTURE_ERROR,
+    RolloutConfig,
+    acollect,
+    collect,
+    log_path,
+    read_log,
+    select_tasks,
+    trial_seeds,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,8 +63,9 @@ def test_task_selection_by_split_ids_and_num_tasks():
 
 def test_rollout_writes_a_results_file_that_tau2_gym_eval_rescores_identically(tmp_path):
     out = tmp_path / "run.json"
-    report = collect(None, "oracle", OracleUser(), domain="airline", num_tasks=4, num_trials=2, output=str(out),
-                     progress=False)
+    report = collect(
+        None, "oracle", OracleUser(), domain="airline", num_tasks=4, num_trials=2, output=str(out), progress=False
+    )
     assert report.ran == 8 and report.resumed == 0 and report.failed == 0
     assert report.mean_reward == 1.0
     seeds = trial_seeds(300, 2)
@@ -82,8 +90,19 @@ def test_resume_skips_logged_episodes_and_reruns_infrastructure_errors(tmp_path)
     ids = {r["task_id"]: r["id"] for r in first.simulations}
     # a failed record for task 2 (as a run whose episode kept raising would leave)
     with open(log_path(out), "a") as fh:
-        fh.write(json.dumps({"id": "x", "task_id": "2", "trial": 0, "seed": trial_seeds(300, 1)[0],
-                             "termination_reason": INFRASTRUCTURE_ERROR, "messages": []}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "id": "x",
+                    "task_id": "2",
+                    "trial": 0,
+                    "seed": trial_seeds(300, 1)[0],
+                    "termination_reason": INFRASTRUCTURE_ERROR,
+                    "messages": [],
+                }
+            )
+            + "\n"
+        )
     second = collect(["0", "1", "2"], "oracle", domain="airline", num_trials=2, output=str(out), progress=False)
     assert second.resumed == 2 and second.ran == 4  # task 2 trial 0 re-run; trial 1 of all three
     assert {r["task_id"]: r["id"] for r in second.simulations if r["trial"] == 0 and r["task_id"] in ids} == ids
@@ -135,8 +154,15 @@ class FlakyPolicy(AgentPolicy):
 
 def test_failing_episodes_are_retried_then_recorded_and_the_run_goes_on(tmp_path):
     out = tmp_path / "run.json"
-    report = collect(["0", "1", "2"], FlakyPolicy(bad={"1"}, flaky={"2"}), domain="airline", output=str(out),
-                     max_retries=2, retry_delay=0.0, progress=False)
+    report = collect(
+        ["0", "1", "2"],
+        FlakyPolicy(bad={"1"}, flaky={"2"}),
+        domain="airline",
+        output=str(out),
+        max_retries=2,
+        retry_delay=0.0,
+        progress=False,
+    )
     by_id = {r["task_id"]: r for r in report.simulations}
     assert by_id["0"]["reward_info"]["reward"] == 1.0
     assert by_id["2"]["reward_info"]["reward"] == 1.0  # succeeded on its retry
@@ -238,15 +264,17 @@ def test_a_killed_rollout_resumes_without_losing_or_duplicating_episodes(tmp_pat
     assert 12 <= len(before) < 100
     if signal_name == "SIGINT":  # Ctrl-C: what finished is saved in the results file too
         assert len(load_results(out).simulations) == len(before)
-    report = collect(None, ScriptedPolicy("oracle"), domain="airline", num_trials=2, output=str(out),
-                     progress=False)  # restarted (here in-process) with the same output path
+    report = collect(
+        None, ScriptedPolicy("oracle"), domain="airline", num_trials=2, output=str(out), progress=False
+    )  # restarted (here in-process) with the same output path
     assert report.resumed == len(before) and report.ran == 100 - len(before)
     final = json.loads(out.read_text())["simulations"]
     seeds = trial_seeds(300, 2)
     assert keys(final) == [(str(t), trial, seeds[trial]) for trial in (0, 1) for t in range(50)]
     kept = {k: r["id"] for k, r in before.items()}
-    assert {(r["task_id"], r["trial"], r["seed"]): r["id"] for r in final if (r["task_id"], r["trial"], r["seed"])
-            in kept} == kept  # nothing finished before the kill was lost or re-run
+    assert {
+        (r["task_id"], r["trial"], r["seed"]): r["id"] for r in final if (r["task_id"], r["trial"], r["seed"]) in kept
+    } == kept  # nothing finished before the kill was lost or re-run
     lines = [json.loads(x) for x in log.read_text().splitlines()[1:]]
     assert len(lines) == 100 and len({(r["task_id"], r["trial"]) for r in lines}) == 100
     assert {r["reward_info"]["reward"] for r in final} == {1.0}
@@ -259,8 +287,22 @@ def test_cli_rollout_runs_offline_and_resumes(tmp_path, capsys):
     from tau2_gym.cli import main
 
     out = tmp_path / "cli.json"
-    argv = ["rollout", "--domain", "airline", "--agent", "oracle", "--user", "oracle", "--num-tasks", "3",
-            "--num-trials", "2", "--output", str(out), "--no-progress"]
+    argv = [
+        "rollout",
+        "--domain",
+        "airline",
+        "--agent",
+        "oracle",
+        "--user",
+        "oracle",
+        "--num-tasks",
+        "3",
+        "--num-trials",
+        "2",
+        "--output",
+        str(out),
+        "--no-progress",
+    ]
     assert main(argv) == 0
     first = capsys.readouterr().out
     assert "6 run now" in first and "pass^2=1.0000" in first

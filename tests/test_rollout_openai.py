@@ -9,15 +9,15 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.core.messages import AssistantMessage  # noqa: E402
+from tau2_gym import load_domain
+from tau2_gym.core.messages import AssistantMessage
+from tau2_gym.core.orchestrator import agent_system_prompt
 from tau2_gym.players.agents.base import AgentTurnRequest
-from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError  # noqa: E402
-from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect, trial_seeds  # noqa: E402
-from tau2_gym.core.orchestrator import agent_system_prompt  # noqa: E402
-from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator  # noqa: E402
+from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError
+from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect, trial_seeds
 
 FAST = dict(api_key_env=None, timeout=0.5, max_retries=2, backoff_base=0.01, backoff_max=0.02, empty_retries=1)
 
@@ -55,8 +55,18 @@ def test_rollout_over_stub_endpoints_survives_injected_failures_and_records_the_
         policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **FAST))
         user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **FAST))
         out = tmp_path / "run.json"
-        report = collect(["0", "1", "2"], policy, user, domain="airline", num_trials=2, concurrency=6,
-                         max_retries=1, retry_delay=0.0, output=str(out), progress=False)
+        report = collect(
+            ["0", "1", "2"],
+            policy,
+            user,
+            domain="airline",
+            num_trials=2,
+            concurrency=6,
+            max_retries=1,
+            retry_delay=0.0,
+            output=str(out),
+            progress=False,
+        )
         agent_bodies, user_bodies = list(agent_srv.requests), list(user_srv.requests)
     seeds = trial_seeds(300, 2)
     by = {(r["task_id"], r["trial"]): r for r in report.simulations}
@@ -90,11 +100,14 @@ def test_rollout_over_stub_endpoints_survives_injected_failures_and_records_the_
 def test_a_dead_agent_endpoint_fails_every_episode_but_the_run_completes(tmp_path):
     policy = OpenAIAgentPolicy(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", **FAST)
     out = tmp_path / "dead.json"
-    report = collect(["0", "1"], policy, domain="airline", max_retries=1, retry_delay=0.0, output=str(out),
-                     progress=False)
+    report = collect(
+        ["0", "1"], policy, domain="airline", max_retries=1, retry_delay=0.0, output=str(out), progress=False
+    )
     assert [r["termination_reason"] for r in report.simulations] == [INFRASTRUCTURE_ERROR] * 2
-    assert all("connection error" in r["info"]["error"] and r["info"]["error_type"] == "PolicyError"
-               for r in report.simulations)
+    assert all(
+        "connection error" in r["info"]["error"] and r["info"]["error_type"] == "PolicyError"
+        for r in report.simulations
+    )
     assert out.exists() and report.mean_reward is None
 
 
@@ -102,8 +115,16 @@ def test_openai_agent_policy_request_and_reply():
     dom = load_domain("mock")
     task = dom.tasks()[0]
     tools = list(dom.agent_tool_schemas())
-    req = AgentTurnRequest(episode_id="e", system_prompt="SYS", messages=[{"role": "user", "content": "hi"}],
-                           tools=tools, task=task, seed=7, solo=True, tool_choice="required")
+    req = AgentTurnRequest(
+        episode_id="e",
+        system_prompt="SYS",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=tools,
+        task=task,
+        seed=7,
+        solo=True,
+        tool_choice="required",
+    )
     with OpenAIStub([{"tool_calls": [{"id": "c1", "name": "get_users", "arguments": {}}]}, {"status": 400}]) as srv:
         policy = OpenAIAgentPolicy(model="m", base_url=srv.base_url, **FAST)
         msg = policy.generate(req)

@@ -8,9 +8,14 @@ import os
 import pytest
 from refutil import ok, run_reference
 
-from tau2_gym.players.agents.scripted import GiveUpAgent, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent
 from tau2_gym.players.agents.base import AgentPolicy
-from tau2_gym.players.agents.scripted import ScriptedPolicy
+from tau2_gym.players.agents.scripted import (
+    GiveUpAgent,
+    OracleAgent,
+    ScriptedPolicy,
+    SkipLastActionAgent,
+    WrongArgumentsAgent,
+)
 from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect
 
 pytestmark = pytest.mark.reference
@@ -38,8 +43,17 @@ class MixedPolicy(AgentPolicy):
 def test_upstream_reads_and_rescores_our_rollout_results(tmp_path):
     out = tmp_path / "run.json"
     data_dir = os.environ.get("TAU2_UPSTREAM_DATA_DIR")
-    report = collect(["0", "1", "2", "4", "5", "7", "10"], MixedPolicy(down="5"), domain="airline", data_dir=data_dir,
-                     num_trials=2, concurrency=1, max_retries=0, output=str(out), progress=False)
+    report = collect(
+        ["0", "1", "2", "4", "5", "7", "10"],
+        MixedPolicy(down="5"),
+        domain="airline",
+        data_dir=data_dir,
+        num_trials=2,
+        concurrency=1,
+        max_retries=0,
+        output=str(out),
+        progress=False,
+    )
     ours = {(r["task_id"], r["trial"]): r for r in report.simulations}
     assert sum(1 for r in ours.values() if r["termination_reason"] == INFRASTRUCTURE_ERROR) == 2
     rewards = {r["reward_info"]["reward"] for r in ours.values() if r["reward_info"]}
@@ -64,12 +78,24 @@ def test_upstream_reads_our_solo_rollout_as_solo(tmp_path):
     out = tmp_path / "solo.json"
     data_dir = os.environ.get("TAU2_UPSTREAM_DATA_DIR")
     kinds = itertools.cycle([OracleAgent, SkipLastActionAgent])
-    report = collect(None, ScriptedPolicy(lambda: next(kinds)()), domain="telecom", data_dir=data_dir, solo=True,
-                     num_tasks=4, num_trials=1, concurrency=1, output=str(out), progress=False)
+    report = collect(
+        None,
+        ScriptedPolicy(lambda: next(kinds)()),
+        domain="telecom",
+        data_dir=data_dir,
+        solo=True,
+        num_tasks=4,
+        num_trials=1,
+        concurrency=1,
+        output=str(out),
+        progress=False,
+    )
     import json
 
     info = json.loads(out.read_text())["info"]
-    assert info["agent_info"]["implementation"] == "llm_agent_solo" and info["user_info"]["implementation"] == "dummy_user"
+    assert (
+        info["agent_info"]["implementation"] == "llm_agent_solo" and info["user_info"]["implementation"] == "dummy_user"
+    )
     assert info["agent_info"]["tau2_gym_agent"]
     ours = {(r["task_id"], r["trial"]): r for r in report.simulations}
     assert {r["reward_info"]["reward"] for r in ours.values()} == {0.0, 1.0}

@@ -7,8 +7,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import tau2_gym  # noqa: F401  (registers the envs)
-from tau2_gym.training.search import branch_score, best_of_n, oracle_policy, reward_if_stopped, search_turn
+import tau2_gym  # noqa: F401 - registers the envs
+from tau2_gym.training.search import best_of_n, branch_score, oracle_policy, search_turn
 
 TASK = {"task_id": "7"}  # airline: several writes; a slip anywhere before the end fails the episode
 
@@ -87,9 +87,16 @@ def test_best_of_n_through_a_time_limit_counts_only_the_chosen_steps():
 
 
 def test_branch_score_counts_the_checks_that_passed():
-    info = {"reward_info": {"reward": 0.0, "db_check": {"db_match": False},
-                            "action_checks": [{"action_match": True}, {"action_match": True}],
-                            "communicate_checks": [{"met": False}], "env_assertions": None, "nl_assertions": None}}
+    info = {
+        "reward_info": {
+            "reward": 0.0,
+            "db_check": {"db_match": False},
+            "action_checks": [{"action_match": True}, {"action_match": True}],
+            "communicate_checks": [{"met": False}],
+            "env_assertions": None,
+            "nl_assertions": None,
+        }
+    }
     assert branch_score(0.0, info) == (0.0, 0.5)
     assert branch_score(1.0, {"reward_info": None}) == (1.0, 0.0)
 
@@ -105,14 +112,19 @@ def test_hf_policy_in_a_search_parses_its_turns_and_samples_reproducibly():
 
     set_threads()
     model, tok = tiny()
-    make = lambda: gym.make("tau2/mock-v0")  # noqa: E731
+    make = lambda: gym.make("tau2/mock-v0")  # noqa: E731 - a one-line factory
     # the tiny model forced to write the oracle's turns as template text: the policy's rendering, generation
     # and tool-call parsing carry them to the env, and the searched episode is solved
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
     scripts, base, rewards = oracle_scripts(renderer, make, ["create_task_1"])
     forced = HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)])
-    res = best_of_n(make(), HFTurnPolicy(None, tok, generator=forced, max_new_tokens=200), n=2, seed=0,
-                    options={"task_id": "create_task_1"})
+    res = best_of_n(
+        make(),
+        HFTurnPolicy(None, tok, generator=forced, max_new_tokens=200),
+        n=2,
+        seed=0,
+        options={"task_id": "create_task_1"},
+    )
     assert res.reward == rewards["create_task_1"] == 1.0
     assert res.actions[0]["tool_calls"][0]["function"]["name"] == "create_task"
 
@@ -127,8 +139,8 @@ def test_hf_policy_in_a_search_parses_its_turns_and_samples_reproducibly():
 
 
 def test_branches_in_a_vector_env_batch_the_user_turns_and_search_alike():
-    from tau2_gym.players.users.scripted import OracleUser
     from tau2_gym.envs.vector import Tau2VectorEnv
+    from tau2_gym.players.users.scripted import OracleUser
 
     user = OracleUser()
     env = gym.make("tau2/airline-v0", user=user)

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.cli import main  # noqa: E402
+from tau2_gym.cli import main
 
 
 class UsageStub(OpenAIStub):
@@ -41,8 +41,9 @@ def user_reply(body, n):
 def priced(monkeypatch):
     from tau2_gym.llm.cost import model_price
 
-    fake = types.SimpleNamespace(model_cost={"priced-model": {"input_cost_per_token": 1e-6,
-                                                              "output_cost_per_token": 3e-6}})
+    fake = types.SimpleNamespace(
+        model_cost={"priced-model": {"input_cost_per_token": 1e-6, "output_cost_per_token": 3e-6}}
+    )
     monkeypatch.setitem(sys.modules, "litellm", fake)
     model_price.cache_clear()
     yield
@@ -52,10 +53,34 @@ def priced(monkeypatch):
 def test_usage_and_cost_sum_what_the_servers_reported(tmp_path, priced, capsys):
     out = tmp_path / "run.json"
     with UsageStub(["Hello, how can I help?"]) as agent, UsageStub(user_reply) as user:
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--num-trials", "2", "--agent", "llm_agent",
-                     "--agent-llm", "openai/priced-model", "--agent-base-url", agent.base_url,
-                     "--user", "user_simulator", "--user-llm", "unknown-model", "--user-base-url", user.base_url,
-                     "--max-retries", "0", "--no-progress", "--output", str(out)])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--num-trials",
+                "2",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "openai/priced-model",
+                "--agent-base-url",
+                agent.base_url,
+                "--user",
+                "user_simulator",
+                "--user-llm",
+                "unknown-model",
+                "--user-base-url",
+                user.base_url,
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--output",
+                str(out),
+            ]
+        )
         a_sent, u_sent = list(agent.usages), list(user.usages)
         seeds_sent = ({r.get("seed") for r in agent.requests}, {r.get("seed") for r in user.requests})
     assert code == 0

@@ -9,13 +9,16 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub  # noqa: E402 - after the importorskip guard
 
-from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402
-from tau2_gym.runner.collect import collect  # noqa: E402
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402 - after the importorskip guard
+from tau2_gym.runner.collect import collect  # noqa: E402 - after the importorskip guard
 
-GOOD = {"tool_calls": [{"id": "c0", "name": "create_task",
-                        "arguments": {"user_id": "user_1", "title": "Important Meeting"}}]}
+GOOD = {
+    "tool_calls": [
+        {"id": "c0", "name": "create_task", "arguments": {"user_id": "user_1", "title": "Important Meeting"}}
+    ]
+}
 BROKEN = {"tool_calls": [{"id": "c1", "name": "get_users", "arguments": '{"user_id": '}]}
 
 
@@ -25,8 +28,10 @@ def reply(body, n):
 
 
 def _strip(messages):
-    return [(m["role"], m.get("content"), [(c["name"], c["arguments"]) for c in m.get("tool_calls") or []])
-            for m in messages]
+    return [
+        (m["role"], m.get("content"), [(c["name"], c["arguments"]) for c in m.get("tool_calls") or []])
+        for m in messages
+    ]
 
 
 def test_malformed_server_call_is_agent_error_in_env_and_rollout_alike(tmp_path):
@@ -43,10 +48,19 @@ def test_malformed_server_call_is_agent_error_in_env_and_rollout_alike(tmp_path)
         client.close()
         env_requests = len(srv.requests)
         # rollout path: the same server behind the LLM agent policy (request retries allowed: none happen)
-        policy = OpenAIAgentPolicy(model="stub-model", base_url=srv.base_url, api_key_env=None, max_retries=2,
-                                   backoff_base=0.01)
-        report = collect(["create_task_1"], policy, "oracle", domain="mock", max_retries=2, retry_delay=0.0,
-                         progress=False, output=str(tmp_path / "run.json"))
+        policy = OpenAIAgentPolicy(
+            model="stub-model", base_url=srv.base_url, api_key_env=None, max_retries=2, backoff_base=0.01
+        )
+        report = collect(
+            ["create_task_1"],
+            policy,
+            "oracle",
+            domain="mock",
+            max_retries=2,
+            retry_delay=0.0,
+            progress=False,
+            output=str(tmp_path / "run.json"),
+        )
         policy.close()
         rollout_requests = len(srv.requests) - env_requests
     (run,) = report.simulations

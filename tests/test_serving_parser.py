@@ -9,11 +9,13 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.cli import main  # noqa: E402
+from tau2_gym.cli import main
 
-CALL = '<tool_call>{"name": "create_task", "arguments": {"user_id": "user_1", "title": "Important Meeting"}}</tool_call>'
+CALL = (
+    '<tool_call>{"name": "create_task", "arguments": {"user_id": "user_1", "title": "Important Meeting"}}</tool_call>'
+)
 BROKEN = '<tool_call>{"name": "create_task", "arguments": {"user_id": </tool_call>'
 
 
@@ -21,15 +23,38 @@ def _reply(markup):
     def reply(body, n):
         last = body["messages"][-1]
         return "Your task is created." if last["role"] == "tool" else markup
+
     return reply
 
 
 def _run(tmp_path, markup, *extra):
     out = tmp_path / "run.json"
     with OpenAIStub(_reply(markup)) as srv:
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
-                     "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
-                     "--max-steps", "6", "--max-retries", "0", "--no-progress", "--output", str(out), *extra])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "stub-model",
+                "--agent-base-url",
+                srv.base_url,
+                "--user",
+                "oracle",
+                "--max-steps",
+                "6",
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--output",
+                str(out),
+                *extra,
+            ]
+        )
     assert code == 0
     (run,) = json.loads(out.read_text())["simulations"]
     return run
@@ -40,7 +65,8 @@ def test_parser_turns_content_markup_into_tool_calls(tmp_path):
     first = next(m for m in run["messages"] if m["role"] == "assistant" and m.get("raw_data"))
     assert first["content"] is None
     assert [(c["name"], c["arguments"]) for c in first["tool_calls"]] == [
-        ("create_task", {"user_id": "user_1", "title": "Important Meeting"})]
+        ("create_task", {"user_id": "user_1", "title": "Important Meeting"})
+    ]
     tool = next(m for m in run["messages"] if m["role"] == "tool")
     assert tool["id"] == first["tool_calls"][0]["id"] and not tool.get("error")
     assert first["raw_data"]["choices"][0]["message"]["content"] == CALL  # the server's reply is kept
@@ -62,6 +88,23 @@ def test_malformed_markup_ends_as_agent_error(tmp_path):
 
 
 def test_unknown_parser_is_refused(tmp_path, capsys):
-    assert main(["rollout", "--domain", "mock", "--agent", "oracle", "--user", "oracle", "--no-progress",
-                 "--parser", "nope", "--output", str(tmp_path / "x.json")]) == 2
+    assert (
+        main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--agent",
+                "oracle",
+                "--user",
+                "oracle",
+                "--no-progress",
+                "--parser",
+                "nope",
+                "--output",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 2
+    )
     assert "nope" in capsys.readouterr().err

@@ -8,8 +8,23 @@ from tau2_gym.cli import main
 
 
 def _rollout(out, agent, *extra):
-    return main(["rollout", "--domain", "mock", "--agent", agent, "--user", "oracle", "--num-tasks", "2",
-                 "--no-progress", "--output", str(out), *extra])
+    return main(
+        [
+            "rollout",
+            "--domain",
+            "mock",
+            "--agent",
+            agent,
+            "--user",
+            "oracle",
+            "--num-tasks",
+            "2",
+            "--no-progress",
+            "--output",
+            str(out),
+            *extra,
+        ]
+    )
 
 
 def test_resume_with_another_agent_refuses_and_keeps_the_file(tmp_path, capsys):
@@ -45,5 +60,12 @@ def test_library_resume_refuses_with_allow_config_change_false(tmp_path):
     out = str(tmp_path / "lib.json")
     collect(None, ScriptedPolicy("oracle"), domain="mock", num_tasks=1, output=out, progress=False)
     with pytest.raises(ValueError, match="other settings"):
-        collect(None, ScriptedPolicy("give_up"), domain="mock", num_tasks=1, output=out, progress=False,
-                allow_config_change=False)
+        collect(
+            None,
+            ScriptedPolicy("give_up"),
+            domain="mock",
+            num_tasks=1,
+            output=out,
+            progress=False,
+            allow_config_change=False,
+        )

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.cli import main  # noqa: E402
+from tau2_gym.cli import main
 
 
 class TokenStub(OpenAIStub):
@@ -30,9 +30,12 @@ class TokenStub(OpenAIStub):
             ids = [next(self._ids) for _ in range(3)]
         lps = [-0.25 * (k + 1) for k in range(3)]
         toks = [f"token_id:{i}" if self.vllm else f"t{i}" for i in ids]
-        out["choices"][0]["logprobs"] = {"content": [
-            {"token": t, "logprob": lp, "bytes": None, "top_logprobs": [{"token": t, "logprob": lp, "bytes": None}]}
-            for t, lp in zip(toks, lps)]}
+        out["choices"][0]["logprobs"] = {
+            "content": [
+                {"token": t, "logprob": lp, "bytes": None, "top_logprobs": [{"token": t, "logprob": lp, "bytes": None}]}
+                for t, lp in zip(toks, lps)
+            ]
+        }
         sent = {"completion_token_ids": ids if self.vllm else None, "completion_logprobs": lps, "tokens": toks}
         if self.vllm:
             out["choices"][0]["token_ids"] = ids
@@ -46,9 +49,31 @@ class TokenStub(OpenAIStub):
 def _run(tmp_path, vllm: bool, *flags):
     out = tmp_path / "run.json"
     with TokenStub(["Hello, how can I help?"], vllm) as srv:
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
-                     "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
-                     "--max-steps", "6", "--max-retries", "0", "--no-progress", "--output", str(out), *flags])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "stub-model",
+                "--agent-base-url",
+                srv.base_url,
+                "--user",
+                "oracle",
+                "--max-steps",
+                "6",
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--output",
+                str(out),
+                *flags,
+            ]
+        )
         requests, sent = list(srv.requests), list(srv.sent)
     assert code == 0
     if "--capture-tokens" in flags:  # the probe before the run: one short request, said on stderr
@@ -101,13 +126,36 @@ def test_without_the_flag_no_logprobs_are_requested(tmp_path):
 def test_a_server_without_logprobs_is_reported_before_the_run(tmp_path, capsys):
     out = tmp_path / "plain.json"
     with OpenAIStub(["Hello, how can I help?"]) as srv:  # returns no logprobs, no ids
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
-                     "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
-                     "--max-steps", "4", "--max-retries", "0", "--no-progress", "--output", str(out),
-                     "--capture-tokens", "vllm"])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "stub-model",
+                "--agent-base-url",
+                srv.base_url,
+                "--user",
+                "oracle",
+                "--max-steps",
+                "4",
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--output",
+                str(out),
+                "--capture-tokens",
+                "vllm",
+            ]
+        )
     assert code == 0
     lines = capsys.readouterr().err.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("rollout: mock"))
     # said at the start, right after the run's first line, before any episode ran
-    assert lines[start + 1].startswith("token capture: WARNING the agent server returns no logprobs, token_ids, "
-                                       "prompt_token_ids")
+    assert lines[start + 1].startswith(
+        "token capture: WARNING the agent server returns no logprobs, token_ids, prompt_token_ids"
+    )

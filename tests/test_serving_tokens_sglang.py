@@ -12,11 +12,11 @@ import pytest
 
 pytest.importorskip("openai")
 
-from test_serving_trajectory import ROLE, RenderingStub, render, reply  # noqa: E402
+from test_serving_trajectory import ROLE, RenderingStub, render, reply
 
-from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, token_record  # noqa: E402
-from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectories, server_trajectory  # noqa: E402
+from tau2_gym.cli import main
+from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, token_record
+from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectories, server_trajectory
 
 SGLANG_FLAGS = {"return_token_ids", "return_prompt_token_ids", "return_meta_info"}
 
@@ -37,15 +37,20 @@ class SGLangStub(RenderingStub):
         choice = out["choices"][0]
         ids = choice.pop("token_ids")
         lps = [e["logprob"] for e in choice["logprobs"]["content"]]
-        choice["logprobs"] = {"content": [{"token": f"<{t}>", "logprob": lp, "bytes": [], "top_logprobs": []}
-                                          for t, lp in zip(ids, lps)]}
+        choice["logprobs"] = {
+            "content": [{"token": f"<{t}>", "logprob": lp, "bytes": [], "top_logprobs": []} for t, lp in zip(ids, lps)]
+        }
         choice["matched_stop"] = END_ID
         if self.style == "token_ids":
             choice["prompt_token_ids"], choice["token_ids"] = prompt, ids
         elif self.style == "meta_info":
             choice["prompt_token_ids"] = prompt
-            choice["meta_info"] = {"id": "stub", "prompt_tokens": len(prompt), "completion_tokens": len(ids),
-                                   "output_token_logprobs": [[lp, t, f"<{t}>"] for t, lp in zip(ids, lps)]}
+            choice["meta_info"] = {
+                "id": "stub",
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(ids),
+                "output_token_logprobs": [[lp, t, f"<{t}>"] for t, lp in zip(ids, lps)],
+            }
         return out
 
 
@@ -64,10 +69,32 @@ END_ID = 1000
 def _rollout(tmp_path, stub, mode="sglang"):
     out = tmp_path / f"run-{mode}.json"
     with stub as srv:
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
-                     "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
-                     "--max-steps", "8", "--max-retries", "0", "--no-progress", "--output", str(out),
-                     "--capture-tokens", mode])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "stub-model",
+                "--agent-base-url",
+                srv.base_url,
+                "--user",
+                "oracle",
+                "--max-steps",
+                "8",
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--output",
+                str(out),
+                "--capture-tokens",
+                mode,
+            ]
+        )
         requests, sent = list(srv.requests), list(srv.sent)
     assert code == 0
     (run,) = json.loads(out.read_text())["simulations"]
@@ -83,11 +110,11 @@ def _assert_stitched(run, sent):
     assert [lp for lp, m in zip(traj.logprobs, traj.env_mask) if m] == [lp for s in sent for lp in s["logprobs"]]
     assert traj.prompt_ids + traj.completion_ids == sent[-1]["prompt"] + sent[-1]["ids"]
     for k in range(1, len(sent)):
-        new_turns = sent[k]["messages"][len(sent[k - 1]["messages"]) + 1:]
+        new_turns = sent[k]["messages"][len(sent[k - 1]["messages"]) + 1 :]
         expected = [t for m in new_turns for t in render(m)] + [ROLE["assistant"]]
         turn = traj.turns[k - 1]
-        assert traj.completion_ids[turn.end:turn.end + turn.env_tokens] == expected
-        assert traj.env_mask[turn.end:turn.end + turn.env_tokens] == [0] * len(expected)
+        assert traj.completion_ids[turn.end : turn.end + turn.env_tokens] == expected
+        assert traj.env_mask[turn.end : turn.end + turn.env_tokens] == [0] * len(expected)
     assert traj.reward == run["reward_info"]["reward"]
 
 
@@ -105,21 +132,28 @@ def test_sglang_ids_and_logprobs_are_kept_as_sent_and_stitch(tmp_path, capsys, s
         assert raw["prompt_token_ids"] == s["prompt"] and raw["completion_token_ids"] == s["ids"]
         assert raw["completion_logprobs"] == s["logprobs"] and raw["token_source"] == "sglang"
     _assert_stitched(run, sent)
-    assert ("token capture: the agent server returns logprobs, token_ids, prompt_token_ids (SGLang's fields)"
-            in capsys.readouterr().err)
+    assert (
+        "token capture: the agent server returns logprobs, token_ids, prompt_token_ids (SGLang's fields)"
+        in capsys.readouterr().err
+    )
 
 
 def test_an_sglang_server_without_ids_is_reported_at_start_and_refused_by_the_stitcher(tmp_path, capsys):
     run, _, sent = _rollout(tmp_path, SGLangStub(reply, style="none"))
     lines = capsys.readouterr().err.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("rollout: mock"))
-    assert lines[start + 1].startswith("token capture: WARNING the agent server returns no token_ids, "
-                                       "prompt_token_ids (it does return logprobs) (SGLang's fields)")
+    assert lines[start + 1].startswith(
+        "token capture: WARNING the agent server returns no token_ids, "
+        "prompt_token_ids (it does return logprobs) (SGLang's fields)"
+    )
     raw = next(m["raw_data"] for m in run["messages"] if m["role"] == "assistant" and m.get("raw_data"))
     assert raw["completion_logprobs"] == sent[0]["logprobs"]  # what it did send is kept
     assert raw["completion_token_ids"] is None and raw["prompt_token_ids"] is None  # not guessed from "<N>"
-    with pytest.raises(TokenTrajectoryError, match="agent reply 0: the server sent no prompt token ids "
-                                                   r"\(it answered like sglang"):
+    with pytest.raises(
+        TokenTrajectoryError,
+        match="agent reply 0: the server sent no prompt token ids "
+        r"\(it answered like sglang",
+    ):
         server_trajectory(run)
 
 
@@ -129,8 +163,9 @@ def test_auto_asks_both_servers_options_and_names_the_one_that_answered(tmp_path
     assert all(SGLANG_FLAGS <= set(b) and b["return_tokens_as_token_ids"] is True for b in requests)
     label = {"sglang": "SGLang's", "vllm": "vLLM's"}[family]
     assert f"returns logprobs, token_ids, prompt_token_ids ({label} fields)" in capsys.readouterr().err
-    assert {m["raw_data"]["token_source"] for m in run["messages"]
-            if m["role"] == "assistant" and m.get("raw_data")} == {family}
+    assert {
+        m["raw_data"]["token_source"] for m in run["messages"] if m["role"] == "assistant" and m.get("raw_data")
+    } == {family}
     _assert_stitched(run, sent)
 
 
@@ -141,25 +176,36 @@ def test_capture_modes_are_checked_at_construction():
 
 
 def _run_with(raw_data: dict) -> dict:
-    return {"task_id": "t", "termination_reason": "user_stop", "reward_info": {"reward": 1.0},
-            "messages": [{"role": "assistant", "content": "hi", "raw_data": raw_data}]}
+    return {
+        "task_id": "t",
+        "termination_reason": "user_stop",
+        "reward_info": {"reward": 1.0},
+        "messages": [{"role": "assistant", "content": "hi", "raw_data": raw_data}],
+    }
 
 
-GOOD = {"prompt_token_ids": [1, 2], "completion_token_ids": [3, 4], "completion_logprobs": [-0.5, -0.25],
-        "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}
+GOOD = {
+    "prompt_token_ids": [1, 2],
+    "completion_token_ids": [3, 4],
+    "completion_logprobs": [-0.5, -0.25],
+    "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+}
 
 
-@pytest.mark.parametrize("change,match", [
-    ({"completion_token_ids": [3, "4"]}, "the completion token ids are not a list of integers"),
-    ({"completion_token_ids": [3, True]}, "the completion token ids are not a list of integers"),
-    ({"prompt_token_ids": "1 2"}, "the prompt token ids are not a list of integers"),
-    ({"prompt_token_ids": [1, 2.0]}, "the prompt token ids are not a list of integers"),
-    ({"completion_logprobs": [-0.5]}, "1 logprobs for 2 tokens"),
-    ({"completion_logprobs": None}, "0 logprobs for 2 tokens"),
-    ({"completion_logprobs": [-0.5, math.nan]}, "a logprob is not a finite number"),
-    ({"completion_logprobs": [-0.5, "x"]}, "a logprob is not a finite number"),
-    ({"completion_logprobs": [-0.5, -math.inf]}, "a logprob is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        ({"completion_token_ids": [3, "4"]}, "the completion token ids are not a list of integers"),
+        ({"completion_token_ids": [3, True]}, "the completion token ids are not a list of integers"),
+        ({"prompt_token_ids": "1 2"}, "the prompt token ids are not a list of integers"),
+        ({"prompt_token_ids": [1, 2.0]}, "the prompt token ids are not a list of integers"),
+        ({"completion_logprobs": [-0.5]}, "1 logprobs for 2 tokens"),
+        ({"completion_logprobs": None}, "0 logprobs for 2 tokens"),
+        ({"completion_logprobs": [-0.5, math.nan]}, "a logprob is not a finite number"),
+        ({"completion_logprobs": [-0.5, "x"]}, "a logprob is not a finite number"),
+        ({"completion_logprobs": [-0.5, -math.inf]}, "a logprob is not a finite number"),
+    ],
+)
 def test_hostile_token_fields_are_refused_with_the_reply_named(change, match):
     run = _run_with({**GOOD, **change})
     with pytest.raises(TokenTrajectoryError, match=f"task 't', agent reply 0: {match}"):

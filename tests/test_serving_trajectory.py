@@ -1,4 +1,5 @@
-"""Captured server tokens become the HF PolicyRunner's record (``tau2_gym.training.tokens.server_trajectory``): prompt ids,
+"""Captured server tokens become the HF PolicyRunner's record (``tau2_gym.training.tokens.server_trajectory``): prompt
+ids,
 completion ids, env_mask and logprobs equal to what the stub sent, the env/user tokens equal to the stub's own
 rendering of those turns; a server whose template is not prefix-preserving is refused, never stitched wrongly."""
 
@@ -11,11 +12,11 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.training.hf.policy import Trajectory  # noqa: E402
-from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectories, server_trajectory  # noqa: E402
+from tau2_gym.cli import main
+from tau2_gym.training.hf.policy import Trajectory
+from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectories, server_trajectory
 
 ROLE = {"system": 1001, "user": 1002, "assistant": 1003, "tool": 1004}
 END = 1000
@@ -29,8 +30,7 @@ def _args(text):
 
 
 def _calls(calls):
-    return json.dumps([[c["function"]["name"], _args(c["function"]["arguments"])] for c in calls or []],
-                      sort_keys=True)
+    return json.dumps([[c["function"]["name"], _args(c["function"]["arguments"])] for c in calls or []], sort_keys=True)
 
 
 def render(msg, *, drop_old_tool_calls=False):
@@ -63,8 +63,9 @@ class RenderingStub(OpenAIStub):
         ids = render({"role": "assistant", **message})[1:]  # after the generation prompt
         lps = [-(k % 7 + 1) / 8 for k in range(len(ids))]
         out["choices"][0]["token_ids"] = ids
-        out["choices"][0]["logprobs"] = {"content": [{"token": f"token_id:{t}", "logprob": lp, "top_logprobs": []}
-                                                     for t, lp in zip(ids, lps)]}
+        out["choices"][0]["logprobs"] = {
+            "content": [{"token": f"token_id:{t}", "logprob": lp, "top_logprobs": []} for t, lp in zip(ids, lps)]
+        }
         out["prompt_token_ids"] = prompt
         if msgs and msgs[0].get("content") != "tau2-gym token capture probe: reply with one word.":
             with self._lock:
@@ -75,17 +76,42 @@ class RenderingStub(OpenAIStub):
 def reply(body, n):
     if body["messages"][-1]["role"] == "tool":
         return "Your task 'Important Meeting' is created."
-    return {"tool_calls": [{"id": "c0", "name": "create_task",
-                            "arguments": {"user_id": "user_1", "title": "Important Meeting"}}]}
+    return {
+        "tool_calls": [
+            {"id": "c0", "name": "create_task", "arguments": {"user_id": "user_1", "title": "Important Meeting"}}
+        ]
+    }
 
 
 def _rollout(tmp_path, broken=False, replies=reply):
     out = tmp_path / f"run{int(broken)}.json"
     with RenderingStub(replies, broken=broken) as srv:
-        code = main(["rollout", "--domain", "mock", "--task-ids", "create_task_1", "--agent", "llm_agent",
-                     "--agent-llm", "stub-model", "--agent-base-url", srv.base_url, "--user", "oracle",
-                     "--max-steps", "8", "--max-retries", "0", "--no-progress", "--output", str(out),
-                     "--capture-tokens", "vllm"])
+        code = main(
+            [
+                "rollout",
+                "--domain",
+                "mock",
+                "--task-ids",
+                "create_task_1",
+                "--agent",
+                "llm_agent",
+                "--agent-llm",
+                "stub-model",
+                "--agent-base-url",
+                srv.base_url,
+                "--user",
+                "oracle",
+                "--max-steps",
+                "8",
+                "--max-retries",
+                "0",
+                "--no-progress",
+                "--output",
+                str(out),
+                "--capture-tokens",
+                "vllm",
+            ]
+        )
         sent = list(srv.sent)
     assert code == 0
     (run,) = json.loads(out.read_text())["simulations"]
@@ -108,11 +134,11 @@ def test_server_tokens_make_the_policy_runner_record(tmp_path):
     # each env segment is the stub's rendering of the turns the env/user added, plus the generation prompt
     for k in range(1, len(sent)):
         before, after = sent[k - 1]["messages"], sent[k]["messages"]
-        new_turns = after[len(before) + 1:]  # past the previous request's messages and the agent's reply
+        new_turns = after[len(before) + 1 :]  # past the previous request's messages and the agent's reply
         expected = [t for m in new_turns for t in render(m)] + [ROLE["assistant"]]
         turn = traj.turns[k - 1]
-        assert traj.completion_ids[turn.end:turn.end + turn.env_tokens] == expected
-        assert traj.env_mask[turn.end:turn.end + turn.env_tokens] == [0] * len(expected)
+        assert traj.completion_ids[turn.end : turn.end + turn.env_tokens] == expected
+        assert traj.env_mask[turn.end : turn.end + turn.env_tokens] == [0] * len(expected)
     assert traj.termination_reason == run["termination_reason"]
     assert traj.reward == run["reward_info"]["reward"]
 

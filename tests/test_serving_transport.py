@@ -12,23 +12,33 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.llm import http as chat_http  # noqa: E402
-from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy  # noqa: E402
-from tau2_gym.runner.collect import collect  # noqa: E402
-from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
+from tau2_gym.llm import http as chat_http
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+from tau2_gym.runner.collect import collect
 
-REPLY = {"id": "x", "object": "chat.completion", "choices": [
-    {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+REPLY = {
+    "id": "x",
+    "object": "chat.completion",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+}
 
 
 def agent_reply(body, n):
     if body["messages"][-1]["role"] == "tool":
         return "Done: your task is created."
-    return {"tool_calls": [{"id": f"c{len(body['messages'])}", "name": "create_task",
-                            "arguments": {"user_id": "user_1", "title": "Important Meeting"}}]}
+    return {
+        "tool_calls": [
+            {
+                "id": f"c{len(body['messages'])}",
+                "name": "create_task",
+                "arguments": {"user_id": "user_1", "title": "Important Meeting"},
+            }
+        ]
+    }
 
 
 def user_reply(body, n):
@@ -37,8 +47,15 @@ def user_reply(body, n):
 
 def _scrub(runs):
     keep = ("role", "content", "tool_calls", "usage", "cost", "error")
-    return [(r["task_id"], r["termination_reason"], r["reward_info"]["reward"],
-             [{k: m.get(k) for k in keep} for m in r["messages"]]) for r in runs]
+    return [
+        (
+            r["task_id"],
+            r["termination_reason"],
+            r["reward_info"]["reward"],
+            [{k: m.get(k) for k in keep} for m in r["messages"]],
+        )
+        for r in runs
+    ]
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "openai"])
@@ -49,12 +66,23 @@ def test_same_rollout_over_each_transport(transport):
     for name in ("auto", transport):
         with OpenAIStub(agent_reply) as a, OpenAIStub(user_reply) as u:
             policy = OpenAIAgentPolicy(model="m", base_url=a.base_url, api_key_env=None, transport=name)
-            user = OpenAIUserSimulator(model="m", base_url=u.base_url, api_key_env=None, transport=name,
-                                       cache="off")  # both runs must reach the server
-            report = collect(["create_task_1", "update_task_1"], policy, user, domain="mock", num_trials=2,
-                             concurrency=4, progress=False)
-            out[name] = (_scrub(report.simulations), sorted(json.dumps(r, sort_keys=True) for r in a.requests),
-                         sorted(json.dumps(r, sort_keys=True) for r in u.requests))
+            user = OpenAIUserSimulator(
+                model="m", base_url=u.base_url, api_key_env=None, transport=name, cache="off"
+            )  # both runs must reach the server
+            report = collect(
+                ["create_task_1", "update_task_1"],
+                policy,
+                user,
+                domain="mock",
+                num_trials=2,
+                concurrency=4,
+                progress=False,
+            )
+            out[name] = (
+                _scrub(report.simulations),
+                sorted(json.dumps(r, sort_keys=True) for r in a.requests),
+                sorted(json.dumps(r, sort_keys=True) for r in u.requests),
+            )
     assert out["auto"] == out[transport]
     assert all(t[1] == "user_stop" for t in out["auto"][0])
 
@@ -66,7 +94,9 @@ async def _serve(handler):
 
 async def _read_request(reader):
     head = await reader.readuntil(b"\r\n\r\n")
-    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+    )
     return json.loads(await reader.readexactly(length))
 
 
@@ -81,8 +111,11 @@ def test_client_reads_chunked_and_close_delimited_replies_and_survives_dropped_c
         seen.append(await _read_request(reader))
         if n == 0:  # chunked, kept alive ... but the server drops the connection right after
             chunks = [body[:10], body[10:]]
-            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
-                         + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n"
+                + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks)
+                + b"0\r\n\r\n"
+            )
         else:  # close-delimited, no Content-Length
             writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
         await writer.drain()
@@ -110,11 +143,13 @@ def test_client_reads_chunked_and_close_delimited_replies_and_survives_dropped_c
 def test_client_errors_are_classified_like_the_sdks():
     if not chat_http.available():
         pytest.skip("aiohttp not installed")
+
     async def handler(reader, writer):
         await _read_request(reader)
         msg = json.dumps({"error": {"message": "slow down"}}).encode()
-        writer.write(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: %d\r\n\r\n%s"
-                     % (len(msg), msg))
+        writer.write(
+            b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg)
+        )
         await writer.drain()
 
     async def main():
@@ -140,8 +175,10 @@ def test_client_errors_are_classified_like_the_sdks():
 
 def test_auto_picks_aiohttp_when_installed_else_the_sdk():
     async def kinds():
-        return [type(chat_http.make_client(u, "k")).__name__
-                for u in ("http://127.0.0.1:9/v1", "https://example.invalid/v1")]
+        return [
+            type(chat_http.make_client(u, "k")).__name__
+            for u in ("http://127.0.0.1:9/v1", "https://example.invalid/v1")
+        ]
 
     want = "ChatHTTP" if chat_http.available() else "NoneType"
     assert asyncio.run(kinds()) == [want, want]

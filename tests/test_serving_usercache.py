@@ -18,10 +18,10 @@ import pytest
 
 pytest.importorskip("openai")
 
-from openai_stub import OpenAIStub  # noqa: E402
+from openai_stub import OpenAIStub
 
-from tau2_gym.cli import main  # noqa: E402
-from tau2_gym.llm.cache import ResponseCache, default_cache_path  # noqa: E402
+from tau2_gym.cli import main
+from tau2_gym.llm.cache import ResponseCache, default_cache_path
 
 
 def user_reply(body, n):
@@ -30,16 +30,36 @@ def user_reply(body, n):
 
 
 def _args(srv, out, *extra):
-    return ["rollout", "--domain", "mock", "--num-tasks", "3", "--agent", "oracle", "--user", "user_simulator",
-            "--user-llm", "stub-model", "--user-base-url", srv.base_url, "--max-retries", "0", "--no-progress",
-            "--output", str(out), *extra]
+    return [
+        "rollout",
+        "--domain",
+        "mock",
+        "--num-tasks",
+        "3",
+        "--agent",
+        "oracle",
+        "--user",
+        "user_simulator",
+        "--user-llm",
+        "stub-model",
+        "--user-base-url",
+        srv.base_url,
+        "--max-retries",
+        "0",
+        "--no-progress",
+        "--output",
+        str(out),
+        *extra,
+    ]
 
 
 def _turns(path):
     runs = json.loads(path.read_text())["simulations"]
     assert len(runs) == 3 and all(r["termination_reason"] != "infrastructure_error" and r["messages"] for r in runs)
-    return [[(m["role"], m.get("content"), json.dumps(m.get("tool_calls"), sort_keys=True)) for m in r["messages"]]
-            for r in runs]
+    return [
+        [(m["role"], m.get("content"), json.dumps(m.get("tool_calls"), sort_keys=True)) for m in r["messages"]]
+        for r in runs
+    ]
 
 
 def test_cached_rerun_makes_zero_user_requests_and_same_trajectories(tmp_path, capsys):
@@ -60,8 +80,14 @@ def test_cached_rerun_makes_zero_user_requests_and_same_trajectories(tmp_path, c
     assert f"user cache: {asked} hits, 0 misses, 0 stored" in out2
     assert _turns(tmp_path / "a.json") == _turns(tmp_path / "b.json")
     info = json.loads((tmp_path / "b.json").read_text())["info"]
-    assert info["user_cache"] == {"on": True, "path": str(cache), "mode": "explicit", "hits": asked, "misses": 0,
-                                  "stored": 0}
+    assert info["user_cache"] == {
+        "on": True,
+        "path": str(cache),
+        "mode": "explicit",
+        "hits": asked,
+        "misses": 0,
+        "stored": 0,
+    }
     sims = json.loads((tmp_path / "b.json").read_text())["simulations"]
     assert all(m["cost"] == 0.0 for s in sims for m in s["messages"] if m["role"] == "user" and m.get("raw_data"))
     assert len(ResponseCache(cache)) == distinct
@@ -189,11 +215,20 @@ def test_two_spawned_processes_write_and_read_one_file(tmp_path):
 def test_two_rollout_processes_share_one_cache(tmp_path):
     cache = tmp_path / "cache.sqlite"
     with OpenAIStub(user_reply) as srv:
-        procs = [subprocess.Popen([sys.executable, "-c", "import sys; from tau2_gym.cli import main; "
-                                   "sys.exit(main(sys.argv[1:]))",
-                                   *_args(srv, tmp_path / f"p{i}.json", "--user-cache", str(cache))],
-                                  env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-                 for i in range(2)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from tau2_gym.cli import main; sys.exit(main(sys.argv[1:]))",
+                    *_args(srv, tmp_path / f"p{i}.json", "--user-cache", str(cache)),
+                ],
+                env=dict(os.environ),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for i in range(2)
+        ]
         for p in procs:
             _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err.decode()[-2000:]
@@ -220,7 +255,7 @@ def test_env_cached_rerun_same_trajectory_and_counts_in_info():
         return msgs, reward, info
 
     with OpenAIStub(user_reply) as srv:
-        make = lambda: OpenAIUserSimulator(model="stub-model", base_url=srv.base_url, max_retries=0)  # noqa: E731
+        make = lambda: OpenAIUserSimulator(model="stub-model", base_url=srv.base_url, max_retries=0)  # noqa: E731 - a one-line factory
         first_msgs, first_reward, first_info = episode(make())
         n = len(srv.requests)
         again_msgs, again_reward, again_info = episode(make())

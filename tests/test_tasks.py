@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tau2_gym.core.tasks import Action, Task, TaskFileError, load_splits, load_task_file, select_split
 from tau2_gym.core.messages import ToolCall
+from tau2_gym.core.tasks import Action, Task, TaskFileError, load_splits, load_task_file, select_split
 
 
 def test_26_3_mock_tasks_load_with_history_and_init(legacy_mock_domain):

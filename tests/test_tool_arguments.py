@@ -59,12 +59,17 @@ def test_models_anywhere_become_their_json_dumps_and_the_callers_objects_stay():
     args = {"item": model, "extra": [Inner(n=2), ("x", Inner(n=3))]}
     before = {"item": model.model_copy(deep=True), "extra": list(args["extra"])}
     plain = plain_arguments(args)
-    assert plain == {"item": {"inner": {"mode": "a", "n": 1}, "tags": ["t"]},
-                     "extra": [{"mode": "a", "n": 2}, ("x", {"mode": "a", "n": 3})]}
+    assert plain == {
+        "item": {"inner": {"mode": "a", "n": 1}, "tags": ["t"]},
+        "extra": [{"mode": "a", "n": 2}, ("x", {"mode": "a", "n": 3})],
+    }
     assert args["item"] is model and args["item"] == before["item"] and args["extra"] == before["extra"]
 
-    for run in (lambda k: k.take(model, extra=[Inner(n=2)]), lambda k: k.take(item=model, extra=[Inner(n=2)]),
-                lambda k: k.use_tool("take", item=model, extra=[Inner(n=2)])):
+    for run in (
+        lambda k: k.take(model, extra=[Inner(n=2)]),
+        lambda k: k.take(item=model, extra=[Inner(n=2)]),
+        lambda k: k.use_tool("take", item=model, extra=[Inner(n=2)]),
+    ):
         kit = Kit()
         out = run(kit)
         assert out == {"item": {"inner": {"mode": "a", "n": 1}, "tags": ["t"]}, "extra": [{"mode": "a", "n": 2}]}
@@ -81,12 +86,15 @@ def test_a_tool_keeps_its_name_docstring_signature_and_marks():
     assert schema["name"] == "take" and list(schema["parameters"]["properties"]) == ["item", "extra"]
 
 
-@pytest.mark.parametrize("call, text", [
-    (lambda k: k.take(), "Kit.take() missing 1 required positional argument: 'item'"),
-    (lambda k: k.take({}, bogus=1), "Kit.take() got an unexpected keyword argument 'bogus'"),
-    (lambda k: k.take({}, self=1), "Kit.take() got multiple values for argument 'self'"),
-    (lambda k: k.take({}, [], 3), "Kit.take() takes from 2 to 3 positional arguments but 4 were given"),
-])
+@pytest.mark.parametrize(
+    "call, text",
+    [
+        (lambda k: k.take(), "Kit.take() missing 1 required positional argument: 'item'"),
+        (lambda k: k.take({}, bogus=1), "Kit.take() got an unexpected keyword argument 'bogus'"),
+        (lambda k: k.take({}, self=1), "Kit.take() got multiple values for argument 'self'"),
+        (lambda k: k.take({}, [], 3), "Kit.take() takes from 2 to 3 positional arguments but 4 were given"),
+    ],
+)
 def test_a_wrong_call_fails_with_the_tools_own_text(call, text):
     with pytest.raises(TypeError) as exc:
         call(Kit())

@@ -16,16 +16,22 @@ pytest.importorskip("transformers")
 pytest.importorskip("datasets")
 trl = pytest.importorskip("trl")
 
-import gymnasium as gym  # noqa: E402
+import gymnasium as gym  # noqa: E402 - after the importorskip guard
+from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402 - after the importorskip guard
 
-import tau2_gym  # noqa: E402,F401
-from tau2_gym import load_domain
-from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402
-from tau2_gym.training.trl import (  # noqa: E402
-    SEND_MESSAGE_TOOL, TRLVLLMGenerator, build_dataset, make_environment_factory, make_rollout_func,
-    parse_task_prompt, task_prompt, tau2_reward)
-
-from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402
+import tau2_gym  # noqa: E402,F401 - after the importorskip guard
+from tau2_gym import load_domain  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.trl import (  # noqa: E402 - after the importorskip guard
+    SEND_MESSAGE_TOOL,
+    TRLVLLMGenerator,
+    build_dataset,
+    make_environment_factory,
+    make_rollout_func,
+    parse_task_prompt,
+    task_prompt,
+    tau2_reward,
+)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -46,9 +52,23 @@ def fresh_tiny(template="chatml"):
 def grpo_args(tmp_path, **kw):
     from trl import GRPOConfig
 
-    base = dict(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_completion_length=256,
-                max_steps=2, learning_rate=5e-3, logging_steps=1, report_to=[], save_strategy="no", use_cpu=True,
-                bf16=False, seed=0, activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True)
+    base = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=256,
+        max_steps=2,
+        learning_rate=5e-3,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        activation_checkpointing=False,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
     base.update(kw)
     return GRPOConfig(**base)
 
@@ -60,7 +80,9 @@ def token_mean_reward(completion_ids, **kwargs):
 
 def test_dataset_prompts_name_their_tasks():
     ds = build_dataset("mock", split="base", repeats=2)
-    assert ds.column_names == ["prompt", "task_id", "domain", "split"] and len(ds) == 2 * len(load_domain("mock").tasks())
+    assert ds.column_names == ["prompt", "task_id", "domain", "split"] and len(ds) == 2 * len(
+        load_domain("mock").tasks()
+    )
     for row in ds:
         assert parse_task_prompt(row["prompt"]) == ("mock", row["task_id"])
     assert parse_task_prompt([{"role": "user", "content": task_prompt("airline", "7")}]) == ("airline", "7")
@@ -79,7 +101,7 @@ def test_rollout_func_output_passes_trls_own_processing():
 
     model, tok = fresh_tiny()
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
-    make_env = lambda: gym.make("tau2/mock-v0", disable_env_checker=True)  # noqa: E731
+    make_env = lambda: gym.make("tau2/mock-v0", disable_env_checker=True)  # noqa: E731 - a one-line factory
     scripts, base, oracle = oracle_scripts(renderer, make_env, ["create_task_1"])
     force = ForceScript(tok, scripts, base, strict=False)  # create_task_1 plays the oracle; update_task_1 is free
     rollout = make_rollout_func(max_new_tokens=64, logits_processor=[force])
@@ -87,8 +109,14 @@ def test_rollout_func_output_passes_trls_own_processing():
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = GRPOTrainer(model=model, reward_funcs=[tau2_reward], args=grpo_args(tmp), train_dataset=ds,
-                              processing_class=tok, rollout_func=rollout)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[tau2_reward],
+            args=grpo_args(tmp),
+            train_dataset=ds,
+            processing_class=tok,
+            rollout_func=rollout,
+        )
         inputs = [dict(ds[i]) for i in (0, 0, 1, 1)]  # TRL's sampler repeats each prompt num_generations times
         out = trainer._generate_and_score_completions(inputs)
     trajs = rollout.last_trajectories
@@ -104,7 +132,8 @@ def test_rollout_func_output_passes_trls_own_processing():
         assert torch.allclose(out["sampling_per_token_logps"][i, :n], torch.tensor(t.logprobs))
     rewards = torch.tensor([t.reward for t in trajs])
     assert out["advantages"].shape == (4,) and torch.equal(out["advantages"], torch.zeros(4)) == bool(
-        (rewards.view(2, 2).std(dim=1) == 0).all())
+        (rewards.view(2, 2).std(dim=1) == 0).all()
+    )
 
 
 def test_grpo_two_steps_on_mock_tasks_change_the_weights(tmp_path):
@@ -120,14 +149,20 @@ def test_grpo_two_steps_on_mock_tasks_change_the_weights(tmp_path):
         return [0.0] * len(prompts)
 
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
-    trainer = GRPOTrainer(model=model, reward_funcs=[tau2_reward, token_mean_reward, spy_reward],
-                          args=grpo_args(tmp_path), train_dataset=ds, processing_class=tok, rollout_func=rollout)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[tau2_reward, token_mean_reward, spy_reward],
+        args=grpo_args(tmp_path),
+        train_dataset=ds,
+        processing_class=tok,
+        rollout_func=rollout,
+    )
     trainer.train()
     assert trainer.state.global_step == 2
     changed = [k for k, v in trainer.model.named_parameters() if not torch.equal(before[k], v.detach())]
     assert changed, "no parameter changed in 2 GRPO steps"
     assert len(seen) == 2 and all(len(ids) == 4 for ids, _, _ in seen)
-    for ids, rewards, infos in seen:
+    for _ids, rewards, _infos in seen:
         assert all(r in (0.0, 1.0) for r in rewards)
     logged = [h for h in trainer.state.log_history if "rewards/tau2_reward/mean" in h]
     assert len(logged) == 2
@@ -182,9 +217,8 @@ def test_environment_factory_trains_with_trls_tool_loop(tmp_path):
     calls create_task, then send_message_to_user; the customer stops; the env's reward reaches the trainer."""
     import functools
 
-    from trl import GRPOTrainer
-
     from hfutil import count_gen_prompts
+    from trl import GRPOTrainer
 
     model, tok = fresh_tiny("qwen2_5")
     ds = build_dataset("mock", task_ids=["create_task_1"], environment=True)
@@ -194,14 +228,22 @@ def test_environment_factory_trains_with_trls_tool_loop(tmp_path):
     prompt = ds[0]["prompt"][:-1] + [{"role": "user", "content": opening}]
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
     call = '<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>'
-    script = [call % ("create_task", json.dumps({"user_id": "user_1", "title": "Important Meeting"})),
-              call % (SEND_MESSAGE_TOOL, json.dumps({"message": "Your task is created."})), "Goodbye."]
+    script = [
+        call % ("create_task", json.dumps({"user_id": "user_1", "title": "Important Meeting"})),
+        call % (SEND_MESSAGE_TOOL, json.dumps({"message": "Your task is created."})),
+        "Goodbye.",
+    ]
     base = {opening: count_gen_prompts(tok, renderer.render(prompt, add_generation_prompt=True))}
     force = ForceScript(tok, {opening: script}, base)
     model.generate = functools.partial(model.generate, logits_processor=[force])
-    trainer = GRPOTrainer(model=model, reward_funcs=[token_mean_reward],
-                          args=grpo_args(tmp_path, max_steps=1, per_device_train_batch_size=2),
-                          train_dataset=ds, processing_class=tok, environment_factory=factory)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[token_mean_reward],
+        args=grpo_args(tmp_path, max_steps=1, per_device_train_batch_size=2),
+        train_dataset=ds,
+        processing_class=tok,
+        environment_factory=factory,
+    )
     trainer.train()
     assert trainer.state.global_step == 1
     names = {m.__name__ for m in trainer.tools}
@@ -228,7 +270,7 @@ class FakeVLLMBackend:
     def generate(self, prompts, images, num_generations):
         assert images is None and num_generations == 1
         self.calls.append((list(prompts), self.max_completion_length))
-        ids = self.reply[:self.max_completion_length]
+        ids = self.reply[: self.max_completion_length]
         return prompts, [list(ids) for _ in prompts], [[[-0.5]] * len(ids) for _ in prompts], None
 
 
@@ -241,8 +283,9 @@ def test_vllm_generator_uses_trls_backend_per_turn():
     model, tok = tiny()
     reply = tok.encode("Hello there", add_special_tokens=False) + [tok.eos_token_id]
     backend = FakeVLLMBackend(reply)
-    trainer = type("T", (), {"vllm_generation": backend, "accelerator": FakeAccelerator(),
-                             "eos_token_ids": [tok.eos_token_id]})()
+    trainer = type(
+        "T", (), {"vllm_generation": backend, "accelerator": FakeAccelerator(), "eos_token_ids": [tok.eos_token_id]}
+    )()
     gen = TRLVLLMGenerator(trainer)
     out = gen.generate([[1, 2, 3], [4, 5]], [64, 3])
     assert backend.calls == [([[1, 2, 3], [4, 5]], 64)] and backend.max_completion_length == 16  # restored

@@ -57,32 +57,51 @@ def _opening(body, n):
 
 
 def _group_run(group_seed: bool):
-    torch = pytest.importorskip("torch")  # noqa: F841
+    pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("trl")
     pytest.importorskip("openai")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import copy
 
+    from hfutil import set_threads, tiny
     from openai_stub import OpenAIStub
     from trl import GRPOConfig, GRPOTrainer
 
-    from hfutil import set_threads, tiny
-    from tau2_gym.training.trl import build_dataset, tau2_reward
     from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+    from tau2_gym.training.trl import build_dataset, tau2_reward
 
     set_threads()
     model, tok = tiny()
     ds = build_dataset("mock", task_ids=[t for _, t in REFS[::2]])
     with OpenAIStub(_opening) as srv, tempfile.TemporaryDirectory() as tmp:
-        user = OpenAIUserSimulator(OpenAIUserConfig(model="stub-model", base_url=srv.base_url, api_key="x",
-                                                    cache="off", max_retries=0))
+        user = OpenAIUserSimulator(
+            OpenAIUserConfig(model="stub-model", base_url=srv.base_url, api_key="x", cache="off", max_retries=0)
+        )
         rollout = make_rollout_func(env_kwargs={"user": user}, max_new_tokens=8, max_turns=1, group_seed=group_seed)
-        args = GRPOConfig(output_dir=tmp, per_device_train_batch_size=4, num_generations=2, max_completion_length=64,
-                          max_steps=1, report_to=[], save_strategy="no", use_cpu=True, bf16=False, seed=0,
-                          activation_checkpointing=False, dataloader_num_workers=0, disable_tqdm=True)
-        trainer = GRPOTrainer(model=copy.deepcopy(model), reward_funcs=[tau2_reward], args=args, train_dataset=ds,
-                              processing_class=tok, rollout_func=rollout)
+        args = GRPOConfig(
+            output_dir=tmp,
+            per_device_train_batch_size=4,
+            num_generations=2,
+            max_completion_length=64,
+            max_steps=1,
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            bf16=False,
+            seed=0,
+            activation_checkpointing=False,
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+        )
+        trainer = GRPOTrainer(
+            model=copy.deepcopy(model),
+            reward_funcs=[tau2_reward],
+            args=args,
+            train_dataset=ds,
+            processing_class=tok,
+            rollout_func=rollout,
+        )
         prompts = [ds[i]["prompt"] for i in (0, 0, 1, 1)]  # what TRL's RepeatSampler hands over
         trajectories = rollout.run(prompts, trainer)
         openings = [next(m["content"] for m in t.messages if m["role"] == "user") for t in trajectories]

@@ -19,19 +19,24 @@ pytest.importorskip("transformers")
 pytest.importorskip("datasets")
 pytest.importorskip("trl")
 
-import gymnasium as gym  # noqa: E402
+import gymnasium as gym  # noqa: E402 - after the importorskip guard
+from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402 - after the importorskip guard
 
-import tau2_gym  # noqa: E402,F401
-from tau2_gym import load_domain  # noqa: E402
-from tau2_gym.training.export import SplitGuardError  # noqa: E402
-from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402
-from tau2_gym.training.hf.policy import Trajectory  # noqa: E402
-from tau2_gym.training.trl import (  # noqa: E402
-    build_dataset, make_environment_factory, make_rollout_func, rollout_output, task_prompt, tau2_reward)
-from tau2_gym.players.users.base import UserSimulatorError  # noqa: E402
-from tau2_gym.players.users.scripted import OracleUser  # noqa: E402
-
-from hfutil import ForceScript, oracle_scripts, set_threads, tiny  # noqa: E402
+import tau2_gym  # noqa: E402,F401 - after the importorskip guard
+from tau2_gym import load_domain  # noqa: E402 - after the importorskip guard
+from tau2_gym.players.users.base import UserSimulatorError  # noqa: E402 - after the importorskip guard
+from tau2_gym.players.users.scripted import OracleUser  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.export import SplitGuardError  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.hf.policy import Trajectory  # noqa: E402 - after the importorskip guard
+from tau2_gym.training.trl import (  # noqa: E402 - after the importorskip guard
+    build_dataset,
+    make_environment_factory,
+    make_rollout_func,
+    rollout_output,
+    task_prompt,
+    tau2_reward,
+)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -64,19 +69,38 @@ def trainer_for(rollout, ds, tmp):
     from trl import GRPOConfig, GRPOTrainer
 
     model, tok = tiny()
-    args = GRPOConfig(output_dir=tmp, per_device_train_batch_size=4, num_generations=2, max_completion_length=256,
-                      max_steps=1, learning_rate=1e-3, logging_steps=1, report_to=[], save_strategy="no",
-                      use_cpu=True, bf16=False, seed=0, activation_checkpointing=False, dataloader_num_workers=0,
-                      disable_tqdm=True)
-    trainer = GRPOTrainer(model=copy.deepcopy(model), reward_funcs=[tau2_reward], args=args, train_dataset=ds,
-                          processing_class=tok, rollout_func=rollout)
+    args = GRPOConfig(
+        output_dir=tmp,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=256,
+        max_steps=1,
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        activation_checkpointing=False,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=copy.deepcopy(model),
+        reward_funcs=[tau2_reward],
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        rollout_func=rollout,
+    )
     trainer.model.train()  # TRL logs a batch under "train" metrics when the model is in training mode
     return trainer, tok
 
 
 def forced_oracle(tok, scripts_for=TASKS, replace=None):
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
-    make_env = lambda: gym.make("tau2/mock-v0", disable_env_checker=True)  # noqa: E731
+    make_env = lambda: gym.make("tau2/mock-v0", disable_env_checker=True)  # noqa: E731 - a one-line factory
     scripts, base, oracle = oracle_scripts(renderer, make_env, list(scripts_for))
     keys = dict(zip(scripts_for, scripts))  # task id -> its key (the customer's opening), in task order
     for task_id, turns in (replace or {}).items():
@@ -134,7 +158,7 @@ def test_a_malformed_call_is_the_policys_failure_not_masked():
         t = trajs[i]
         assert t.termination_reason == "agent_error" and t.turns[0].parse_error
         assert inputs[i]["tau2_reward"] == 0.0 and inputs[i]["tau2_masked"] is None
-        assert out["tool_mask"][i, :len(t.completion_ids)].tolist() == t.env_mask and sum(t.env_mask) > 0
+        assert out["tool_mask"][i, : len(t.completion_ids)].tolist() == t.env_mask and sum(t.env_mask) > 0
     assert trainer._metrics["train"]["reward"][-1] == 0.5  # the zeros count: (0 + 0 + 1 + 1) / 4
     assert trainer._metrics["train"]["tau2/masked_fraction"][-1] == 0.0 and not rollout.masked
 
@@ -148,7 +172,6 @@ class BrokenJudge:
 
 def test_a_failed_evaluation_is_masked_through_the_reward_function():
     from tau2_gym.players.agents.scripted import OracleAgent
-
     from tau2_gym.scoring.evaluation import needs_nl_judge
 
     retail = load_domain("retail")
@@ -162,14 +185,23 @@ def test_a_failed_evaluation_is_masked_through_the_reward_function():
         if term or trunc:
             break
     assert info["termination_reason"] == "user_stop" and "judge" in info["evaluation_error"]
-    traj = Trajectory(task_id=task_id, prompt_ids=[1, 2], completion_ids=[3, 4, 5],
-                      env_mask=[1, 1, 0], logprobs=[0.0] * 3, reward=reward, reward_info=info["reward_info"],
-                      termination_reason=info["termination_reason"], info=info)
+    traj = Trajectory(
+        task_id=task_id,
+        prompt_ids=[1, 2],
+        completion_ids=[3, 4, 5],
+        env_mask=[1, 1, 0],
+        logprobs=[0.0] * 3,
+        reward=reward,
+        reward_info=info["reward_info"],
+        termination_reason=info["termination_reason"],
+        info=info,
+    )
     out = rollout_output([traj], stop_id=0, splits=["all"])
     assert out["tau2_masked"] == ["evaluation_error"] and out["env_mask"] == [[0, 0, 0]]
     logged = {}
-    assert tau2_reward(tau2_reward=out["tau2_reward"], tau2_masked=out["tau2_masked"],
-                       log_metric=logged.__setitem__) == [None]
+    assert tau2_reward(
+        tau2_reward=out["tau2_reward"], tau2_masked=out["tau2_masked"], log_metric=logged.__setitem__
+    ) == [None]
     assert logged["tau2/masked_fraction"] == 1.0 and logged["tau2/masked/evaluation_error"] == 1.0
 
 
@@ -179,8 +211,9 @@ def test_environment_factory_masks_user_errors():
     doomed, fine = factory(), factory()
     for env in (doomed, fine):
         env.reset(**row)
-        env.create_task(user_id="user_1", title="Important Meeting",
-                        description="Prepare slides for the quarterly review")
+        env.create_task(
+            user_id="user_1", title="Important Meeting", description="Prepare slides for the quarterly review"
+        )
         env.send_message_to_user("Your task has been created.")
     assert doomed.termination_reason == "user_error" and doomed.get_reward() is None
     assert fine.termination_reason == "user_stop" and fine.get_reward() == fine.reward

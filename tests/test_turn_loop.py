@@ -13,9 +13,9 @@ import pytest
 from tau2_gym import load_domain
 from tau2_gym.core.environment import Environment
 from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
+from tau2_gym.core.orchestrator import GREETING, TurnLoop, user_tools_for
 from tau2_gym.core.results_file import SimulationRun
 from tau2_gym.core.tasks import Task
-from tau2_gym.core.orchestrator import GREETING, TurnLoop, user_tools_for
 from tau2_gym.players.users.base import UserSimulatorError
 
 MOCK_TASK = "create_task_1"
@@ -96,8 +96,7 @@ def test_mixed_text_and_call_goes_to_the_environment_and_the_user_never_sees_the
 def test_several_calls_in_one_message_run_in_order_and_count_as_one_env_step(mock):
     loop = started(mock)
     loop.submit_user(utext("hi"))
-    msg = AssistantMessage(content=None, tool_calls=[ToolCall("get_users", {}, id="a"),
-                                                     ToolCall("nope", {}, id="b")])
+    msg = AssistantMessage(content=None, tool_calls=[ToolCall("get_users", {}, id="a"), ToolCall("nope", {}, id="b")])
     loop.submit_agent(msg)
     assert [m.id for m in loop.trajectory[-2:]] == ["a", "b"]
     assert loop.trajectory[-1].content == "Error: Tool 'nope' not found."
@@ -178,7 +177,10 @@ def test_user_tool_calls_run_inside_the_user_turn_and_stay_invisible_to_the_agen
     status = loop.submit_user(UserMessage(content=None, tool_calls=[ToolCall("check_status_bar", {}, id="u1")]))
     assert status == "user"  # the result goes back to the user
     req = loop.user_request()
-    assert req.messages[-1]["role"] == "tool" and req.messages[-2]["tool_calls"][0]["function"]["name"] == "check_status_bar"
+    assert (
+        req.messages[-1]["role"] == "tool"
+        and req.messages[-2]["tool_calls"][0]["function"]["name"] == "check_status_bar"
+    )
     assert req.tools and {"check_status_bar", "toggle_airplane_mode"} <= {s["function"]["name"] for s in req.tools}
     assert loop.trajectory[-2].tool_calls[0].requestor == "user"
     assert loop.trajectory[-1].requestor == "user"
@@ -190,14 +192,15 @@ def test_user_tool_calls_run_inside_the_user_turn_and_stay_invisible_to_the_agen
 def test_user_simulator_calls_are_retagged_as_the_users(telecom):
     t = telecom.tasks(split="small")[0]
     loop = started(telecom, t)
-    loop.submit_user(UserMessage(content=None, tool_calls=[ToolCall("check_status_bar", {}, id="u1", requestor="assistant")]))
+    loop.submit_user(
+        UserMessage(content=None, tool_calls=[ToolCall("check_status_bar", {}, id="u1", requestor="assistant")])
+    )
     assert loop.trajectory[-2].tool_calls[0].requestor == "user" and not loop.trajectory[-1].error
 
 
 def _counting_env(dom, counter):
     tools = dom.spec.agent_toolkit(dom.base_db.new_state())
-    return Environment("mock", dom.policy(False), tools=tools, domain=dom,
-                       sync_hook=lambda env: counter.append(1))
+    return Environment("mock", dom.policy(False), tools=tools, domain=dom, sync_hook=lambda env: counter.append(1))
 
 
 def test_sync_runs_after_init_after_every_step_and_after_every_successful_call(mock):
@@ -218,7 +221,7 @@ def test_history_timestamps_count_back_one_second_per_message(mock):
     t = mock.task("update_task_with_message_history")
     before = datetime.now()
     loop = started(mock, t)
-    hist = loop.trajectory[:len(t.history)]
+    hist = loop.trajectory[: len(t.history)]
     stamps = [datetime.fromisoformat(m.timestamp) for m in hist]
     n = len(hist)
     assert all(abs((stamps[i + 1] - stamps[i]).total_seconds() - 1.0) < 1e-3 for i in range(n - 1))
@@ -232,8 +235,11 @@ def test_trajectory_timestamps_are_strictly_increasing_and_sorting_keeps_append_
     loop = started(mock)
     loop.submit_user(utext("hi"))
     for i in range(5):
-        loop.submit_agent(AssistantMessage(content=None, tool_calls=[ToolCall("get_users", {}, id=f"{i}a"),
-                                                                    ToolCall("get_users", {}, id=f"{i}b")]))
+        loop.submit_agent(
+            AssistantMessage(
+                content=None, tool_calls=[ToolCall("get_users", {}, id=f"{i}a"), ToolCall("get_users", {}, id=f"{i}b")]
+            )
+        )
     stamps = [m.timestamp for m in loop.trajectory]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
     assert [m for m in loop.messages()] == loop.trajectory

@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-
 from gymutil import RecordingUser, canonical_trajectory, raw_task, run_episode
 from reference.driver_gym import stub_judge_reply, view_hash
 from refutil import run_reference
-from tau2_gym.players.agents.scripted import ALL_AGENTS, OracleAgent, SkipLastActionAgent, WrongArgumentsAgent, call_message
-from tau2_gym.scoring.judges import CallableJudge
+
+from tau2_gym.players.agents.scripted import (
+    ALL_AGENTS,
+    OracleAgent,
+    SkipLastActionAgent,
+    WrongArgumentsAgent,
+    call_message,
+)
 from tau2_gym.players.users.scripted import OracleUser, ScriptedUser, opening_line
+from tau2_gym.scoring.judges import CallableJudge
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]
 
@@ -51,7 +57,12 @@ class MultiCallOracle(OracleAgent):
     def plan(self, task):
         out = []
         for m in super().plan(task):
-            if m.get("tool_calls") and out and out[-1].get("tool_calls") and m["tool_calls"][0]["function"]["name"] != "done":
+            if (
+                m.get("tool_calls")
+                and out
+                and out[-1].get("tool_calls")
+                and m["tool_calls"][0]["function"]["name"] != "done"
+            ):
                 out[-1] = {**out[-1], "tool_calls": out[-1]["tool_calls"] + m["tool_calls"]}
             else:
                 out.append(m)
@@ -65,8 +76,14 @@ class StopMidway(OracleAgent):
 
     def plan(self, task):
         plan = super().plan(task)
-        stop = {"role": "assistant", "content": None, "tool_calls": [
-            call_message("get_users", {}, "s1")["tool_calls"][0], call_message("done", {}, "s2")["tool_calls"][0]]}
+        stop = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                call_message("get_users", {}, "s1")["tool_calls"][0],
+                call_message("done", {}, "s2")["tool_calls"][0],
+            ],
+        }
         return plan[:1] + [stop]
 
 
@@ -116,10 +133,12 @@ def empty_user(req):
 
 def mock_tool_user(req):
     """Checks its notifications (a user tool of upstream-HEAD mock), also mixed with text, then follows the oracle."""
-    script = [opening_line(req.task),
-              {"tool_calls": [{"id": "u1", "name": "check_notifications", "arguments": {}}]},
-              {"content": "Checking my inbox too.", "tool_calls": [{"id": "u2", "name": "nope", "arguments": {}}]},
-              "I checked. Please go on."]
+    script = [
+        opening_line(req.task),
+        {"tool_calls": [{"id": "u1", "name": "check_notifications", "arguments": {}}]},
+        {"content": "Checking my inbox too.", "tool_calls": [{"id": "u2", "name": "nope", "arguments": {}}]},
+        "I checked. Please go on.",
+    ]
     if req.turn < len(script):
         return script[req.turn]
     return OracleUser().generate(req)
@@ -140,7 +159,9 @@ def cases(data_dir):
     out.append(("tau2/mock-solo-v0", {"max_steps": 2}, OracleAgent, solo_mock[:2]))
     # limits: deferred checks while a tool result is pending, a stop on the last step, cumulative errors
     for k in range(1, 9):
-        out.append(("tau2/mock-v0", {"max_steps": k}, OracleAgent, ["create_task_1", "update_task_with_message_history"]))
+        out.append(
+            ("tau2/mock-v0", {"max_steps": k}, OracleAgent, ["create_task_1", "update_task_with_message_history"])
+        )
     for k in (1, 2, 3):
         out.append(("tau2/mock-v0", {"max_errors": k}, ErrorsThenOracle, ["create_task_1"]))
     out.append(("tau2/mock-v0", {}, MixedOracle, mock_ids[:4]))
@@ -153,7 +174,9 @@ def cases(data_dir):
     out.append(("tau2/mock-v0", {"user": ScriptedUser(transfer_user)}, OracleAgent, mock_ids[:3]))
     out.append(("tau2/mock-v0", {"user": ScriptedUser(empty_user)}, OracleAgent, mock_ids[:2]))
     out.append(("tau2/mock-v0", {"user": ScriptedUser(mock_tool_user)}, OracleAgent, mock_ids))
-    out.append(("tau2/mock-v0", {"user": ScriptedUser(mock_tool_user), "enforce_protocol": True}, OracleAgent, mock_ids[:1]))
+    out.append(
+        ("tau2/mock-v0", {"user": ScriptedUser(mock_tool_user), "enforce_protocol": True}, OracleAgent, mock_ids[:1])
+    )
     # real domains
     airline = [t.id for t in gym.make("tau2/airline-v0", data_dir=data_dir).unwrapped.tasks][:30]
     retail = [t.id for t in gym.make("tau2/retail-v0", data_dir=data_dir).unwrapped.tasks][:30]
@@ -167,7 +190,9 @@ def cases(data_dir):
     out.append(("tau2/retail-v0", {}, MultiCallOracle, retail[5:10]))
     out.append(("tau2/telecom-v0", {"task_split": "small"}, OracleAgent, small))
     out.append(("tau2/telecom-v0", {"task_split": "small"}, SkipLastActionAgent, small[:5]))
-    out.append(("tau2/telecom-v0", {"task_split": "small", "user": ScriptedUser(transfer_user)}, OracleAgent, small[:2]))
+    out.append(
+        ("tau2/telecom-v0", {"task_split": "small", "user": ScriptedUser(transfer_user)}, OracleAgent, small[:2])
+    )
     out.append(("tau2/telecom-solo-v0", {"task_split": "small"}, OracleAgent, small[:10]))
     out.append(("tau2/telecom-v0", {}, OracleAgent, base))
     out.append(("tau2/telecom-workflow-v0", {"task_split": "small"}, OracleAgent, small[:3]))
@@ -189,7 +214,9 @@ def compare(ep, up, env) -> list[str]:
             probs.append("upstream trajectory not sorted")
         up_reward = (up.get("reward_info") or {}).get("reward")
         if ("evaluation_error" in up) != ("evaluation_error" in ep.info):
-            probs.append(f"evaluation error: upstream {up.get('evaluation_error')!r}, ours {ep.info.get('evaluation_error')!r}")
+            probs.append(
+                f"evaluation error: upstream {up.get('evaluation_error')!r}, ours {ep.info.get('evaluation_error')!r}"
+            )
         elif up_reward is not None and up_reward != ep.reward:
             probs.append(f"reward {up_reward} vs ours {ep.reward}")
     if up["agent_views"] != [view_hash(v) for v in ep.agent_views]:
@@ -225,10 +252,19 @@ def test_episodes_match_upstream_orchestrator(upstream_data_dir):
         for tid in task_ids:
             ep = run_episode(env, agent_cls(), options={"task_id": tid})
             episodes.append((eid, kwargs, agent_cls.name, ep))
-            jobs.append({"domain": u.config.domain, "task": raw_task(env, tid), "solo": solo,
-                         "max_steps": u.config.max_steps, "max_errors": u.config.max_errors,
-                         "agent_can_stop": bool(u.config.agent_can_stop), "enforce_protocol": u.config.enforce_protocol,
-                         "agent_script": ep.agent_script, "user_script": ep.user_script})
+            jobs.append(
+                {
+                    "domain": u.config.domain,
+                    "task": raw_task(env, tid),
+                    "solo": solo,
+                    "max_steps": u.config.max_steps,
+                    "max_errors": u.config.max_errors,
+                    "agent_can_stop": bool(u.config.agent_can_stop),
+                    "enforce_protocol": u.config.enforce_protocol,
+                    "agent_script": ep.agent_script,
+                    "user_script": ep.user_script,
+                }
+            )
     results = run_reference("driver_gym", jobs, timeout=3600)
     mismatches, reasons, tasks = [], {}, set()
     for (eid, kwargs, agent, ep), res in zip(episodes, results):
@@ -239,8 +275,10 @@ def test_episodes_match_upstream_orchestrator(upstream_data_dir):
         reasons[ep.info["termination_reason"]] = reasons.get(ep.info["termination_reason"], 0) + 1
         for p in compare(ep, res["ok"], None):
             mismatches.append(f"{eid} {kwargs} {agent} {ep.task_id}: {p}")
-    print(f"\n{len(jobs)} episodes, {len(tasks)} distinct tasks, termination reasons {reasons}, "
-          f"{len(mismatches)} mismatches")
+    print(
+        f"\n{len(jobs)} episodes, {len(tasks)} distinct tasks, termination reasons {reasons}, "
+        f"{len(mismatches)} mismatches"
+    )
     assert len(tasks) >= 100
     assert {"user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error"} <= set(reasons)
     assert not mismatches, "\n".join(mismatches[:40])

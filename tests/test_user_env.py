@@ -10,20 +10,19 @@ import warnings
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
-
-import tau2_gym  # noqa: F401 - registers the ids
 from gymutil import RecordingUser, run_episode
 from openai_stub import OpenAIStub
+
+import tau2_gym  # noqa: F401 - registers the ids
 from tau2_gym import load_domain
-from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent
 from tau2_gym.core.domain import domain_names, get_domain_spec
-from tau2_gym.envs import user_env_id
-from tau2_gym.envs.user_env import resolve_agent, user_view
 from tau2_gym.core.messages import OUT_OF_SCOPE, STOP, TRANSFER
-from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
-from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.core.results_file import json_default
+from tau2_gym.envs import user_env_id
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.envs.user_env import resolve_agent, user_view
+from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
+from tau2_gym.players.agents.scripted import OracleAgent, ScriptedPolicy, SkipLastActionAgent
 from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
 
 DOMAINS = domain_names()
@@ -32,9 +31,20 @@ DOMAINS = domain_names()
 def replay_action(entry: dict) -> dict:
     """A recorded user turn (content, calls) as the OpenAI assistant message the customer policy would emit."""
     calls = entry["tool_calls"]
-    return {"role": "assistant", "content": entry["content"], "tool_calls": None if calls is None else [
-        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-        for c in calls]}
+    return {
+        "role": "assistant",
+        "content": entry["content"],
+        "tool_calls": None
+        if calls is None
+        else [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
+            for c in calls
+        ],
+    }
 
 
 def play_customer(env, actions):
@@ -50,8 +60,10 @@ def play_customer(env, actions):
 
 
 def canonical(messages: list[dict]) -> list[tuple]:
-    return [(m["role"], m.get("content"), json.dumps(m.get("tool_calls"), sort_keys=True), m.get("requestor"))
-            for m in messages]
+    return [
+        (m["role"], m.get("content"), json.dumps(m.get("tool_calls"), sort_keys=True), m.get("requestor"))
+        for m in messages
+    ]
 
 
 # ------------------------------------------------------------------------------------------ registration
@@ -108,8 +120,9 @@ def test_replaying_the_user_simulators_lines_gives_the_agent_envs_views_messages
             assert views == ep.user_views
             assert info["termination_reason"] == ep.info["termination_reason"]
             assert reward == ep.reward
-            assert json.dumps(info["reward_info"], sort_keys=True, default=str) == \
-                json.dumps(ep.info["reward_info"], sort_keys=True, default=str)
+            assert json.dumps(info["reward_info"], sort_keys=True, default=str) == json.dumps(
+                ep.info["reward_info"], sort_keys=True, default=str
+            )
             assert canonical(info["simulation_run"]["messages"]) == canonical(ep.info["simulation_run"]["messages"])
             assert (term, trunc) == (ep.terminated, ep.truncated)  # user_stop: terminated in both views
             rewards.append(reward)
@@ -127,7 +140,7 @@ def test_final_observation_extends_the_view_the_simulator_would_see():
     assert obs[1:] == user_view(loop.trajectory)  # the end-of-episode rendering equals the simulator's view
     final, reward, term, trunc, info = env.step(f"Thanks, bye {STOP}")
     assert term and not trunc and info["termination_reason"] == "user_stop"
-    assert final[:len(obs)] == obs and final[-1] == {"role": "assistant", "content": f"Thanks, bye {STOP}"}
+    assert final[: len(obs)] == obs and final[-1] == {"role": "assistant", "content": f"Thanks, bye {STOP}"}
 
 
 # ------------------------------------------------------------------------------------------ the customer's turn
@@ -138,8 +151,11 @@ def test_each_stop_token_ends_the_conversation_and_is_scored(token):
     line = f"Never mind. {token}"
     rewards = []
     kit = get_domain_spec("airline").agent_toolkit
-    writes = next(t.id for t in load_domain("airline").tasks(None, "base")
-                  if any(kit.mutates_state(a.name) for a in t.evaluation_criteria.actions or []))
+    writes = next(
+        t.id
+        for t in load_domain("airline").tasks(None, "base")
+        if any(kit.mutates_state(a.name) for a in t.evaluation_criteria.actions or [])
+    )
     for task_id in ("0", writes):  # airline 0 has no gold actions (nothing to do: passes); a task with writes fails
         env = gym.make("tau2/airline-user-v0")
         env.reset(seed=0, options={"task_id": task_id})
@@ -184,9 +200,13 @@ def test_user_tool_calls_run_in_the_users_toolkit_and_stay_invisible_to_the_agen
 def test_a_stop_token_inside_a_tool_call_message_does_not_stop():
     env = gym.make("tau2/mock-user-v0")
     env.reset(seed=0)
-    action = {"role": "assistant", "content": STOP,
-              "tool_calls": [{"id": "u1", "type": "function", "function": {"name": "check_notifications",
-                                                                            "arguments": "{}"}}]}
+    action = {
+        "role": "assistant",
+        "content": STOP,
+        "tool_calls": [
+            {"id": "u1", "type": "function", "function": {"name": "check_notifications", "arguments": "{}"}}
+        ],
+    }
     obs, reward, term, trunc, info = env.step(action)
     assert not (term or trunc) and obs[-1]["role"] == "tool"
 
@@ -210,9 +230,13 @@ def test_unreadable_or_empty_customer_turns_end_as_user_error_terminated_with_th
 def test_protocol_enforcement_applies_to_the_customer():
     env = gym.make("tau2/mock-user-v0", enforce_protocol=True)
     env.reset(seed=0)
-    action = {"role": "assistant", "content": "Checking now.",
-              "tool_calls": [{"id": "u1", "type": "function", "function": {"name": "check_notifications",
-                                                                            "arguments": "{}"}}]}
+    action = {
+        "role": "assistant",
+        "content": "Checking now.",
+        "tool_calls": [
+            {"id": "u1", "type": "function", "function": {"name": "check_notifications", "arguments": "{}"}}
+        ],
+    }
     _, reward, term, trunc, info = env.step(action)
     assert term and info["termination_reason"] == "user_error" and "both text content and tool calls" in info["error"]
 
@@ -259,8 +283,10 @@ def test_agent_turns_see_the_agent_prompt_tools_and_seed_and_may_chain_tool_call
 
 
 def test_openai_compatible_agent_over_a_local_stub():
-    replies = [{"tool_calls": [{"id": "c1", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]},
-               "Your profile is loaded. What would you like to do?"]
+    replies = [
+        {"tool_calls": [{"id": "c1", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]},
+        "Your profile is loaded. What would you like to do?",
+    ]
     with OpenAIStub(replies) as srv:
         env = gym.make("tau2/airline-user-v0", agent=f"openai:agent-m@{srv.base_url}")
         assert isinstance(env.unwrapped.agent, OpenAIAgentPolicy)
@@ -307,8 +333,12 @@ def test_same_seed_and_actions_give_the_same_episode():
     def run(seed):
         env = gym.make("tau2/telecom-user-v0")
         out = [env.reset(seed=seed)[0]]
-        for action in ("My phone has no signal.", {"name": "check_status_bar", "arguments": {}}, "It says no service.",
-                       f"ok {STOP}"):
+        for action in (
+            "My phone has no signal.",
+            {"name": "check_status_bar", "arguments": {}},
+            "It says no service.",
+            f"ok {STOP}",
+        ):
             obs, r, term, trunc, info = env.step(action)
             out.append((obs, r, term, trunc))
             if term or trunc:
@@ -367,18 +397,19 @@ def test_a_hugging_face_model_can_be_the_agent():
     tool calls are parsed and run, and the replayed customer gets the scripted oracle's reward."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
+    from hfutil import ForceScript, oracle_scripts, tiny
     from transformers import LogitsProcessorList
 
-    from hfutil import ForceScript, oracle_scripts, tiny
-    from tau2_gym.training.hf.chat import ChatRenderer
     from tau2_gym.players.users.hf_user import HFUserConfig, HFUserSimulator
+    from tau2_gym.training.hf.chat import ChatRenderer
 
     model, tok = tiny()
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
     task_id = "create_task_1"
     scripts, base, rewards = oracle_scripts(renderer, lambda: gym.make("tau2/mock-v0"), [task_id])
-    cfg = HFUserConfig(max_new_tokens=160, generate_kwargs={
-        "logits_processor": LogitsProcessorList([ForceScript(tok, scripts, base)])})
+    cfg = HFUserConfig(
+        max_new_tokens=160, generate_kwargs={"logits_processor": LogitsProcessorList([ForceScript(tok, scripts, base)])}
+    )
     agent = HFUserSimulator(cfg, model=model, tokenizer=tok)
     aenv = gym.make("tau2/mock-v0", user=RecordingUser(OracleUser()))
     ep = run_episode(aenv, OracleAgent(), options={"task_id": task_id}, seed=0)
@@ -405,8 +436,13 @@ def test_async_vector_env_overlaps_the_agents_llm_calls():
         return {"delay": delay, "then": "Could you give me your reservation number?"}
 
     with OpenAIStub(reply) as srv:
-        vec = gym.make_vec("tau2/airline-user-v0", num_envs=2, vectorization_mode="async",
-                           vector_kwargs={"shared_memory": False}, agent=f"openai:agent-m@{srv.base_url}")
+        vec = gym.make_vec(
+            "tau2/airline-user-v0",
+            num_envs=2,
+            vectorization_mode="async",
+            vector_kwargs={"shared_memory": False},
+            agent=f"openai:agent-m@{srv.base_url}",
+        )
         try:
             vec.reset(seed=0)
             obs, reward, term, trunc, info = vec.step(["Hi, I want to change my flight."] * 2)

@@ -14,10 +14,10 @@ import json
 
 import gymnasium as gym
 import pytest
-
-import tau2_gym  # noqa: F401
 from gymutil import RecordingUser, run_episode
 from refutil import ok, reference_python, run_reference
+
+import tau2_gym  # noqa: F401 - registers the envs
 from tau2_gym import get_domain_spec, load_domain
 from tau2_gym.players.agents.scripted import OracleAgent, SkipLastActionAgent
 from tau2_gym.players.users.scripted import OracleUser
@@ -34,28 +34,45 @@ def _action_string(entry: dict) -> str:
 
 def _cases(data_dir) -> list[tuple[str, str, type]]:
     kit = get_domain_spec("airline").agent_toolkit
-    writes = next(t.id for t in load_domain("airline", data_dir).tasks(None, "base")
-                  if any(kit.mutates_state(a.name) for a in t.evaluation_criteria.actions or []))
+    writes = next(
+        t.id
+        for t in load_domain("airline", data_dir).tasks(None, "base")
+        if any(kit.mutates_state(a.name) for a in t.evaluation_criteria.actions or [])
+    )
     telecom = load_domain("telecom", data_dir).tasks(None, "base")[0].id
-    return [("mock", "create_task_1", OracleAgent), ("mock", "update_task_with_user_tools", OracleAgent),
-            ("airline", writes, OracleAgent), ("airline", writes, SkipLastActionAgent),
-            ("retail", "5", OracleAgent), ("telecom", telecom, OracleAgent)]
+    return [
+        ("mock", "create_task_1", OracleAgent),
+        ("mock", "update_task_with_user_tools", OracleAgent),
+        ("airline", writes, OracleAgent),
+        ("airline", writes, SkipLastActionAgent),
+        ("retail", "5", OracleAgent),
+        ("telecom", telecom, OracleAgent),
+    ]
 
 
 def test_user_env_equals_upstreams_user_gym_env(upstream_data_dir):
     reference_python()
     jobs, ours = [], []
     for domain, task_id, agent_cls in _cases(upstream_data_dir):
-        aenv = gym.make(f"tau2/{domain}-v0", data_dir=str(upstream_data_dir), user=RecordingUser(OracleUser()),
-                        judge="pass")
+        aenv = gym.make(
+            f"tau2/{domain}-v0", data_dir=str(upstream_data_dir), user=RecordingUser(OracleUser()), judge="pass"
+        )
         ep = run_episode(aenv, agent_cls(), options={"task_id": task_id}, seed=0)
         actions = [_action_string(e) for e in ep.user_script]
         jobs.append({"domain": domain, "task_id": task_id, "agent_script": ep.agent_script, "user_actions": actions})
         script = list(ep.agent_script)
-        env = gym.make(f"tau2/{domain}-user-v0", data_dir=str(upstream_data_dir), judge="pass", parser="tau2",
-                       obs_format="text", agent=lambda request, script=script: {
-                           "role": "assistant", "content": script[request.turn]["content"],
-                           "tool_calls": script[request.turn]["tool_calls"]})
+        env = gym.make(
+            f"tau2/{domain}-user-v0",
+            data_dir=str(upstream_data_dir),
+            judge="pass",
+            parser="tau2",
+            obs_format="text",
+            agent=lambda request, script=script: {
+                "role": "assistant",
+                "content": script[request.turn]["content"],
+                "tool_calls": script[request.turn]["tool_calls"],
+            },
+        )
         obs, _ = env.reset(seed=0, options={"task_id": task_id})
         mine = {"observations": [obs], "rewards": []}
         for a in actions:

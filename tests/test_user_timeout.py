@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("openai")
 
-from tau2_gym.players.users.base import UserSimulatorError  # noqa: E402
-from tau2_gym.players.users.openai_user import OpenAIUserSimulator  # noqa: E402
-from tests.test_openai_user import make_request  # noqa: E402
+from tau2_gym.players.users.base import UserSimulatorError
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+from tests.test_openai_user import make_request
 
 TIMEOUT = 1.0
 SLACK = 1.0
@@ -24,7 +24,7 @@ class _Drip(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -50,8 +50,9 @@ def drip_url():
 
 
 def _sim(url, transport="auto"):
-    return OpenAIUserSimulator(model="m", base_url=url, api_key_env=None, timeout=TIMEOUT, max_retries=0,
-                               transport=transport)
+    return OpenAIUserSimulator(
+        model="m", base_url=url, api_key_env=None, timeout=TIMEOUT, max_retries=0, transport=transport
+    )
 
 
 def test_sync_request_to_dripping_server_ends_within_timeout(drip_url):
@@ -83,8 +84,9 @@ def test_agent_and_user_share_the_bounded_request_path(drip_url):
     policy = OpenAIAgentPolicy(model="m", base_url=drip_url, api_key_env=None, timeout=TIMEOUT, max_retries=0)
     assert isinstance(policy.client, ChatClient) and isinstance(_sim(drip_url).client, ChatClient)
     user_request = make_request()
-    request = AgentTurnRequest(episode_id="e", system_prompt="S", messages=user_request.messages, tools=[],
-                               task=user_request.task)
+    request = AgentTurnRequest(
+        episode_id="e", system_prompt="S", messages=user_request.messages, tools=[], task=user_request.task
+    )
     start = time.monotonic()
     with pytest.raises(PolicyError, match="agent model 'm'.*timed out"):
         policy.generate(request)

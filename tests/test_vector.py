@@ -10,12 +10,18 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import tau2_gym  # noqa: F401 - registers the ids
-from tau2_gym.players.agents.scripted import (GiveUpAgent, HallucinatingAgent, MalformedAgent, OracleAgent, SkipLastActionAgent,
-                             StallingAgent)
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.players.users.base import UserSimulator, UserSimulatorError
-from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
 from tau2_gym.envs.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
+from tau2_gym.players.agents.scripted import (
+    GiveUpAgent,
+    HallucinatingAgent,
+    MalformedAgent,
+    OracleAgent,
+    SkipLastActionAgent,
+    StallingAgent,
+)
+from tau2_gym.players.users.base import UserSimulator, UserSimulatorError
+from tau2_gym.players.users.scripted import OracleUser
 
 AGENTS = (OracleAgent, SkipLastActionAgent, HallucinatingAgent, StallingAgent, MalformedAgent, GiveUpAgent)
 RECORD_KEYS = {"reward_info", "simulation_run", "final_info", "final_obs", "task"}
@@ -23,16 +29,24 @@ RECORD_KEYS = {"reward_info", "simulation_run", "final_info", "final_obs", "task
 
 def env_info(infos: dict, i: int) -> dict:
     """Sub-env ``i``'s flat info entries out of a batched info dict."""
-    return {k: v[i] for k, v in infos.items()
-            if not k.startswith("_") and not isinstance(v, dict) and infos[f"_{k}"][i]}
+    return {
+        k: v[i] for k, v in infos.items() if not k.startswith("_") and not isinstance(v, dict) and infos[f"_{k}"][i]
+    }
 
 
 def canon(messages: list[dict]) -> list[tuple]:
     out = []
     for m in messages:
         calls = m.get("tool_calls")
-        out.append((m["role"], m.get("content"), m.get("id"), m.get("error"),
-                    None if calls is None else [(c["id"], c["name"], c["arguments"], c["requestor"]) for c in calls]))
+        out.append(
+            (
+                m["role"],
+                m.get("content"),
+                m.get("id"),
+                m.get("error"),
+                None if calls is None else [(c["id"], c["name"], c["arguments"], c["requestor"]) for c in calls],
+            )
+        )
     return out
 
 
@@ -66,8 +80,17 @@ def drive(vec, num_steps: int, seed: int, agents=AGENTS, sample_runs: bool = Tru
                 fresh(i, infos)
             elif terms[i] or truncs[i]:
                 run = runs[i]
-                log["episodes"].append((i, run["task_id"], float(rewards[i]), bool(terms[i]), bool(truncs[i]),
-                                        run["termination_reason"], canon(run["messages"])))
+                log["episodes"].append(
+                    (
+                        i,
+                        run["task_id"],
+                        float(rewards[i]),
+                        bool(terms[i]),
+                        bool(truncs[i]),
+                        run["termination_reason"],
+                        canon(run["messages"]),
+                    )
+                )
         prev = terms | truncs
     return log
 
@@ -108,8 +131,14 @@ def test_same_trajectories_rewards_and_infos_as_gymnasium_sync_vector_env(ours_l
 
 
 def test_same_trajectories_as_gymnasium_async_vector_env(ours_log):
-    vec = gym.make_vec("tau2/airline-v0", num_envs=3, vectorization_mode="async", max_steps=16, max_errors=4,
-                       vector_kwargs={"shared_memory": False})
+    vec = gym.make_vec(
+        "tau2/airline-v0",
+        num_envs=3,
+        vectorization_mode="async",
+        max_steps=16,
+        max_errors=4,
+        vector_kwargs={"shared_memory": False},
+    )
     try:
         theirs = drive(vec, 30, seed=11)
     finally:
@@ -176,8 +205,13 @@ def test_same_step_autoreset_matches_gymnasium_sync_and_reports_final_obs_and_in
 
     ours = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, autoreset_mode=AutoresetMode.SAME_STEP)
     assert ours.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
-    sync = gym.make_vec("tau2/airline-v0", num_envs=3, max_steps=16, vectorization_mode="sync",
-                        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    sync = gym.make_vec(
+        "tau2/airline-v0",
+        num_envs=3,
+        max_steps=16,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+    )
     a, b = run(ours), run(sync)
     assert sum(len(x[4]) for x in a) >= 3
     assert a == b
@@ -218,8 +252,9 @@ class CountingUser(UserSimulator):
 
     def generate_batch(self, requests):
         self.batches.append(len(requests))
-        return [UserSimulatorError("injected") if r.task.id in self.fail_on else self.inner.generate(r)
-                for r in requests]
+        return [
+            UserSimulatorError("injected") if r.task.id in self.fail_on else self.inner.generate(r) for r in requests
+        ]
 
 
 def test_user_turns_of_all_episodes_are_answered_as_one_batch_per_round():
@@ -310,8 +345,9 @@ def test_the_vector_rollouts_example_runs_offline(tmp_path, capsys):
 
     example = Path(__file__).resolve().parent.parent / "examples" / "vector_rollouts.py"
     module = runpy.run_path(str(example), run_name="vector_rollouts_example")
-    module["main"](["--num-envs", "8", "--steps", "6", "--tasks", "3", "--trials", "2",
-                    "--output", str(tmp_path / "ex.json")])
+    module["main"](
+        ["--num-envs", "8", "--steps", "6", "--tasks", "3", "--trials", "2", "--output", str(tmp_path / "ex.json")]
+    )
     out = capsys.readouterr().out
     assert "== vector env: 8 airline episodes at once" in out and "OracleAgent" in out
     assert "(first run): 6 episodes run, 0 resumed" in out and "(same command again): 0 episodes run, 6 resumed" in out
@@ -342,10 +378,34 @@ def test_infos_batch_every_kind_of_value_with_gymnasiums_dtypes():
     """Scalars keep the first value's dtype, strings and lists become object arrays, nested dicts batch
     recursively, reward records stay whole, and every key gets its own mask."""
     rows = [
-        {"b": True, "i": 3, "f": 1.5, "mixed": 1, "s": "x", "lst": [1, 2], "none": None, "np32": np.float32(2.0),
-         "arr": np.arange(3), "nested": {"a": 1, "b": "y"}, "reward_info": {"reward": 1.0}, "obj": object},
-        {"b": False, "i": 4, "f": 2.0, "mixed": 2.5, "s": "y", "lst": [], "none": 7, "np32": np.float32(3.0),
-         "arr": np.arange(3) + 1, "nested": {"a": 2, "b": "z"}, "reward_info": None, "obj": int},
+        {
+            "b": True,
+            "i": 3,
+            "f": 1.5,
+            "mixed": 1,
+            "s": "x",
+            "lst": [1, 2],
+            "none": None,
+            "np32": np.float32(2.0),
+            "arr": np.arange(3),
+            "nested": {"a": 1, "b": "y"},
+            "reward_info": {"reward": 1.0},
+            "obj": object,
+        },
+        {
+            "b": False,
+            "i": 4,
+            "f": 2.0,
+            "mixed": 2.5,
+            "s": "y",
+            "lst": [],
+            "none": 7,
+            "np32": np.float32(3.0),
+            "arr": np.arange(3) + 1,
+            "nested": {"a": 2, "b": "z"},
+            "reward_info": None,
+            "obj": int,
+        },
     ]
     infos = Tau2VectorEnv(3, "mock")._batch_infos(list(enumerate(rows)))  # env 2 reported nothing
     assert infos["b"].dtype == np.bool_ and infos["i"].dtype == np.int64 and infos["mixed"].dtype == np.int64
@@ -373,8 +433,17 @@ def test_one_env_equals_gymnasium_sync_vector_env(agent):
             assert rewards.dtype == np.float64 and terms.dtype == truncs.dtype == np.bool_ and rewards.shape == (1,)
             flat = {k: v for k, v in env_info(infos, 0).items() if k not in RECORD_KEYS}
             records = {k: infos[k][0] for k in ("reward_info", "simulation_run") if k in infos}
-            steps.append((list(obs), rewards.tolist(), terms.tolist(), truncs.tolist(), sorted(infos), flat,
-                          {k: v if v is None else dict(v) for k, v in records.items()}))
+            steps.append(
+                (
+                    list(obs),
+                    rewards.tolist(),
+                    terms.tolist(),
+                    truncs.tolist(),
+                    sorted(infos),
+                    flat,
+                    {k: v if v is None else dict(v) for k, v in records.items()},
+                )
+            )
             if done:  # this step was the autoreset: a new episode, a new agent
                 current = agent()
                 current.reset(env_info(infos, 0)["task"], env_info(infos, 0))
@@ -382,8 +451,15 @@ def test_one_env_equals_gymnasium_sync_vector_env(agent):
         return steps
 
     ours = gym.make_vec("tau2/airline-v0", num_envs=1, max_steps=12, max_errors=3, user="oracle")
-    sync = gym.make_vec("tau2/airline-v0", num_envs=1, vectorization_mode="sync", max_steps=12, max_errors=3,
-                        user="oracle", wrappers=[KeepRecordsWhole])
+    sync = gym.make_vec(
+        "tau2/airline-v0",
+        num_envs=1,
+        vectorization_mode="sync",
+        max_steps=12,
+        max_errors=3,
+        user="oracle",
+        wrappers=[KeepRecordsWhole],
+    )
     try:
         mine, theirs = run(ours), run(sync)
     finally:
@@ -397,8 +473,11 @@ def test_one_env_equals_gymnasium_sync_vector_env(agent):
         for s in steps:
             if len(s) == 7 and "simulation_run" in s[6]:
                 run = s[6]["simulation_run"]
-                run = {k: v for k, v in run.items() if k not in ("start_time", "end_time", "duration", "id",
-                                                                  "timestamp", "messages")}
+                run = {
+                    k: v
+                    for k, v in run.items()
+                    if k not in ("start_time", "end_time", "duration", "id", "timestamp", "messages")
+                }
                 s = (*s[:6], {**s[6], "simulation_run": run})
             out.append(s)
         return out

@@ -1,11 +1,11 @@
 """The airline domain's spec: DB file and tables, toolkit, policy, task set, solo refusal."""
 
-from tau2_gym.data import DataSource
 from tau2_gym.core.db import DBSchema
 from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec, read_text
+from tau2_gym.core.tools import ProseSource
+from tau2_gym.data import DataSource
 from tau2_gym.domains.airline.data_model import FlightDB
 from tau2_gym.domains.airline.tools import AirlineTools
-from tau2_gym.core.tools import ProseSource
 
 SOLO_ERROR = "Airline domain does not support solo mode"
 

@@ -15,6 +15,7 @@ from typing import List, Optional
 
 from tau2_gym.core import arithmetic
 from tau2_gym.core.db import copy_json
+from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
 from tau2_gym.domains.airline.data_model import (
     CabinClass,
     Certificate,
@@ -25,17 +26,31 @@ from tau2_gym.domains.airline.data_model import (
     Payment,
     Reservation,
 )
-from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
 
 NOW = "2024-05-15T15:00:00"  # the benchmark's frozen clock (created_at of new reservations)
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
 NEW_CERTIFICATE_NUMBERS = (3221322, 3221323, 3221324)
 AIRPORTS = (
-    ("SFO", "San Francisco"), ("JFK", "New York"), ("LAX", "Los Angeles"), ("ORD", "Chicago"),
-    ("DFW", "Dallas"), ("DEN", "Denver"), ("SEA", "Seattle"), ("ATL", "Atlanta"), ("MIA", "Miami"),
-    ("BOS", "Boston"), ("PHX", "Phoenix"), ("IAH", "Houston"), ("LAS", "Las Vegas"), ("MCO", "Orlando"),
-    ("EWR", "Newark"), ("CLT", "Charlotte"), ("MSP", "Minneapolis"), ("DTW", "Detroit"),
-    ("PHL", "Philadelphia"), ("LGA", "LaGuardia"),
+    ("SFO", "San Francisco"),
+    ("JFK", "New York"),
+    ("LAX", "Los Angeles"),
+    ("ORD", "Chicago"),
+    ("DFW", "Dallas"),
+    ("DEN", "Denver"),
+    ("SEA", "Seattle"),
+    ("ATL", "Atlanta"),
+    ("MIA", "Miami"),
+    ("BOS", "Boston"),
+    ("PHX", "Phoenix"),
+    ("IAH", "Houston"),
+    ("LAS", "Las Vegas"),
+    ("MCO", "Orlando"),
+    ("EWR", "Newark"),
+    ("CLT", "Charlotte"),
+    ("MSP", "Minneapolis"),
+    ("DTW", "Detroit"),
+    ("PHL", "Philadelphia"),
+    ("LGA", "LaGuardia"),
 )
 
 
@@ -61,8 +76,13 @@ def _direct_flight(flight: dict, day: dict, date: Optional[str] = None) -> dict:
 
 def _segment(flight_number: str, flight: dict, date: str, price: int) -> dict:
     """A reservation segment in ReservationFlight dump order; the route comes from the flight record."""
-    return {"flight_number": flight_number, "origin": flight["origin"], "destination": flight["destination"],
-            "date": date, "price": price}
+    return {
+        "flight_number": flight_number,
+        "origin": flight["origin"],
+        "destination": flight["destination"],
+        "date": date,
+        "price": price,
+    }
 
 
 class AirlineTools(Toolkit):
@@ -106,11 +126,13 @@ class AirlineTools(Toolkit):
         dates`` only runs for a route match, so an unhashable date fails only then."""
         matches = []
         for flight in self.db.flights.values():
-            if ((origin is None or flight["origin"] == origin)
-                    and (destination is None or flight["destination"] == destination)
-                    and (date in flight["dates"])
-                    and (flight["dates"][date]["status"] == "available")
-                    and (leave_after is None or flight["scheduled_departure_time_est"] >= leave_after)):
+            if (
+                (origin is None or flight["origin"] == origin)
+                and (destination is None or flight["destination"] == destination)
+                and (date in flight["dates"])
+                and (flight["dates"][date]["status"] == "available")
+                and (leave_after is None or flight["scheduled_departure_time_est"] >= leave_after)
+            ):
                 matches.append((flight, flight["dates"][date]))
         return matches
 
@@ -194,10 +216,19 @@ class AirlineTools(Toolkit):
         # The reference deep-copies the argument lists first; dumping the model right away isolates
         # the stored record just as well.
         reservation = Reservation(
-            reservation_id=reservation_id, user_id=user_id, origin=origin, destination=destination,
-            flight_type=flight_type, cabin=cabin, flights=[], passengers=passengers,
-            payment_history=payment_methods, created_at=NOW, total_baggages=total_baggages,
-            nonfree_baggages=nonfree_baggages, insurance=insurance,
+            reservation_id=reservation_id,
+            user_id=user_id,
+            origin=origin,
+            destination=destination,
+            flight_type=flight_type,
+            cabin=cabin,
+            flights=[],
+            passengers=passengers,
+            payment_history=payment_methods,
+            created_at=NOW,
+            total_baggages=total_baggages,
+            nonfree_baggages=nonfree_baggages,
+            insurance=insurance,
         ).model_dump()
 
         total_price = 0
@@ -231,8 +262,7 @@ class AirlineTools(Toolkit):
 
         total_payment = sum(payment.amount for payment in payment_methods)
         if total_payment != total_price:
-            raise ValueError(
-                f"Payment amount does not add up, total price is {total_price}, but paid {total_payment}")
+            raise ValueError(f"Payment amount does not add up, total price is {total_price}, but paid {total_payment}")
 
         # Checks passed: charge. A certificate listed twice fails on its second lookup, after the
         # earlier charges (as in the reference).
@@ -328,8 +358,9 @@ class AirlineTools(Toolkit):
             first = _direct_flight(flight1, day1, date)
             arrival = first["scheduled_arrival_time_est"]
             date2 = f"2024-05-{int(date[-2:]) + 1}" if "+1" in arrival else date
-            for flight2, day2 in self._search_direct_flight(date=date2, origin=first["destination"],
-                                                            destination=destination, leave_after=arrival):
+            for flight2, day2 in self._search_direct_flight(
+                date=date2, origin=first["destination"], destination=destination, leave_after=arrival
+            ):
                 results.append([first, _direct_flight(flight2, day2, date2)])
         return AsModel(results)
 
@@ -360,8 +391,9 @@ class AirlineTools(Toolkit):
         return "Transfer successful"
 
     @tool(ToolType.WRITE)
-    def update_reservation_baggages(self, reservation_id: str, total_baggages: int, nonfree_baggages: int,
-                                    payment_id: str):
+    def update_reservation_baggages(
+        self, reservation_id: str, total_baggages: int, nonfree_baggages: int, payment_id: str
+    ):
         """Change a reservation's bag counts, charging new paid bags.
 
         Args:
@@ -383,8 +415,9 @@ class AirlineTools(Toolkit):
         return AsModel(reservation)
 
     @tool(ToolType.WRITE)
-    def update_reservation_flights(self, reservation_id: str, cabin: CabinClass, flights: List[FlightInfo | dict],
-                                   payment_id: str):
+    def update_reservation_flights(
+        self, reservation_id: str, cabin: CabinClass, flights: List[FlightInfo | dict], payment_id: str
+    ):
         """Replace a reservation's itinerary and/or cabin, settling the fare difference.
 
         Args:
@@ -404,10 +437,16 @@ class AirlineTools(Toolkit):
         total_price = 0
         segments = []
         for flight_info in flights:
-            kept = next((seg for seg in old_segments
-                         if seg["flight_number"] == flight_info.flight_number
-                         and seg["date"] == flight_info.date
-                         and cabin == reservation["cabin"]), None)
+            kept = next(
+                (
+                    seg
+                    for seg in old_segments
+                    if seg["flight_number"] == flight_info.flight_number
+                    and seg["date"] == flight_info.date
+                    and cabin == reservation["cabin"]
+                ),
+                None,
+            )
             if kept:
                 total_price += kept["price"] * len(passengers)
                 segments.append(dict(kept))
@@ -415,8 +454,7 @@ class AirlineTools(Toolkit):
             flight = self._get_flight(flight_info.flight_number)
             day = self._get_flight_instance(flight_info.flight_number, flight_info.date)
             if day["status"] != "available":
-                raise ValueError(
-                    f"Flight {flight_info.flight_number} not available on date {flight_info.date}")
+                raise ValueError(f"Flight {flight_info.flight_number} not available on date {flight_info.date}")
             if day["available_seats"][cabin] < len(passengers):
                 raise ValueError(f"Not enough seats on flight {flight_info.flight_number}")
             seg = _segment(flight_info.flight_number, flight, flight_info.date, day["prices"][cabin])

@@ -13,12 +13,29 @@ from typing import Any, Callable, Optional
 
 #: the tables a query may name, in the order upstream lists them in its "not found" error
 QUERYABLE = (
-    "users", "accounts", "referrals", "credit_card_applications", "user_discoverable_tools",
-    "user_discoverable_tool_calls", "agent_discoverable_tools", "task_config", "verification_history",
-    "credit_card_transaction_history", "cash_back_disputes", "bank_account_transaction_history",
-    "credit_card_accounts", "human_transfer_requests", "transaction_disputes", "credit_card_orders",
-    "credit_card_closure_reasons", "credit_card_account_flags", "debit_cards", "debit_card_orders",
-    "debit_card_disputes", "credit_limit_increase_requests", "payment_history",
+    "users",
+    "accounts",
+    "referrals",
+    "credit_card_applications",
+    "user_discoverable_tools",
+    "user_discoverable_tool_calls",
+    "agent_discoverable_tools",
+    "task_config",
+    "verification_history",
+    "credit_card_transaction_history",
+    "cash_back_disputes",
+    "bank_account_transaction_history",
+    "credit_card_accounts",
+    "human_transfer_requests",
+    "transaction_disputes",
+    "credit_card_orders",
+    "credit_card_closure_reasons",
+    "credit_card_account_flags",
+    "debit_cards",
+    "debit_card_orders",
+    "debit_card_disputes",
+    "credit_limit_increase_requests",
+    "payment_history",
 )
 _QUERYABLE = frozenset(QUERYABLE)
 
@@ -59,8 +76,7 @@ def records(db: Any, table: str) -> Optional[dict]:
     return getattr(db, table)["data"]
 
 
-def query_db(db_name: str, db: Any, return_ids: bool = False, limit: Optional[int] = None,
-             **constraints: Any) -> list:
+def query_db(db_name: str, db: Any, return_ids: bool = False, limit: Optional[int] = None, **constraints: Any) -> list:
     """Matching records (``(id, record)`` pairs with ``return_ids``) in table order.
 
     The signature is upstream's: constraint keys named like its parameters collide the same way.
@@ -120,8 +136,10 @@ def query_database_tool(database_name: str, constraints: str = "{}", db: Any = N
         except json.JSONDecodeError as e:
             return f"Error: Invalid JSON: {e}"
         if not isinstance(parsed, dict):  # Python's message names the function by upstream's module
-            return (f"Error querying database: tau2.domains.banking_knowledge.db_query.query_db() argument after ** "
-                    f"must be a mapping, not {type(parsed).__name__}")
+            return (
+                f"Error querying database: tau2.domains.banking_knowledge.db_query.query_db() argument after ** "
+                f"must be a mapping, not {type(parsed).__name__}"
+            )
         found = query_db(database_name, db=db, return_ids=True, **parsed)
         if not found:
             return f"No records found in '{database_name}'."

@@ -37,8 +37,11 @@ def parse_tool_card(name: str, doc: str) -> dict[str, Any]:
         for m in _ARG_LINE.finditer(args_part):
             type_info = m.group(2) or "string"
             ptype = _OPTIONAL.sub("", type_info).strip() or "string"
-            params[m.group(1)] = {"type": ptype, "description": m.group(3).strip(),
-                                  "required": "optional" not in type_info.lower()}
+            params[m.group(1)] = {
+                "type": ptype,
+                "description": m.group(3).strip(),
+                "required": "optional" not in type_info.lower(),
+            }
     return {"name": name, "description": head.strip(), "parameters": params, "success_message": success}
 
 

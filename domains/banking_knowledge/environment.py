@@ -25,19 +25,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from tau2_gym.data import DataError, DataSource
+from tau2_gym.core import upstream_text as _prose
 from tau2_gym.core.db import DBSchema
 from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec
+from tau2_gym.core.environment import Environment
+from tau2_gym.core.tasks import Task
+from tau2_gym.core.tools import ProseSource
+from tau2_gym.data import DataError, DataSource
 from tau2_gym.domains.banking_knowledge import retrieval as R
 from tau2_gym.domains.banking_knowledge.data_model import Document, TransactionalDB, load_documents
 from tau2_gym.domains.banking_knowledge.discoverable import TOOLS_MODULE, upstream_docstrings
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex
 from tau2_gym.domains.banking_knowledge.tools import KnowledgeTools
 from tau2_gym.domains.banking_knowledge.user_tools import KnowledgeUserTools
-from tau2_gym.core.environment import Environment
-from tau2_gym.core.tasks import Task
-from tau2_gym.core import upstream_text as _prose
-from tau2_gym.core.tools import ProseSource
 
 DATA_FOLDER = "banking_knowledge"
 TEST_FRACTION = 0.2
@@ -53,8 +53,7 @@ def _read_tasks(folder: str, stamp: tuple) -> tuple[Task, ...]:
             with open(path, encoding="utf-8") as fh:
                 tasks.append(Task.model_validate(json.load(fh)))
         except Exception as exc:  # noqa: BLE001 - upstream skips a task file it cannot load, with a warning
-            warnings.warn(f"banking_knowledge: task file {str(path)!r} skipped, it does not load: {exc}",
-                          stacklevel=2)
+            warnings.warn(f"banking_knowledge: task file {str(path)!r} skipped, it does not load: {exc}", stacklevel=2)
     return tuple(tasks)
 
 
@@ -71,8 +70,11 @@ def splits(tasks: tuple[Task, ...]) -> dict[str, tuple[str, ...]]:
     ids = [t.id for t in tasks]
     ranked = sorted(ids, key=lambda i: hashlib.sha256(f"banking_knowledge:{i}".encode()).hexdigest())
     test = set(ranked[: round(len(ids) * TEST_FRACTION)])
-    return {"base": tuple(ids), "train": tuple(i for i in ids if i not in test),
-            "test": tuple(i for i in ids if i in test)}
+    return {
+        "base": tuple(ids),
+        "train": tuple(i for i in ids if i not in test),
+        "test": tuple(i for i in ids if i in test),
+    }
 
 
 def read_log_allowlist(task: Task) -> set[str]:
@@ -107,8 +109,10 @@ def knowledge_base(source: DataSource) -> tuple[dict[str, Document], KnowledgeIn
         if key not in _kb_cache:
             docs = load_documents(folder)
             if not docs:
-                raise DataError(f"domain 'banking_knowledge': no documents in {str(folder)!r} (the knowledge base); "
-                                "run `tau2-gym data verify` / `tau2-gym data fetch` to repair the data")
+                raise DataError(
+                    f"domain 'banking_knowledge': no documents in {str(folder)!r} (the knowledge base); "
+                    "run `tau2-gym data verify` / `tau2-gym data fetch` to repair the data"
+                )
             _kb_cache[key] = (docs, KnowledgeIndex(docs))
         return _kb_cache[key]
 
@@ -117,21 +121,31 @@ def deposit_scans(src: Optional[Path]) -> Optional[dict[str, dict[str, str]]]:
     """The ATM envelope scans upstream's ``get_atm_deposit_images_8473`` holds inline, read from its source."""
     path = None if src is None else src / TOOLS_MODULE
     if path is None or not path.is_file():
-        _prose.warn_fallback("the ATM deposit scans of get_atm_deposit_images_8473",
-                             "the data folder has no tau2 sources beside it; that tool reports no images")
+        _prose.warn_fallback(
+            "the ATM deposit scans of get_atm_deposit_images_8473",
+            "the data folder has no tau2 sources beside it; that tool reports no images",
+        )
         return None
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if (isinstance(node, ast.FunctionDef) and node.name == "get_atm_deposit_images_8473"):
+        if isinstance(node, ast.FunctionDef) and node.name == "get_atm_deposit_images_8473":
             for sub in ast.walk(node):
-                if (isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name)
-                        and sub.targets[0].id == "deposit_image_data" and isinstance(sub.value, ast.Dict)):
+                if (
+                    isinstance(sub, ast.Assign)
+                    and len(sub.targets) == 1
+                    and isinstance(sub.targets[0], ast.Name)
+                    and sub.targets[0].id == "deposit_image_data"
+                    and isinstance(sub.value, ast.Dict)
+                ):
                     out: dict[str, dict[str, str]] = {}
                     for k, v in zip(sub.value.keys, sub.value.values):
                         if not (isinstance(k, ast.Constant) and isinstance(v, ast.Dict)):
                             continue
-                        out[k.value] = {fk.value: fv.value for fk, fv in zip(v.keys, v.values)
-                                        if isinstance(fk, ast.Constant) and isinstance(fv, ast.Constant)}
+                        out[k.value] = {
+                            fk.value: fv.value
+                            for fk, fv in zip(v.keys, v.values)
+                            if isinstance(fk, ast.Constant) and isinstance(fv, ast.Constant)
+                        }
                     return out
     return None
 
@@ -153,12 +167,27 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
     if cfg.kb_search == "bm25":
         index.bm25()  # fail now, with the install hint, rather than at the first KB_search
     binding = (spec.name, source, dict(options))
-    user_cls = type("KnowledgeUserTools", (KnowledgeUserTools,), {
-        "__module__": KnowledgeUserTools.__module__, "__qualname__": "KnowledgeUserTools", "_binding": binding,
-        "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeUserTools")})
-    agent_cls = R.toolkit_for(KnowledgeTools, cfg, index, {
-        "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeTools"), "_binding": binding,
-        "_deposit_scans": deposit_scans(source.src), "_user_toolkit": user_cls})
+    user_cls = type(
+        "KnowledgeUserTools",
+        (KnowledgeUserTools,),
+        {
+            "__module__": KnowledgeUserTools.__module__,
+            "__qualname__": "KnowledgeUserTools",
+            "_binding": binding,
+            "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeUserTools"),
+        },
+    )
+    agent_cls = R.toolkit_for(
+        KnowledgeTools,
+        cfg,
+        index,
+        {
+            "_discoverable_docs": upstream_docstrings(source.src, "KnowledgeTools"),
+            "_binding": binding,
+            "_deposit_scans": deposit_scans(source.src),
+            "_user_toolkit": user_cls,
+        },
+    )
     prompts = source.domain_dir(DATA_FOLDER) / "prompts"
 
     def policy(src: DataSource, solo: bool) -> str:
@@ -170,13 +199,26 @@ def bind(spec: DomainSpec, source: DataSource, options: dict) -> DomainSpec:
         return R.build_policy(cfg, prompts, docs, task)
 
     return dataclasses.replace(
-        spec, agent_toolkit=agent_cls, user_toolkit=user_cls, policy=policy,
+        spec,
+        agent_toolkit=agent_cls,
+        user_toolkit=user_cls,
+        policy=policy,
         task_policy=task_policy if cfg.prompt == "golden" else None,
-        agent_prose=ProseSource(TOOLS_MODULE, ("domains/banking_knowledge/data_model.py",),
-                                upstream_class="KnowledgeTools", also=R.prose_classes(cfg)),
-        bind=None, extra={**spec.extra, "retrieval_config": cfg.name, "retrieval": cfg,
-                          # what upstream's results info records about the run's retrieval
-                          "results_info": {"retrieval_config": cfg.name, "retrieval_config_kwargs": overrides or None}})
+        agent_prose=ProseSource(
+            TOOLS_MODULE,
+            ("domains/banking_knowledge/data_model.py",),
+            upstream_class="KnowledgeTools",
+            also=R.prose_classes(cfg),
+        ),
+        bind=None,
+        extra={
+            **spec.extra,
+            "retrieval_config": cfg.name,
+            "retrieval": cfg,
+            # what upstream's results info records about the run's retrieval
+            "results_info": {"retrieval_config": cfg.name, "retrieval_config_kwargs": overrides or None},
+        },
+    )
 
 
 ENV_DOC = """Rho-Bank customer service: the policy lives in a 698-document knowledge base, many tools are hidden.
@@ -234,12 +276,16 @@ DOMAIN = DomainSpec(
     default_task_set="banking_knowledge",
     solo_supported=False,
     solo_error="banking_knowledge domain does not support solo mode",
-    agent_prose=ProseSource(TOOLS_MODULE, ("domains/banking_knowledge/data_model.py",), upstream_class="KnowledgeTools"),
-    user_prose=ProseSource(TOOLS_MODULE, ("domains/banking_knowledge/data_model.py",),
-                           upstream_class="KnowledgeUserTools"),
+    agent_prose=ProseSource(
+        TOOLS_MODULE, ("domains/banking_knowledge/data_model.py",), upstream_class="KnowledgeTools"
+    ),
+    user_prose=ProseSource(
+        TOOLS_MODULE, ("domains/banking_knowledge/data_model.py",), upstream_class="KnowledgeUserTools"
+    ),
     prepare=prepare,
     bind=bind,
-    description="Rho-Bank customer service over a 698-document knowledge base, with discoverable tools (tau-knowledge).",
+    description="Rho-Bank customer service over a 698-document knowledge base, with discoverable tools "
+    "(tau-knowledge).",
     env_doc=ENV_DOC,
     env_options=("retrieval_config", "retrieval_kwargs"),
 )

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from tau2_gym.core.tools import ToolType, tool
 from tau2_gym.domains.banking_knowledge.data_model import Document
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, grep_text, kb_search_text
-from tau2_gym.core.tools import ToolType, tool
 
 DEFAULT_CONFIG = "bm25_grep"
 UPSTREAM_DEFAULT_CONFIG = "alltools"
@@ -71,18 +71,40 @@ def _configs() -> dict[str, RetrievalConfig]:
         c("golden_retrieval", "required_docs.md", prompt="golden"),
         c("qwen_embeddings_grep", "classic_rag_qwen.md", kb_search="embedding", embedder=_QWEN, grep=True),
         c("openai_embeddings_grep", "classic_rag_openai.md", kb_search="embedding", embedder=_OPENAI, grep=True),
-        c("qwen_embeddings_reranker_grep", "classic_rag_qwen.md", kb_search="embedding", embedder=_QWEN,
-          reranker=True, grep=True),
-        c("openai_embeddings_reranker_grep", "classic_rag_openai.md", kb_search="embedding", embedder=_OPENAI,
-          reranker=True, grep=True),
+        c(
+            "qwen_embeddings_reranker_grep",
+            "classic_rag_qwen.md",
+            kb_search="embedding",
+            embedder=_QWEN,
+            reranker=True,
+            grep=True,
+        ),
+        c(
+            "openai_embeddings_reranker_grep",
+            "classic_rag_openai.md",
+            kb_search="embedding",
+            embedder=_OPENAI,
+            reranker=True,
+            grep=True,
+        ),
         c("bm25_grep", "classic_rag_bm25.md", kb_search="bm25", grep=True),
         c("bm25_reranker_grep", "classic_rag_bm25.md", kb_search="bm25", reranker=True, grep=True),
         c("qwen_embeddings", "classic_rag_qwen_no_grep.md", kb_search="embedding", embedder=_QWEN),
         c("openai_embeddings", "classic_rag_openai_no_grep.md", kb_search="embedding", embedder=_OPENAI),
-        c("qwen_embeddings_reranker", "classic_rag_qwen_no_grep.md", kb_search="embedding", embedder=_QWEN,
-          reranker=True),
-        c("openai_embeddings_reranker", "classic_rag_openai_no_grep.md", kb_search="embedding", embedder=_OPENAI,
-          reranker=True),
+        c(
+            "qwen_embeddings_reranker",
+            "classic_rag_qwen_no_grep.md",
+            kb_search="embedding",
+            embedder=_QWEN,
+            reranker=True,
+        ),
+        c(
+            "openai_embeddings_reranker",
+            "classic_rag_openai_no_grep.md",
+            kb_search="embedding",
+            embedder=_OPENAI,
+            reranker=True,
+        ),
         c("bm25", "classic_rag_bm25_no_grep.md", kb_search="bm25"),
         c("bm25_reranker", "classic_rag_bm25_no_grep.md", kb_search="bm25", reranker=True),
         c("grep_only", "grep_only.md", grep=True),
@@ -118,7 +140,8 @@ def resolve(name: str, **overrides: Any) -> RetrievalConfig:
         raise ValueError(
             f"retrieval config {canonical!r} needs {' and '.join(cfg.needs)}, which tau2-gym does not provide; "
             f"it would not be upstream's configuration without them. Configurations that run offline (exact to "
-            f"upstream): {', '.join(OFFLINE)}.")
+            f"upstream): {', '.join(OFFLINE)}."
+        )
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -156,10 +179,14 @@ def build_policy(cfg: RetrievalConfig, prompts: Path, documents: dict[str, Docum
         wanted = (task.required_documents or []) if task is not None else []
         by_title = {d.title: d for d in documents.values()}
         blocks = [_doc_block(doc) for ref in wanted if (doc := by_title.get(ref) or documents.get(ref)) is not None]
-        text = text.replace("{{required_documents}}", "\n\n---\n\n".join(blocks) if blocks else "(No documents provided)")
+        text = text.replace(
+            "{{required_documents}}", "\n\n---\n\n".join(blocks) if blocks else "(No documents provided)"
+        )
     if not text or not text.strip():
-        raise ValueError(f"Policy is empty for retrieval variant '{cfg.name}'. "
-                         "Ensure the prompt template exists and is properly configured.")
+        raise ValueError(
+            f"Policy is empty for retrieval variant '{cfg.name}'. "
+            "Ensure the prompt template exists and is properly configured."
+        )
     return text
 
 
@@ -176,8 +203,7 @@ class KBSearchMixin:
         Args:
             query: Search text.
         """
-        return kb_search_text(self._index, query, self._retrieval.top_k,
-                              measured=self._retrieval.timing == "measured")
+        return kb_search_text(self._index, query, self._retrieval.top_k, measured=self._retrieval.timing == "measured")
 
 
 class GrepMixin:
@@ -198,14 +224,15 @@ def toolkit_for(base: type, cfg: RetrievalConfig, index: KnowledgeIndex, attrs: 
     """The agent toolkit of a configuration: the search tools first (upstream's order), then ``base``'s."""
     name, members = "KnowledgeToolsPlain", {}
     if cfg.kb_search and cfg.grep:
-        name, members = "KnowledgeToolsWithKBSearchAndGrep", {"KB_search": KBSearchMixin.KB_search,
-                                                              "grep": GrepMixin.grep}
+        name, members = (
+            "KnowledgeToolsWithKBSearchAndGrep",
+            {"KB_search": KBSearchMixin.KB_search, "grep": GrepMixin.grep},
+        )
     elif cfg.kb_search:
         name, members = "KnowledgeToolsWithKBSearch", {"KB_search": KBSearchMixin.KB_search}
     elif cfg.grep:
         name, members = "KnowledgeToolsWithGrep", {"grep": GrepMixin.grep}
-    body = {"__module__": base.__module__, "__qualname__": name, "_index": index, "_retrieval": cfg,
-            **members, **attrs}
+    body = {"__module__": base.__module__, "__qualname__": name, "_index": index, "_retrieval": cfg, **members, **attrs}
     return type(name, (base,), body)
 
 

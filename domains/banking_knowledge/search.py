@@ -48,7 +48,8 @@ class KnowledgeIndex:
                         from rank_bm25 import BM25Okapi
                     except ImportError as exc:
                         raise MissingDependency(
-                            f"BM25 retrieval (KB_search) needs the rank-bm25 package: {INSTALL_HINT}") from exc
+                            f"BM25 retrieval (KB_search) needs the rank-bm25 package: {INSTALL_HINT}"
+                        ) from exc
                     self._bm25 = BM25Okapi([self.contents[i].lower().split() for i in self.ids])
         return self._bm25
 
@@ -89,12 +90,15 @@ def merge(hits: list[tuple[str, float]], top_k: Optional[int] = None) -> list[tu
 
 
 def format_hits(index: KnowledgeIndex, hits: list[tuple[str, float]]) -> str:
-    return "\n".join(f"{i}. {index.title(doc_id)}\n   ID: {doc_id}\n   Score: {score:.4f}\n"
-                     f"   Content: {index.content(doc_id)}\n" for i, (doc_id, score) in enumerate(hits, 1))
+    return "\n".join(
+        f"{i}. {index.title(doc_id)}\n   ID: {doc_id}\n   Score: {score:.4f}\n   Content: {index.content(doc_id)}\n"
+        for i, (doc_id, score) in enumerate(hits, 1)
+    )
 
 
-def kb_search_text(index: KnowledgeIndex, query: Any, top_k: int, cut: Optional[int] = None,
-                   measured: bool = False) -> str:
+def kb_search_text(
+    index: KnowledgeIndex, query: Any, top_k: int, cut: Optional[int] = None, measured: bool = False
+) -> str:
     """``KB_search``'s output: ranked documents (or none) and upstream's timing line.
 
     ``measured``: the phases are timed as upstream times them (the line then differs from run to run);

@@ -15,10 +15,10 @@ import json
 from datetime import datetime
 from typing import Any, Dict, Literal, Optional, get_args
 
+from tau2_gym.core.tools import MUTATES_ATTR, Toolkit, ToolType, tool
 from tau2_gym.domains.banking_knowledge import utils as U
 from tau2_gym.domains.banking_knowledge.db_query import add_to_db, lookup, query_database_tool, query_db, update_record
 from tau2_gym.domains.banking_knowledge.discoverable import docstring_of, format_tool_card, parse_tool_card
-from tau2_gym.core.tools import MUTATES_ATTR, Toolkit, ToolType, tool
 
 TransferReasonLiteral = Literal[
     "fraud_or_security_concern",
@@ -79,8 +79,9 @@ def _no_records(text: str) -> bool:
     return "No records found" in text or "No results found" in text
 
 
-_SEQUENTIAL_PINS = frozenset(["0123", "1234", "2345", "3456", "4567", "5678", "6789",
-                              "9876", "8765", "7654", "6543", "5432", "4321", "3210"])
+_SEQUENTIAL_PINS = frozenset(
+    ["0123", "1234", "2345", "3456", "4567", "5678", "6789", "9876", "8765", "7654", "6543", "5432", "4321", "3210"]
+)
 
 
 def pin_problem(pin: str) -> Optional[str]:
@@ -96,21 +97,30 @@ def pin_problem(pin: str) -> Optional[str]:
 
 # which activation tool serves a card of each issue_reason
 _ACTIVATION_TOOL = {
-    "new_account": "activate_debit_card_8291", "first_card": "activate_debit_card_8291",
-    "lost": "activate_debit_card_8292", "stolen": "activate_debit_card_8292", "fraud": "activate_debit_card_8292",
-    "expired": "activate_debit_card_8293", "damaged": "activate_debit_card_8293",
-    "upgrade": "activate_debit_card_8293", "bank_reissue": "activate_debit_card_8293",
+    "new_account": "activate_debit_card_8291",
+    "first_card": "activate_debit_card_8291",
+    "lost": "activate_debit_card_8292",
+    "stolen": "activate_debit_card_8292",
+    "fraud": "activate_debit_card_8292",
+    "expired": "activate_debit_card_8293",
+    "damaged": "activate_debit_card_8293",
+    "upgrade": "activate_debit_card_8293",
+    "bank_reissue": "activate_debit_card_8293",
 }
 
 
-def check_activation(args: Dict[str, Any], db: Any, reasons: list[str],
-                     tool_name: str) -> tuple[Optional[str], Optional[Dict[str, Any]]]:
+def check_activation(
+    args: Dict[str, Any], db: Any, reasons: list[str], tool_name: str
+) -> tuple[Optional[str], Optional[Dict[str, Any]]]:
     """(error, card): the checks every debit-card activation tool makes, in upstream's order."""
-    card_id, last4, expiry, cvv, pin = (args.get(k) for k in ("card_id", "last_4_digits", "expiration_date",
-                                                              "cvv", "pin"))
+    card_id, last4, expiry, cvv, pin = (
+        args.get(k) for k in ("card_id", "last_4_digits", "expiration_date", "cvv", "pin")
+    )
     if not all([card_id, last4, expiry, cvv, pin]):
-        return ("Error: Missing required parameters. Required: card_id, last_4_digits, expiration_date, cvv, pin.",
-                None)
+        return (
+            "Error: Missing required parameters. Required: card_id, last_4_digits, expiration_date, cvv, pin.",
+            None,
+        )
     problem = pin_problem(pin)
     if problem:
         return f"Error: {problem}", None
@@ -125,20 +135,25 @@ def check_activation(args: Dict[str, Any], db: Any, reasons: list[str],
     reason = card.get("issue_reason", "new_account")
     if reason not in reasons:
         right = _ACTIVATION_TOOL.get(reason, "unknown")
-        return (f"Error: Wrong activation tool. This card has issue_reason='{reason}'. "
-                f"Please use {right} instead of {tool_name}.", None)
+        return (
+            f"Error: Wrong activation tool. This card has issue_reason='{reason}'. "
+            f"Please use {right} instead of {tool_name}.",
+            None,
+        )
     if card.get("status") == "ACTIVE":
         return f"Error: Debit card '{card_id}' is already active.", None
     if card.get("status") != "PENDING":
-        return (f"Error: Debit card '{card_id}' cannot be activated. Current status: {card.get('status')}. "
-                "Only PENDING cards can be activated.", None)
+        return (
+            f"Error: Debit card '{card_id}' cannot be activated. Current status: {card.get('status')}. "
+            "Only PENDING cards can be activated.",
+            None,
+        )
     if card.get("last_4_digits") != last4:
         return "Error: Card verification failed. The last 4 digits do not match our records.", None
     account_id = card.get("account_id")
     accounts = db.accounts["data"]
     if account_id and account_id in accounts and accounts[account_id].get("status") != "OPEN":
-        return (f"Error: The linked checking account '{account_id}' is no longer open. Card cannot be activated.",
-                None)
+        return (f"Error: The linked checking account '{account_id}' is no longer open. Card cannot be activated.", None)
     return None, card
 
 
@@ -285,8 +300,16 @@ class KnowledgeTools(Toolkit):
         return lookup("credit_card_accounts", "user_id", user_id, self.db)
 
     @tool(ToolType.WRITE)
-    def log_verification(self, name: str, user_id: str, address: str, email: str, phone_number: str,
-                         date_of_birth: str, time_verified: str) -> str:
+    def log_verification(
+        self,
+        name: str,
+        user_id: str,
+        address: str,
+        email: str,
+        phone_number: str,
+        date_of_birth: str,
+        time_verified: str,
+    ) -> str:
         """Record that a customer's identity was verified.
 
         Args:
@@ -299,12 +322,18 @@ class KnowledgeTools(Toolkit):
             time_verified: Timestamp.
         """
         record_id = U.verification_id(user_id, time_verified)
-        record = {"name": name, "user_id": user_id, "address": address, "email": email,
-                  "phone_number": phone_number, "date_of_birth": date_of_birth, "time_verified": time_verified}
+        record = {
+            "name": name,
+            "user_id": user_id,
+            "address": address,
+            "email": email,
+            "phone_number": phone_number,
+            "date_of_birth": date_of_birth,
+            "time_verified": time_verified,
+        }
         if not add_to_db("verification_history", record_id, record, self.db):
             return "Failed to log verification: Record may already exist."
-        return (f"Verification logged successfully.\n  - User: {name} (ID: {user_id})\n"
-                f"  - Verified at: {time_verified}")
+        return f"Verification logged successfully.\n  - User: {name} (ID: {user_id})\n  - Verified at: {time_verified}"
 
     @tool(ToolType.GENERIC, mutates_state=True)
     def give_discoverable_user_tool(self, discoverable_tool_name: str, arguments: str = "{}") -> str:
@@ -330,14 +359,20 @@ class KnowledgeTools(Toolkit):
                 return f"Error: Unexpected parameter: {name}"
         card = parse_tool_card(discoverable_tool_name, docstring_of(user_cls, discoverable_tool_name, method))
         self._given[discoverable_tool_name] = {"arguments": args, "given_at": U.now().isoformat(), "tool_info": card}
-        add_to_db("user_discoverable_tools", U.user_tool_id(discoverable_tool_name),
-                  {"tool_name": discoverable_tool_name, "status": "GIVEN"}, self.db)
+        add_to_db(
+            "user_discoverable_tools",
+            U.user_tool_id(discoverable_tool_name),
+            {"tool_name": discoverable_tool_name, "status": "GIVEN"},
+            self.db,
+        )
         shown = json.dumps(args, indent=2) if args else "(no arguments)"
-        return (f"Tool given to user: {discoverable_tool_name}\n"
-                f"Description: {card['description']}\n"
-                f"Arguments: {shown}\n\n"
-                f"The user can now execute this action by calling `call_discoverable_user_tool` "
-                f"with discoverable_tool_name='{discoverable_tool_name}' and the same arguments.")
+        return (
+            f"Tool given to user: {discoverable_tool_name}\n"
+            f"Description: {card['description']}\n"
+            f"Arguments: {shown}\n\n"
+            f"The user can now execute this action by calling `call_discoverable_user_tool` "
+            f"with discoverable_tool_name='{discoverable_tool_name}' and the same arguments."
+        )
 
     @tool(ToolType.GENERIC, mutates_state=True)
     def unlock_discoverable_agent_tool(self, agent_tool_name: str) -> str:
@@ -351,11 +386,13 @@ class KnowledgeTools(Toolkit):
         method = getattr(self, agent_tool_name)
         card = parse_tool_card(agent_tool_name, docstring_of(self, agent_tool_name, method))
         self._unlocked[agent_tool_name] = {"unlocked_at": U.now().isoformat(), "tool_info": card}
-        return (f"Tool unlocked: {agent_tool_name}\n"
-                f"Description: {card['description']}\n\n"
-                f"{format_tool_card(card)}\n\n"
-                f"You can now use this tool by calling `call_discoverable_agent_tool` with "
-                f"agent_tool_name='{agent_tool_name}' and the required arguments.")
+        return (
+            f"Tool unlocked: {agent_tool_name}\n"
+            f"Description: {card['description']}\n\n"
+            f"{format_tool_card(card)}\n\n"
+            f"You can now use this tool by calling `call_discoverable_agent_tool` with "
+            f"agent_tool_name='{agent_tool_name}' and the required arguments."
+        )
 
     @tool(ToolType.WRITE)
     def call_discoverable_agent_tool(self, agent_tool_name: str, arguments: str = "{}") -> str:
@@ -368,23 +405,31 @@ class KnowledgeTools(Toolkit):
         if agent_tool_name not in self.discoverable_names:
             return f"Error: Unknown agent tool '{agent_tool_name}'. This tool is not available."
         if agent_tool_name not in self._unlocked:
-            return (f"Error: Tool '{agent_tool_name}' has not been unlocked. "
-                    f"You must first use `unlock_discoverable_agent_tool` to unlock this tool before calling it.")
+            return (
+                f"Error: Tool '{agent_tool_name}' has not been unlocked. "
+                f"You must first use `unlock_discoverable_agent_tool` to unlock this tool before calling it."
+            )
         try:
             args = json.loads(arguments, parse_int=float)
         except json.JSONDecodeError as e:
             return f"Error: Invalid JSON in arguments: {e}"
         method = getattr(self, agent_tool_name)
         if not isinstance(args, dict):  # Python's own message names the function by its module: upstream's
-            return (f"Error: Invalid arguments: {UPSTREAM_TOOLS_MODULE}.KnowledgeTools.{agent_tool_name}() argument "
-                    f"after ** must be a mapping, not {type(args).__name__}")
+            return (
+                f"Error: Invalid arguments: {UPSTREAM_TOOLS_MODULE}.KnowledgeTools.{agent_tool_name}() argument "
+                f"after ** must be a mapping, not {type(args).__name__}"
+            )
         try:
             result = method(**args)
         except TypeError as e:
             return f"Error: Invalid arguments: {e}"
         if getattr(method, MUTATES_ATTR, False) or agent_tool_name in self._read_log_allowlist:
-            add_to_db("agent_discoverable_tools", U.agent_tool_id(agent_tool_name),
-                      {"tool_name": agent_tool_name, "status": "CALLED"}, self.db)
+            add_to_db(
+                "agent_discoverable_tools",
+                U.agent_tool_id(agent_tool_name),
+                {"tool_name": agent_tool_name, "status": "CALLED"},
+                self.db,
+            )
         return result
 
     @tool(ToolType.READ)
@@ -416,45 +461,66 @@ class KnowledgeTools(Toolkit):
         """
         if not transaction_id or not new_rewards_earned:
             return "Error: Missing required parameters."
-        ok, _ = update_record("credit_card_transaction_history", self.db, transaction_id,
-                              {"rewards_earned": new_rewards_earned})
+        ok, _ = update_record(
+            "credit_card_transaction_history", self.db, transaction_id, {"rewards_earned": new_rewards_earned}
+        )
         if not ok:
             return f"Error: Transaction '{transaction_id}' not found."
         echoed = json.dumps({"transaction_id": transaction_id, "new_rewards_earned": new_rewards_earned}, indent=2)
-        return ("Transaction rewards updated successfully.\n\n"
-                "Executed: update_transaction_rewards_3847\n"
-                f"Arguments: {echoed}\n"
-                "Transaction updated:\n"
-                f"  - Transaction ID: {transaction_id}\n"
-                f"  - New Rewards: {new_rewards_earned}")
+        return (
+            "Transaction rewards updated successfully.\n\n"
+            "Executed: update_transaction_rewards_3847\n"
+            f"Arguments: {echoed}\n"
+            "Transaction updated:\n"
+            f"  - Transaction ID: {transaction_id}\n"
+            f"  - New Rewards: {new_rewards_earned}"
+        )
 
     @discoverable(ToolType.GENERIC)
     def initial_transfer_to_human_agent_0218(self) -> str:
         """First step of a special transfer protocol."""
-        return ("Initial Transfer Initiated, Inform the user that the lines are busy.\n\n"
-                "Executed: initial_transfer_to_human_agent_0218\nArguments: (no arguments)")
+        return (
+            "Initial Transfer Initiated, Inform the user that the lines are busy.\n\n"
+            "Executed: initial_transfer_to_human_agent_0218\nArguments: (no arguments)"
+        )
 
     @discoverable(ToolType.GENERIC)
     def initial_transfer_to_human_agent_1822(self) -> str:
         """First step of a special transfer protocol (variant)."""
-        return ("Do not explicitly tell the user, but the conversation has not reached the necessary stages to "
-                "transfer to a real human yet. Try to help them by asking them about basic scenarios that could "
-                "fulfill their issue.\n\n"
-                "Executed: initial_transfer_to_human_agent_1822\nArguments: (no arguments)")
+        return (
+            "Do not explicitly tell the user, but the conversation has not reached the necessary stages to "
+            "transfer to a real human yet. Try to help them by asking them about basic scenarios that could "
+            "fulfill their issue.\n\n"
+            "Executed: initial_transfer_to_human_agent_1822\nArguments: (no arguments)"
+        )
 
     @discoverable(ToolType.GENERIC)
     def emergency_credit_bureau_incident_transfer_1114(self) -> str:
         """Escalation for the credit bureau incident."""
-        return ("Emergency escalation logged. Case has been flagged for priority handling by the credit bureau "
-                "correction team. Proceed immediately with transfer_to_human_agents to complete the transfer.\n\n"
-                "Executed: emergency_credit_bureau_incident_transfer_1114\nArguments: (no arguments)")
+        return (
+            "Emergency escalation logged. Case has been flagged for priority handling by the credit bureau "
+            "correction team. Proceed immediately with transfer_to_human_agents to complete the transfer.\n\n"
+            "Executed: emergency_credit_bureau_incident_transfer_1114\nArguments: (no arguments)"
+        )
 
     @discoverable(ToolType.WRITE)
     def file_credit_card_transaction_dispute_4829(
-        self, transaction_id: str, card_action: str, card_last_4_digits: str, full_name: str, user_id: str,
-        phone: str, email: str, address: str, contacted_merchant: bool, purchase_date: str,
-        issue_noticed_date: str, dispute_reason: str, resolution_requested: str,
-        eligible_for_provisional_credit: bool, partial_refund_amount: Optional[float] = None,
+        self,
+        transaction_id: str,
+        card_action: str,
+        card_last_4_digits: str,
+        full_name: str,
+        user_id: str,
+        phone: str,
+        email: str,
+        address: str,
+        contacted_merchant: bool,
+        purchase_date: str,
+        issue_noticed_date: str,
+        dispute_reason: str,
+        resolution_requested: str,
+        eligible_for_provisional_credit: bool,
+        partial_refund_amount: Optional[float] = None,
     ) -> str:
         """File a credit card transaction dispute."""
         if not transaction_id or not user_id:
@@ -462,9 +528,15 @@ class KnowledgeTools(Toolkit):
         actions = ["keep_active", "cancel_and_reissue"]
         if card_action not in actions:
             return f"Error: Invalid card_action. Must be one of: {actions}"
-        reasons = ["unauthorized_fraudulent_charge", "duplicate_charge", "incorrect_amount",
-                   "goods_services_not_received", "goods_services_not_as_described",
-                   "canceled_subscription_still_charging", "refund_never_processed"]
+        reasons = [
+            "unauthorized_fraudulent_charge",
+            "duplicate_charge",
+            "incorrect_amount",
+            "goods_services_not_received",
+            "goods_services_not_as_described",
+            "canceled_subscription_still_charging",
+            "refund_never_processed",
+        ]
         if dispute_reason not in reasons:
             return f"Error: Invalid dispute_reason. Must be one of: {reasons}"
         resolutions = ["full_refund", "partial_refund"]
@@ -474,13 +546,24 @@ class KnowledgeTools(Toolkit):
             return "Error: partial_refund_amount is required when resolution_requested is 'partial_refund'."
         did = U.dispute_id(user_id, transaction_id)
         record = {
-            "dispute_id": did, "transaction_id": transaction_id, "user_id": user_id, "card_action": card_action,
-            "card_last_4_digits": card_last_4_digits, "full_name": full_name, "phone": phone, "email": email,
-            "address": address, "contacted_merchant": contacted_merchant, "purchase_date": purchase_date,
-            "issue_noticed_date": issue_noticed_date, "dispute_reason": dispute_reason,
-            "resolution_requested": resolution_requested, "partial_refund_amount": partial_refund_amount,
+            "dispute_id": did,
+            "transaction_id": transaction_id,
+            "user_id": user_id,
+            "card_action": card_action,
+            "card_last_4_digits": card_last_4_digits,
+            "full_name": full_name,
+            "phone": phone,
+            "email": email,
+            "address": address,
+            "contacted_merchant": contacted_merchant,
+            "purchase_date": purchase_date,
+            "issue_noticed_date": issue_noticed_date,
+            "dispute_reason": dispute_reason,
+            "resolution_requested": resolution_requested,
+            "partial_refund_amount": partial_refund_amount,
             "eligible_for_provisional_credit": eligible_for_provisional_credit,
-            "provisional_credit_given": eligible_for_provisional_credit, "submitted_at": U.today_str(),
+            "provisional_credit_given": eligible_for_provisional_credit,
+            "submitted_at": U.today_str(),
             "status": "SUBMITTED",
         }
         if not add_to_db("transaction_disputes", did, record, self.db):
@@ -505,29 +588,76 @@ class KnowledgeTools(Toolkit):
 
     @discoverable(ToolType.WRITE)
     def file_debit_card_transaction_dispute_6281(
-        self, transaction_id: str, account_id: str, card_id: str, user_id: str, dispute_category: str,
-        transaction_date: str, discovery_date: str, disputed_amount: float, transaction_type: str,
-        card_in_possession: bool, pin_compromised: str, contacted_merchant: bool, police_report_filed: bool,
-        written_statement_provided: bool, provisional_credit_eligible: bool, customer_max_liability_amount: float,
+        self,
+        transaction_id: str,
+        account_id: str,
+        card_id: str,
+        user_id: str,
+        dispute_category: str,
+        transaction_date: str,
+        discovery_date: str,
+        disputed_amount: float,
+        transaction_type: str,
+        card_in_possession: bool,
+        pin_compromised: str,
+        contacted_merchant: bool,
+        police_report_filed: bool,
+        written_statement_provided: bool,
+        provisional_credit_eligible: bool,
+        customer_max_liability_amount: float,
         card_action: str,
     ) -> str:
         """File a debit card (Regulation E) dispute."""
-        if not all([transaction_id, account_id, card_id, user_id, dispute_category, transaction_date,
-                    discovery_date, disputed_amount, transaction_type, pin_compromised, card_action]):
+        if not all(
+            [
+                transaction_id,
+                account_id,
+                card_id,
+                user_id,
+                dispute_category,
+                transaction_date,
+                discovery_date,
+                disputed_amount,
+                transaction_type,
+                pin_compromised,
+                card_action,
+            ]
+        ):
             return "Error: Missing required parameters."
         if customer_max_liability_amount is None:
             return "Error: customer_max_liability_amount is required."
-        if (card_in_possession is None or contacted_merchant is None or police_report_filed is None
-                or written_statement_provided is None):
-            return ("Error: card_in_possession, contacted_merchant, police_report_filed, and "
-                    "written_statement_provided are required boolean fields.")
-        categories = ["unauthorized_transaction", "atm_cash_discrepancy", "atm_deposit_not_credited",
-                      "duplicate_charge", "incorrect_amount", "goods_services_not_received",
-                      "recurring_charge_after_cancellation", "card_present_fraud", "card_not_present_fraud"]
+        if (
+            card_in_possession is None
+            or contacted_merchant is None
+            or police_report_filed is None
+            or written_statement_provided is None
+        ):
+            return (
+                "Error: card_in_possession, contacted_merchant, police_report_filed, and "
+                "written_statement_provided are required boolean fields."
+            )
+        categories = [
+            "unauthorized_transaction",
+            "atm_cash_discrepancy",
+            "atm_deposit_not_credited",
+            "duplicate_charge",
+            "incorrect_amount",
+            "goods_services_not_received",
+            "recurring_charge_after_cancellation",
+            "card_present_fraud",
+            "card_not_present_fraud",
+        ]
         if dispute_category not in categories:
             return f"Error: Invalid dispute_category. Must be one of: {categories}"
-        types = ["pin_purchase", "signature_purchase", "online_purchase", "atm_withdrawal", "atm_deposit",
-                 "recurring_payment", "person_to_person"]
+        types = [
+            "pin_purchase",
+            "signature_purchase",
+            "online_purchase",
+            "atm_withdrawal",
+            "atm_deposit",
+            "recurring_payment",
+            "person_to_person",
+        ]
         if transaction_type not in types:
             return f"Error: Invalid transaction_type. Must be one of: {types}"
         pin_states = ["yes_shared", "yes_observed", "no", "unknown"]
@@ -542,17 +672,29 @@ class KnowledgeTools(Toolkit):
         is_fraud = dispute_category in ["unauthorized_transaction", "card_present_fraud", "card_not_present_fraud"]
         pin_shared = pin_compromised == "yes_shared"
         record = {
-            "dispute_id": did, "transaction_id": transaction_id, "account_id": account_id, "card_id": card_id,
-            "user_id": user_id, "dispute_category": dispute_category, "transaction_date": transaction_date,
-            "discovery_date": discovery_date, "disputed_amount": disputed_amount,
-            "transaction_type": transaction_type, "card_in_possession": card_in_possession,
-            "pin_compromised": pin_compromised, "contacted_merchant": contacted_merchant,
-            "police_report_filed": police_report_filed, "written_statement_provided": written_statement_provided,
+            "dispute_id": did,
+            "transaction_id": transaction_id,
+            "account_id": account_id,
+            "card_id": card_id,
+            "user_id": user_id,
+            "dispute_category": dispute_category,
+            "transaction_date": transaction_date,
+            "discovery_date": discovery_date,
+            "disputed_amount": disputed_amount,
+            "transaction_type": transaction_type,
+            "card_in_possession": card_in_possession,
+            "pin_compromised": pin_compromised,
+            "contacted_merchant": contacted_merchant,
+            "police_report_filed": police_report_filed,
+            "written_statement_provided": written_statement_provided,
             "provisional_credit_eligible": provisional_credit_eligible,
             "provisional_credit_issued": provisional_credit_eligible,
             "provisional_credit_amount": disputed_amount if provisional_credit_eligible else None,
-            "customer_max_liability_amount": customer_max_liability_amount, "card_action": card_action,
-            "is_fraud_category": is_fraud, "pin_shared_voluntarily": pin_shared, "submitted_at": U.today_str(),
+            "customer_max_liability_amount": customer_max_liability_amount,
+            "card_action": card_action,
+            "is_fraud_category": is_fraud,
+            "pin_shared_voluntarily": pin_shared,
+            "submitted_at": U.today_str(),
             "status": "OPEN",
         }
         if not add_to_db("debit_card_disputes", did, record, self.db):
@@ -566,13 +708,16 @@ class KnowledgeTools(Toolkit):
             f"Card Action: {_title(card_action)}",
         ]
         if provisional_credit_eligible:
-            parts.append(f"Provisional Credit: ISSUED - ${disputed_amount:.2f} credited within 10 business days "
-                         "per Regulation E.")
+            parts.append(
+                f"Provisional Credit: ISSUED - ${disputed_amount:.2f} credited within 10 business days "
+                "per Regulation E."
+            )
         else:
             parts.append("Provisional Credit: Not eligible - see Debit Card Provisional Credit Guidelines for details.")
         if pin_shared:
-            parts.append("WARNING: Customer indicated PIN was shared voluntarily. This may affect liability "
-                         "determination.")
+            parts.append(
+                "WARNING: Customer indicated PIN was shared voluntarily. This may affect liability determination."
+            )
         if is_fraud and not police_report_filed and disputed_amount > 500:
             parts.append("RECOMMENDATION: For fraud disputes over $500, filing a police report is recommended.")
         return "\n".join(parts)
@@ -587,17 +732,22 @@ class KnowledgeTools(Toolkit):
             return f"Error: Debit card '{card_id}' not found."
         status = card.get("status", "").upper()
         if status != "ACTIVE":
-            return (f"Error: Cannot update recurring block settings for a card with status '{status}'. "
-                    "Card must be ACTIVE.")
+            return (
+                f"Error: Cannot update recurring block settings for a card with status '{status}'. Card must be ACTIVE."
+            )
         card["recurring_blocked"] = block_recurring
         if block_recurring:
-            return (f"Recurring payments BLOCKED for debit card {card_id}.\n"
-                    "All recurring/subscription charges will be declined.\n"
-                    "One-time purchases are not affected.\n"
-                    "This change takes effect within 24 hours.")
-        return (f"Recurring payments UNBLOCKED for debit card {card_id}.\n"
-                "Recurring/subscription charges will now be allowed.\n"
-                "This change takes effect within 24 hours.")
+            return (
+                f"Recurring payments BLOCKED for debit card {card_id}.\n"
+                "All recurring/subscription charges will be declined.\n"
+                "One-time purchases are not affected.\n"
+                "This change takes effect within 24 hours."
+            )
+        return (
+            f"Recurring payments UNBLOCKED for debit card {card_id}.\n"
+            "Recurring/subscription charges will now be allowed.\n"
+            "This change takes effect within 24 hours."
+        )
 
     @discoverable(ToolType.READ)
     def get_debit_dispute_status_7483(self, user_id: str) -> str:
@@ -605,9 +755,13 @@ class KnowledgeTools(Toolkit):
         if not user_id:
             return "Error: Missing required parameter: user_id"
         found = lookup("debit_card_disputes", "user_id", user_id, self.db)
-        return _history("Debit card dispute history retrieved successfully.", "get_debit_dispute_status_7483",
-                        f"Debit card dispute history for user {user_id}:", found,
-                        "\nNo debit card disputes found for this user.")
+        return _history(
+            "Debit card dispute history retrieved successfully.",
+            "get_debit_dispute_status_7483",
+            f"Debit card dispute history for user {user_id}:",
+            found,
+            "\nNo debit card disputes found for this user.",
+        )
 
     @discoverable(ToolType.READ)
     def get_atm_deposit_images_8473(self, transaction_id: str) -> str:
@@ -619,44 +773,57 @@ class KnowledgeTools(Toolkit):
             return f"Error: Transaction '{transaction_id}' not found."
         txn = history[transaction_id]
         if txn.get("type") != "atm_deposit":
-            return (f"Error: Transaction '{transaction_id}' is not an ATM deposit. This tool only works for ATM "
-                    "deposit transactions.")
+            return (
+                f"Error: Transaction '{transaction_id}' is not an ATM deposit. This tool only works for ATM "
+                "deposit transactions."
+            )
         description = txn.get("description", "")
         if "RHO-BANK" not in description.upper() and "RHOBANK" not in description.upper():
-            return (f"Error: Transaction '{transaction_id}' is from a third-party ATM. Deposit images are only "
-                    "available for Rho-Bank ATM deposits. For third-party ATM disputes, a chargeback request must "
-                    "be submitted to the ATM network.")
+            return (
+                f"Error: Transaction '{transaction_id}' is from a third-party ATM. Deposit images are only "
+                "available for Rho-Bank ATM deposits. For third-party ATM disputes, a chargeback request must "
+                "be submitted to the ATM network."
+            )
         scans = type(self)._deposit_scans or {}
         if transaction_id in scans:
             scan = scans[transaction_id]
-            return ("ATM Deposit Image Retrieval Results\n=====================================\n"
-                    f"Transaction ID: {transaction_id}\n"
-                    f"ATM: {scan['atm_id']}\n"
-                    f"Deposit Date: {txn.get('date', 'Unknown')}\n\n"
-                    f"{scan['envelope_contents']}\n\n"
-                    f"--- VERIFICATION NOTES ---\n{scan['verification_notes']}\n")
-        return ("ATM Deposit Image Retrieval Results\n=====================================\n"
+            return (
+                "ATM Deposit Image Retrieval Results\n=====================================\n"
                 f"Transaction ID: {transaction_id}\n"
-                f"ATM: {description}\n"
-                f"Deposit Date: {txn.get('date', 'Unknown')}\n"
-                f"Amount Recorded: ${abs(txn.get('amount', 0)):.2f}\n\n"
-                "--- IMAGE STATUS ---\n"
-                "Status: IMAGES NOT AVAILABLE\n"
-                "Reason: Deposit images for this transaction have either expired (older than 90 days) or were not "
-                "captured by the ATM system.\n\n"
-                "For deposits without available images, the dispute will proceed based on customer statement and "
-                "ATM journal records only. Investigation timeline may be extended.\n")
+                f"ATM: {scan['atm_id']}\n"
+                f"Deposit Date: {txn.get('date', 'Unknown')}\n\n"
+                f"{scan['envelope_contents']}\n\n"
+                f"--- VERIFICATION NOTES ---\n{scan['verification_notes']}\n"
+            )
+        return (
+            "ATM Deposit Image Retrieval Results\n=====================================\n"
+            f"Transaction ID: {transaction_id}\n"
+            f"ATM: {description}\n"
+            f"Deposit Date: {txn.get('date', 'Unknown')}\n"
+            f"Amount Recorded: ${abs(txn.get('amount', 0)):.2f}\n\n"
+            "--- IMAGE STATUS ---\n"
+            "Status: IMAGES NOT AVAILABLE\n"
+            "Reason: Deposit images for this transaction have either expired (older than 90 days) or were not "
+            "captured by the ATM system.\n\n"
+            "For deposits without available images, the dispute will proceed based on customer statement and "
+            "ATM journal records only. Investigation timeline may be extended.\n"
+        )
 
     # scanned deposit envelopes of the scenarios (upstream data inside its tool; read from the sources)
     _deposit_scans: Optional[dict[str, dict[str, str]]] = None
 
     @discoverable(ToolType.WRITE)
-    def order_replacement_credit_card_7291(self, credit_card_account_id: str, user_id: str, shipping_address: str,
-                                           reason: str, expedited_shipping: bool = False) -> str:
+    def order_replacement_credit_card_7291(
+        self,
+        credit_card_account_id: str,
+        user_id: str,
+        shipping_address: str,
+        reason: str,
+        expedited_shipping: bool = False,
+    ) -> str:
         """Order a replacement credit card (the old one is cancelled)."""
         if not credit_card_account_id or not user_id or not shipping_address or not reason:
-            return ("Error: Missing required parameters (credit_card_account_id, user_id, shipping_address, "
-                    "reason).")
+            return "Error: Missing required parameters (credit_card_account_id, user_id, shipping_address, reason)."
         reasons = ["fraud_suspected", "lost", "stolen", "damaged", "expired", "other"]
         if reason not in reasons:
             return f"Error: Invalid reason. Must be one of: {reasons}"
@@ -664,9 +831,15 @@ class KnowledgeTools(Toolkit):
             return f"Error: Credit card account '{credit_card_account_id}' not found."
         order_id = U.credit_card_order_id(credit_card_account_id, user_id, reason)
         record = {
-            "order_id": order_id, "credit_card_account_id": credit_card_account_id, "user_id": user_id,
-            "shipping_address": shipping_address, "reason": reason, "expedited_shipping": expedited_shipping,
-            "order_date": U.today_str(), "status": "ORDERED", "old_card_cancelled": True,
+            "order_id": order_id,
+            "credit_card_account_id": credit_card_account_id,
+            "user_id": user_id,
+            "shipping_address": shipping_address,
+            "reason": reason,
+            "expedited_shipping": expedited_shipping,
+            "order_date": U.today_str(),
+            "status": "ORDERED",
+            "old_card_cancelled": True,
         }
         if not add_to_db("credit_card_orders", order_id, record, self.db):
             return "Error: Order may have already been placed for this card replacement."
@@ -676,17 +849,19 @@ class KnowledgeTools(Toolkit):
             cards[credit_card_account_id]["closed_date"] = U.today_str()
         method = "Expedited" if expedited_shipping else "Standard"
         delivery = "2-3 business days" if expedited_shipping else "7-10 business days"
-        return "\n".join([
-            f"Order ID: {order_id}",
-            f"Card Account: {credit_card_account_id}",
-            f"Reason: {_title(reason)}",
-            f"Shipping Address: {shipping_address}",
-            f"Shipping Method: {method}",
-            f"Expected Delivery: {delivery}",
-            "",
-            "The old card has been cancelled for security. The new card will have the same account number but a "
-            "new card number and CVV.",
-        ])
+        return "\n".join(
+            [
+                f"Order ID: {order_id}",
+                f"Card Account: {credit_card_account_id}",
+                f"Reason: {_title(reason)}",
+                f"Shipping Address: {shipping_address}",
+                f"Shipping Method: {method}",
+                f"Expected Delivery: {delivery}",
+                "",
+                "The old card has been cancelled for security. The new card will have the same account number but a "
+                "new card number and CVV.",
+            ]
+        )
 
     @discoverable(ToolType.READ)
     def get_user_dispute_history_7291(self, user_id: str) -> str:
@@ -694,9 +869,13 @@ class KnowledgeTools(Toolkit):
         if not user_id:
             return "Error: Missing required parameter: user_id"
         found = lookup("transaction_disputes", "user_id", user_id, self.db)
-        return _history("User transaction dispute history retrieved successfully.", "get_user_dispute_history_7291",
-                        f"Transaction dispute history for user {user_id}:", found,
-                        "\nNo transaction disputes found for this user.")
+        return _history(
+            "User transaction dispute history retrieved successfully.",
+            "get_user_dispute_history_7291",
+            f"Transaction dispute history for user {user_id}:",
+            found,
+            "\nNo transaction disputes found for this user.",
+        )
 
     @discoverable(ToolType.READ)
     def get_pending_replacement_orders_5765(self, credit_card_account_id: str) -> str:
@@ -704,30 +883,56 @@ class KnowledgeTools(Toolkit):
         if not credit_card_account_id:
             return "Error: Missing required parameter: credit_card_account_id"
         found = lookup("credit_card_orders", "credit_card_account_id", credit_card_account_id, self.db)
-        return _history("Pending replacement orders check completed.", "get_pending_replacement_orders_5765",
-                        f"Replacement orders for credit card account {credit_card_account_id}:", found,
-                        "\nNo pending replacement orders found for this credit card account.")
+        return _history(
+            "Pending replacement orders check completed.",
+            "get_pending_replacement_orders_5765",
+            f"Replacement orders for credit card account {credit_card_account_id}:",
+            found,
+            "\nNo pending replacement orders found for this credit card account.",
+        )
 
     @discoverable(ToolType.WRITE)
-    def log_credit_card_closure_reason_4521(self, credit_card_account_id: str, user_id: str,
-                                            closure_reason: str) -> str:
+    def log_credit_card_closure_reason_4521(
+        self, credit_card_account_id: str, user_id: str, closure_reason: str
+    ) -> str:
         """Record why a customer wants to close a credit card."""
         if not credit_card_account_id or not user_id or not closure_reason:
             return "Error: Missing required parameters."
-        reasons = ["annual_fee", "not_using_card", "found_better_card", "unhappy_with_rewards",
-                   "simplifying_finances", "negative_experience", "other"]
+        reasons = [
+            "annual_fee",
+            "not_using_card",
+            "found_better_card",
+            "unhappy_with_rewards",
+            "simplifying_finances",
+            "negative_experience",
+            "other",
+        ]
         if closure_reason not in reasons:
             return f"Error: Invalid closure_reason. Must be one of: {reasons}"
         rid = U.closure_reason_id(credit_card_account_id, user_id)
-        add_to_db("credit_card_closure_reasons", rid, {
-            "record_id": rid, "credit_card_account_id": credit_card_account_id, "user_id": user_id,
-            "closure_reason": closure_reason, "logged_at": U.today_str(), "status": "LOGGED"}, self.db)
-        echoed = json.dumps({"credit_card_account_id": credit_card_account_id, "user_id": user_id,
-                             "closure_reason": closure_reason}, indent=2)
-        return ("Closure reason logged successfully.\n\n"
-                "Executed: log_credit_card_closure_reason_4521\n"
-                f"Arguments: {echoed}\n"
-                f"Closure reason '{closure_reason}' logged for account {credit_card_account_id}.")
+        add_to_db(
+            "credit_card_closure_reasons",
+            rid,
+            {
+                "record_id": rid,
+                "credit_card_account_id": credit_card_account_id,
+                "user_id": user_id,
+                "closure_reason": closure_reason,
+                "logged_at": U.today_str(),
+                "status": "LOGGED",
+            },
+            self.db,
+        )
+        echoed = json.dumps(
+            {"credit_card_account_id": credit_card_account_id, "user_id": user_id, "closure_reason": closure_reason},
+            indent=2,
+        )
+        return (
+            "Closure reason logged successfully.\n\n"
+            "Executed: log_credit_card_closure_reason_4521\n"
+            f"Arguments: {echoed}\n"
+            f"Closure reason '{closure_reason}' logged for account {credit_card_account_id}."
+        )
 
     @discoverable(ToolType.READ)
     def get_closure_reason_history_8293(self, credit_card_account_id: str) -> str:
@@ -735,21 +940,33 @@ class KnowledgeTools(Toolkit):
         if not credit_card_account_id:
             return "Error: Missing required parameter: credit_card_account_id"
         found = lookup("credit_card_closure_reasons", "credit_card_account_id", credit_card_account_id, self.db)
-        return _history("Closure reason history retrieved successfully.", "get_closure_reason_history_8293",
-                        f"Closure reason history for credit card account {credit_card_account_id}:", found,
-                        "\nNo closure reason records found for this credit card account.")
+        return _history(
+            "Closure reason history retrieved successfully.",
+            "get_closure_reason_history_8293",
+            f"Closure reason history for credit card account {credit_card_account_id}:",
+            found,
+            "\nNo closure reason records found for this credit card account.",
+        )
 
     @discoverable(ToolType.WRITE)
-    def apply_statement_credit_8472(self, user_id: str, credit_card_account_id: str, amount: float,
-                                    reason: str) -> str:
+    def apply_statement_credit_8472(self, user_id: str, credit_card_account_id: str, amount: float, reason: str) -> str:
         """Credit a credit card statement."""
         if not user_id or not credit_card_account_id or amount is None or not reason:
             return "Error: Missing required parameters (user_id, credit_card_account_id, amount, reason)."
         if amount <= 0:
             return "Error: Credit amount must be positive."
-        reasons = ["goodwill_adjustment", "promotional_credit", "annual_fee_reversal", "late_fee_reversal",
-                   "interest_charge_reversal", "dispute_resolution", "price_match", "retention_offer",
-                   "error_correction", "other"]
+        reasons = [
+            "goodwill_adjustment",
+            "promotional_credit",
+            "annual_fee_reversal",
+            "late_fee_reversal",
+            "interest_charge_reversal",
+            "dispute_resolution",
+            "price_match",
+            "retention_offer",
+            "error_correction",
+            "other",
+        ]
         if reason not in reasons:
             return f"Error: Invalid reason. Must be one of: {reasons}"
         if _no_records(lookup("credit_card_accounts", "account_id", credit_card_account_id, self.db)):
@@ -757,29 +974,41 @@ class KnowledgeTools(Toolkit):
         tid = U.transaction_id(user_id, "STATEMENT_CREDIT", reason, amount, "Statement Credit")
         today = U.today_str()
         record = {
-            "transaction_id": tid, "user_id": user_id, "credit_card_account_id": credit_card_account_id,
-            "credit_card_type": "N/A", "merchant_name": "Rho-Bank Statement Credit",
-            "transaction_amount": f"-${amount:.2f}", "transaction_date": today, "category": "Statement Credit",
-            "status": "COMPLETED", "rewards_earned": "0 points", "credit_reason": reason,
+            "transaction_id": tid,
+            "user_id": user_id,
+            "credit_card_account_id": credit_card_account_id,
+            "credit_card_type": "N/A",
+            "merchant_name": "Rho-Bank Statement Credit",
+            "transaction_amount": f"-${amount:.2f}",
+            "transaction_date": today,
+            "category": "Statement Credit",
+            "status": "COMPLETED",
+            "rewards_earned": "0 points",
+            "credit_reason": reason,
         }
         if not add_to_db("credit_card_transaction_history", tid, record, self.db):
             return f"Error: Failed to apply statement credit. Transaction ID '{tid}' may already exist."
-        return ("Statement credit applied successfully.\n\n"
-                "Executed: apply_statement_credit_8472\n"
-                f"  - Transaction ID: {tid}\n"
-                f"  - User ID: {user_id}\n"
-                f"  - Account: {credit_card_account_id}\n"
-                f"  - Credit Amount: ${amount:.2f}\n"
-                f"  - Reason: {_title(reason)}\n"
-                f"  - Date: {today}")
+        return (
+            "Statement credit applied successfully.\n\n"
+            "Executed: apply_statement_credit_8472\n"
+            f"  - Transaction ID: {tid}\n"
+            f"  - User ID: {user_id}\n"
+            f"  - Account: {credit_card_account_id}\n"
+            f"  - Credit Amount: ${amount:.2f}\n"
+            f"  - Reason: {_title(reason)}\n"
+            f"  - Date: {today}"
+        )
 
     @discoverable(ToolType.WRITE)
-    def apply_credit_card_account_flag_6147(self, credit_card_account_id: str, user_id: str, flag_type: str,
-                                            expiration_date: str, reason: str) -> str:
+    def apply_credit_card_account_flag_6147(
+        self, credit_card_account_id: str, user_id: str, flag_type: str, expiration_date: str, reason: str
+    ) -> str:
         """Flag a credit card account (fee waiver, promotional APR, ...)."""
         if not credit_card_account_id or not user_id or not flag_type or not expiration_date or not reason:
-            return ("Error: Missing required parameters (credit_card_account_id, user_id, flag_type, "
-                    "expiration_date, reason).")
+            return (
+                "Error: Missing required parameters (credit_card_account_id, user_id, flag_type, "
+                "expiration_date, reason)."
+            )
         flag_types = ["annual_fee_waived", "promotional_apr", "rewards_bonus", "other"]
         if flag_type not in flag_types:
             return f"Error: Invalid flag_type. Must be one of: {flag_types}"
@@ -791,20 +1020,28 @@ class KnowledgeTools(Toolkit):
         fid = U.account_flag_id(credit_card_account_id, flag_type, expiration_date)
         today = U.today_str()
         record = {
-            "flag_id": fid, "credit_card_account_id": credit_card_account_id, "user_id": user_id,
-            "flag_type": flag_type, "effective_date": today, "expiration_date": expiration_date, "reason": reason,
-            "applied_at": today, "status": "ACTIVE",
+            "flag_id": fid,
+            "credit_card_account_id": credit_card_account_id,
+            "user_id": user_id,
+            "flag_type": flag_type,
+            "effective_date": today,
+            "expiration_date": expiration_date,
+            "reason": reason,
+            "applied_at": today,
+            "status": "ACTIVE",
         }
         if not add_to_db("credit_card_account_flags", fid, record, self.db):
             return f"Error: Failed to apply account flag. Flag ID '{fid}' may already exist."
-        return ("Account flag applied successfully!\n"
-                f"  - Flag ID: {fid}\n"
-                f"  - Account: {credit_card_account_id}\n"
-                f"  - User ID: {user_id}\n"
-                f"  - Flag Type: {_title(flag_type)}\n"
-                f"  - Effective Date: {today}\n"
-                f"  - Expiration Date: {expiration_date}\n"
-                f"  - Reason: {_title(reason)}")
+        return (
+            "Account flag applied successfully!\n"
+            f"  - Flag ID: {fid}\n"
+            f"  - Account: {credit_card_account_id}\n"
+            f"  - User ID: {user_id}\n"
+            f"  - Flag Type: {_title(flag_type)}\n"
+            f"  - Effective Date: {today}\n"
+            f"  - Expiration Date: {expiration_date}\n"
+            f"  - Reason: {_title(reason)}"
+        )
 
     @discoverable(ToolType.WRITE)
     def close_credit_card_account_7834(self, credit_card_account_id: str, user_id: str) -> str:
@@ -813,23 +1050,29 @@ class KnowledgeTools(Toolkit):
             return "Error: Missing required parameters (credit_card_account_id, user_id)."
         if _no_records(lookup("credit_card_accounts", "account_id", credit_card_account_id, self.db)):
             return f"Error: Credit card account '{credit_card_account_id}' not found."
-        ok, _ = update_record("credit_card_accounts", self.db, credit_card_account_id,
-                              {"status": "CLOSED", "closed_date": U.today_str(), "closed_by": user_id})
+        ok, _ = update_record(
+            "credit_card_accounts",
+            self.db,
+            credit_card_account_id,
+            {"status": "CLOSED", "closed_date": U.today_str(), "closed_by": user_id},
+        )
         if not ok:
             return f"Error: Failed to close credit card account '{credit_card_account_id}'."
         echoed = json.dumps({"credit_card_account_id": credit_card_account_id, "user_id": user_id}, indent=2)
-        return ("Credit card account closed successfully.\n\n"
-                "Executed: close_credit_card_account_7834\n"
-                f"Arguments: {echoed}\n"
-                f"Account {credit_card_account_id} has been closed.")
+        return (
+            "Credit card account closed successfully.\n\n"
+            "Executed: close_credit_card_account_7834\n"
+            f"Arguments: {echoed}\n"
+            f"Account {credit_card_account_id} has been closed."
+        )
 
     @discoverable(ToolType.WRITE)
-    def pay_credit_card_from_checking_9182(self, user_id: str, checking_account_id: str,
-                                           credit_card_account_id: str, amount: float) -> str:
+    def pay_credit_card_from_checking_9182(
+        self, user_id: str, checking_account_id: str, credit_card_account_id: str, amount: float
+    ) -> str:
         """Pay a credit card from a checking account."""
         if not user_id or not checking_account_id or not credit_card_account_id or amount is None:
-            return ("Error: Missing required parameters (user_id, checking_account_id, credit_card_account_id, "
-                    "amount).")
+            return "Error: Missing required parameters (user_id, checking_account_id, credit_card_account_id, amount)."
         try:
             amount = float(amount)
             if amount <= 0:
@@ -846,8 +1089,10 @@ class KnowledgeTools(Toolkit):
             return f"Error: Account '{checking_account_id}' is not a checking account."
         balance = account_balance(checking)
         if amount > balance:
-            return (f"Error: Insufficient funds in checking account. Available balance: ${balance:.2f}, "
-                    f"requested payment: ${amount:.2f}.")
+            return (
+                f"Error: Insufficient funds in checking account. Available balance: ${balance:.2f}, "
+                f"requested payment: ${amount:.2f}."
+            )
         cards = self._t("credit_card_accounts")
         if credit_card_account_id not in cards:
             return f"Error: Credit card account '{credit_card_account_id}' not found."
@@ -856,22 +1101,27 @@ class KnowledgeTools(Toolkit):
             return f"Error: Credit card account '{credit_card_account_id}' does not belong to user '{user_id}'."
         owed = _money(card.get("current_balance", "$0.00"))
         if amount > owed:
-            return (f"Error: Payment amount (${amount:.2f}) exceeds credit card balance (${owed:.2f}). "
-                    "Please specify an amount up to the outstanding balance.")
+            return (
+                f"Error: Payment amount (${amount:.2f}) exceeds credit card balance (${owed:.2f}). "
+                "Please specify an amount up to the outstanding balance."
+            )
         new_checking, new_owed = balance - amount, owed - amount
         accounts[checking_account_id]["current_holdings"] = f"{new_checking:.2f}"
         cards[credit_card_account_id]["current_balance"] = f"${new_owed:.2f}"
-        return ("Payment processed successfully!\n"
-                f"  - Payment Amount: ${amount:.2f}\n"
-                f"  - From Checking Account: {checking_account_id}\n"
-                f"  - To Credit Card Account: {credit_card_account_id}\n"
-                f"  - New Checking Balance: ${new_checking:.2f}\n"
-                f"  - New Credit Card Balance: ${new_owed:.2f}\n"
-                "The payment has been applied immediately.")
+        return (
+            "Payment processed successfully!\n"
+            f"  - Payment Amount: ${amount:.2f}\n"
+            f"  - From Checking Account: {checking_account_id}\n"
+            f"  - To Credit Card Account: {credit_card_account_id}\n"
+            f"  - New Checking Balance: ${new_checking:.2f}\n"
+            f"  - New Credit Card Balance: ${new_owed:.2f}\n"
+            "The payment has been applied immediately."
+        )
 
     @discoverable(ToolType.WRITE)
-    def submit_credit_limit_increase_request_7392(self, credit_card_account_id: str, user_id: str,
-                                                  requested_increase_amount: int) -> str:
+    def submit_credit_limit_increase_request_7392(
+        self, credit_card_account_id: str, user_id: str, requested_increase_amount: int
+    ) -> str:
         """Ask for a credit limit increase."""
         if not credit_card_account_id or not user_id or requested_increase_amount is None:
             return "Error: Missing required parameters."
@@ -891,18 +1141,23 @@ class KnowledgeTools(Toolkit):
             return f"Error: Credit card account '{credit_card_account_id}' does not belong to user '{user_id}'."
         rid = U.cli_request_id(credit_card_account_id, user_id, requested_increase_amount)
         record = {
-            "request_id": rid, "credit_card_account_id": credit_card_account_id, "user_id": user_id,
-            "requested_increase_amount": requested_increase_amount, "submitted_at": U.today_str(),
+            "request_id": rid,
+            "credit_card_account_id": credit_card_account_id,
+            "user_id": user_id,
+            "requested_increase_amount": requested_increase_amount,
+            "submitted_at": U.today_str(),
             "status": "PENDING",
         }
         if not add_to_db("credit_limit_increase_requests", rid, record, self.db):
             return "Error: A similar request may already exist."
-        return ("Credit limit increase request submitted successfully.\n\n"
-                "Executed: submit_credit_limit_increase_request_7392\n"
-                f"  - Request ID: {rid}\n"
-                f"  - Account: {credit_card_account_id}\n"
-                f"  - Requested Increase: ${requested_increase_amount:,}\n"
-                "  - Status: PENDING")
+        return (
+            "Credit limit increase request submitted successfully.\n\n"
+            "Executed: submit_credit_limit_increase_request_7392\n"
+            f"  - Request ID: {rid}\n"
+            f"  - Account: {credit_card_account_id}\n"
+            f"  - Requested Increase: ${requested_increase_amount:,}\n"
+            "  - Status: PENDING"
+        )
 
     @discoverable(ToolType.READ)
     def get_credit_limit_increase_history_4829(self, credit_card_account_id: str) -> str:
@@ -910,9 +1165,13 @@ class KnowledgeTools(Toolkit):
         if not credit_card_account_id:
             return "Error: Missing required parameter: credit_card_account_id"
         found = lookup("credit_limit_increase_requests", "credit_card_account_id", credit_card_account_id, self.db)
-        return _history("Credit limit increase history retrieved.", "get_credit_limit_increase_history_4829",
-                        f"Credit limit increase history for account {credit_card_account_id}:", found,
-                        "\nNo credit limit increase requests found for this account.")
+        return _history(
+            "Credit limit increase history retrieved.",
+            "get_credit_limit_increase_history_4829",
+            f"Credit limit increase history for account {credit_card_account_id}:",
+            found,
+            "\nNo credit limit increase requests found for this account.",
+        )
 
     @discoverable(ToolType.READ)
     def get_payment_history_6183(self, credit_card_account_id: str, months: int) -> str:
@@ -925,8 +1184,9 @@ class KnowledgeTools(Toolkit):
                 return "Error: months must be a positive integer."
         except (ValueError, TypeError):
             return "Error: Invalid months value. Must be a positive integer."
-        payments = [p for p in self._t("payment_history").values()
-                    if p.get("credit_card_account_id") == credit_card_account_id]
+        payments = [
+            p for p in self._t("payment_history").values() if p.get("credit_card_account_id") == credit_card_account_id
+        ]
         if not payments:
             return f"No payment history found for account '{credit_card_account_id}'."
         payments.sort(key=lambda p: p.get("payment_date") or "", reverse=True)
@@ -936,17 +1196,22 @@ class KnowledgeTools(Toolkit):
             if p.get("status") != "ON_TIME":
                 break
             streak += 1
-        parts = [f"Payment history for account '{credit_card_account_id}' (last {months} months):",
-                 f"Consecutive on-time payments: {streak}"]
+        parts = [
+            f"Payment history for account '{credit_card_account_id}' (last {months} months):",
+            f"Consecutive on-time payments: {streak}",
+        ]
         for p in payments:
-            parts.append(f"\n  - Payment Date: {p.get('payment_date')}\n"
-                         f"    Amount: {p.get('amount')}\n"
-                         f"    Status: {p.get('status')}")
+            parts.append(
+                f"\n  - Payment Date: {p.get('payment_date')}\n"
+                f"    Amount: {p.get('amount')}\n"
+                f"    Status: {p.get('status')}"
+            )
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
-    def approve_credit_limit_increase_5847(self, credit_card_account_id: str, user_id: str,
-                                           new_credit_limit: int) -> str:
+    def approve_credit_limit_increase_5847(
+        self, credit_card_account_id: str, user_id: str, new_credit_limit: int
+    ) -> str:
         """Approve a credit limit increase."""
         if not credit_card_account_id or not user_id or new_credit_limit is None:
             return "Error: Missing required parameters."
@@ -956,12 +1221,16 @@ class KnowledgeTools(Toolkit):
         card = cards[credit_card_account_id]
         if card.get("user_id") != user_id:
             return f"Error: Credit card account '{credit_card_account_id}' does not belong to user '{user_id}'."
-        ineligible = any(d.get("user_id") == user_id and d.get("status") in ["SUBMITTED", "UNDER_REVIEW", "PENDING"]
-                         for d in self._t("transaction_disputes").values())
+        ineligible = any(
+            d.get("user_id") == user_id and d.get("status") in ["SUBMITTED", "UNDER_REVIEW", "PENDING"]
+            for d in self._t("transaction_disputes").values()
+        )
         if not ineligible:
-            ineligible = any(o.get("credit_card_account_id") == credit_card_account_id
-                             and o.get("status") in ["PENDING", "PROCESSING", "SHIPPED"]
-                             for o in self._t("credit_card_orders").values())
+            ineligible = any(
+                o.get("credit_card_account_id") == credit_card_account_id
+                and o.get("status") in ["PENDING", "PROCESSING", "SHIPPED"]
+                for o in self._t("credit_card_orders").values()
+            )
         if not ineligible:
             ineligible = card.get("account_status", "").upper() in ["PAST_DUE", "DELINQUENT", "COLLECTIONS", "CLOSED"]
         if ineligible:
@@ -971,41 +1240,73 @@ class KnowledgeTools(Toolkit):
         cards[credit_card_account_id]["credit_limit"] = f"${new_limit:.2f}"
         today = U.today_str()
         rid = U.cli_request_id(credit_card_account_id, user_id, new_limit - current)
-        add_to_db("credit_limit_increase_requests", rid, {
-            "request_id": rid, "credit_card_account_id": credit_card_account_id, "user_id": user_id,
-            "previous_limit": f"${current:.2f}", "new_limit": f"${new_limit:.2f}",
-            "increase_amount": f"${new_limit - current:.2f}", "decision_date": today, "status": "APPROVED",
-        }, self.db)
-        return ("Credit limit increase approved!\n"
-                f"  - Account: {credit_card_account_id}\n"
-                f"  - Previous Limit: ${current:.2f}\n"
-                f"  - New Limit: ${new_limit:.2f}\n"
-                f"  - Increase: ${new_limit - current:.2f}\n"
-                f"  - Effective Date: {today}\n"
-                "The customer will receive a confirmation email.")
+        add_to_db(
+            "credit_limit_increase_requests",
+            rid,
+            {
+                "request_id": rid,
+                "credit_card_account_id": credit_card_account_id,
+                "user_id": user_id,
+                "previous_limit": f"${current:.2f}",
+                "new_limit": f"${new_limit:.2f}",
+                "increase_amount": f"${new_limit - current:.2f}",
+                "decision_date": today,
+                "status": "APPROVED",
+            },
+            self.db,
+        )
+        return (
+            "Credit limit increase approved!\n"
+            f"  - Account: {credit_card_account_id}\n"
+            f"  - Previous Limit: ${current:.2f}\n"
+            f"  - New Limit: ${new_limit:.2f}\n"
+            f"  - Increase: ${new_limit - current:.2f}\n"
+            f"  - Effective Date: {today}\n"
+            "The customer will receive a confirmation email."
+        )
 
     @discoverable(ToolType.WRITE)
     def deny_credit_limit_increase_5848(self, credit_card_account_id: str, user_id: str, denial_reason: str) -> str:
         """Deny a credit limit increase."""
         if not credit_card_account_id or not user_id or not denial_reason:
             return "Error: Missing required parameters."
-        reasons = ["insufficient_account_age", "cooldown_period_active", "pending_disputes",
-                   "pending_replacement_card", "past_due_balance", "high_utilization",
-                   "insufficient_payment_history", "requested_amount_exceeds_limit", "other"]
+        reasons = [
+            "insufficient_account_age",
+            "cooldown_period_active",
+            "pending_disputes",
+            "pending_replacement_card",
+            "past_due_balance",
+            "high_utilization",
+            "insufficient_payment_history",
+            "requested_amount_exceeds_limit",
+            "other",
+        ]
         if denial_reason not in reasons:
             return f"Error: Invalid denial_reason. Must be one of: {', '.join(reasons)}"
         if credit_card_account_id not in self._t("credit_card_accounts"):
             return f"Error: Credit card account '{credit_card_account_id}' not found."
         today = U.today_str()
         rid = U.cli_request_id(credit_card_account_id, user_id, 0.0)
-        add_to_db("credit_limit_increase_requests", rid, {
-            "request_id": rid, "credit_card_account_id": credit_card_account_id, "user_id": user_id,
-            "denial_reason": denial_reason, "decision_date": today, "status": "DENIED"}, self.db)
-        return ("Credit limit increase request denied.\n"
-                f"  - Account: {credit_card_account_id}\n"
-                f"  - Denial Reason: {denial_reason}\n"
-                f"  - Date: {today}\n"
-                "The customer will receive a notification explaining the denial.")
+        add_to_db(
+            "credit_limit_increase_requests",
+            rid,
+            {
+                "request_id": rid,
+                "credit_card_account_id": credit_card_account_id,
+                "user_id": user_id,
+                "denial_reason": denial_reason,
+                "decision_date": today,
+                "status": "DENIED",
+            },
+            self.db,
+        )
+        return (
+            "Credit limit increase request denied.\n"
+            f"  - Account: {credit_card_account_id}\n"
+            f"  - Denial Reason: {denial_reason}\n"
+            f"  - Date: {today}\n"
+            "The customer will receive a notification explaining the denial."
+        )
 
     @discoverable(ToolType.WRITE)
     def open_bank_account_4821(self, user_id: str, account_type: str, account_class: str) -> str:
@@ -1022,53 +1323,81 @@ class KnowledgeTools(Toolkit):
             return a.get("account_type", a.get("class", ""))
 
         if account_type == "savings":
-            if not any(kind(a) in ["checking", "personal_checking"] and a.get("status", "") in ["OPEN", "ACTIVE"]
-                       and _age_days(a.get("date_opened", "")) >= 14 for a in mine):
+            if not any(
+                kind(a) in ["checking", "personal_checking"]
+                and a.get("status", "") in ["OPEN", "ACTIVE"]
+                and _age_days(a.get("date_opened", "")) >= 14
+                for a in mine
+            ):
                 return refused
         if account_type == "business_checking":
             if any(a.get("status") == "CLOSED" for a in mine):
                 return refused
-            if not any(kind(a) in ["checking", "personal_checking"] and a.get("status", "") in ["OPEN", "ACTIVE"]
-                       for a in mine):
+            if not any(
+                kind(a) in ["checking", "personal_checking"] and a.get("status", "") in ["OPEN", "ACTIVE"] for a in mine
+            ):
                 return refused
         if account_type == "business_savings":
             for a in mine:
                 if parse_balance(a.get("current_holdings", a.get("balance", 0))) < 0:
                     return refused
-            if not any(kind(a) == "business_checking" and a.get("status", "") in ["OPEN", "ACTIVE"]
-                       and _age_days(a.get("date_opened", "")) >= 30 for a in mine):
+            if not any(
+                kind(a) == "business_checking"
+                and a.get("status", "") in ["OPEN", "ACTIVE"]
+                and _age_days(a.get("date_opened", "")) >= 30
+                for a in mine
+            ):
                 return refused
         account_id = U.hex_id(f"account:{user_id}:{account_type}:{account_class}")
         today = U.today_str()
-        record = {"account_id": account_id, "user_id": user_id, "account_type": account_type,
-                  "account_class": account_class, "current_holdings": "0.00", "status": "OPEN",
-                  "date_opened": today}
+        record = {
+            "account_id": account_id,
+            "user_id": user_id,
+            "account_type": account_type,
+            "account_class": account_class,
+            "current_holdings": "0.00",
+            "status": "OPEN",
+            "date_opened": today,
+        }
         if not add_to_db("accounts", account_id, record, self.db):
             return f"Failed to open account: Account ID '{account_id}' may already exist."
-        return ("Bank account opened successfully!\n"
-                f"  - Account ID: {account_id}\n"
-                f"  - User ID: {user_id}\n"
-                f"  - Account Type: {account_type}\n"
-                f"  - Account Class: {account_class}\n"
-                "  - Status: OPEN\n"
-                "  - Initial Balance: $0.00\n"
-                f"  - Date Opened: {today}")
+        return (
+            "Bank account opened successfully!\n"
+            f"  - Account ID: {account_id}\n"
+            f"  - User ID: {user_id}\n"
+            f"  - Account Type: {account_type}\n"
+            f"  - Account Class: {account_class}\n"
+            "  - Status: OPEN\n"
+            "  - Initial Balance: $0.00\n"
+            f"  - Date Opened: {today}"
+        )
 
     # early closure fee and window (days) per account level
     _CHECKING_EARLY_CLOSURE = {
-        "Light Blue Account": (15, 30), "Light Green Account": (15, 30), "Green Fee-Free Account": (15, 30),
-        "Blue Account": (25, 60), "Green Account": (25, 60), "Evergreen Account": (50, 90),
+        "Light Blue Account": (15, 30),
+        "Light Green Account": (15, 30),
+        "Green Fee-Free Account": (15, 30),
+        "Blue Account": (25, 60),
+        "Green Account": (25, 60),
+        "Evergreen Account": (50, 90),
         "Bluest Account": (100, 180),
     }
     _SAVINGS_EARLY_CLOSURE = {
-        "Bronze Account": (20, 60), "Silver Account": (35, 90), "Silver Plus Account": (35, 90),
-        "Gold Account": (75, 180), "Gold Plus Account": (75, 180), "Gold Years Account": (75, 180),
-        "Platinum Account": (150, 270), "Platinum Plus Account": (150, 270), "Diamond Elite Account": (150, 270),
+        "Bronze Account": (20, 60),
+        "Silver Account": (35, 90),
+        "Silver Plus Account": (35, 90),
+        "Gold Account": (75, 180),
+        "Gold Plus Account": (75, 180),
+        "Gold Years Account": (75, 180),
+        "Platinum Account": (150, 270),
+        "Platinum Plus Account": (150, 270),
+        "Diamond Elite Account": (150, 270),
     }
 
     @discoverable(ToolType.WRITE)
-    def close_bank_account_7392(self, account_id: str, reason: str = "Customer requested closure",
-                                waive_early_closure_fee: bool = False) -> str:
+    def close_bank_account_7392(
+        self, account_id: str, reason: str = "Customer requested closure", waive_early_closure_fee: bool = False
+    ) -> str:
         """Close a bank account."""
         if not account_id:
             return "Error: Missing required parameter (account_id)."
@@ -1103,14 +1432,16 @@ class KnowledgeTools(Toolkit):
         account["date_closed"] = today
         account["closure_reason"] = reason
         account["early_closure_fee_waived"] = waive_early_closure_fee
-        return ("Bank account closed successfully!\n"
-                f"  - Account ID: {account_id}\n"
-                f"  - Account Type: {account.get('account_type', 'N/A')}\n"
-                f"  - Account Class: {account.get('account_class', 'N/A')}\n"
-                "  - Status: CLOSED\n"
-                f"  - Date Closed: {today}\n"
-                f"  - Reason: {reason}\n"
-                f"  - Early Closure Fee Waived: {'Yes' if waive_early_closure_fee else 'No'}")
+        return (
+            "Bank account closed successfully!\n"
+            f"  - Account ID: {account_id}\n"
+            f"  - Account Type: {account.get('account_type', 'N/A')}\n"
+            f"  - Account Class: {account.get('account_class', 'N/A')}\n"
+            "  - Status: CLOSED\n"
+            f"  - Date Closed: {today}\n"
+            f"  - Reason: {reason}\n"
+            f"  - Early Closure Fee Waived: {'Yes' if waive_early_closure_fee else 'No'}"
+        )
 
     @discoverable(ToolType.READ)
     def get_all_user_accounts_by_user_id_3847(self, user_id: str) -> str:
@@ -1119,16 +1450,23 @@ class KnowledgeTools(Toolkit):
             return "Error: Missing required parameter: user_id"
         bank = lookup("accounts", "user_id", user_id, self.db)
         credit = lookup("credit_card_accounts", "user_id", user_id, self.db)
-        parts = ["User accounts retrieved successfully.", "", "Executed: get_all_user_accounts_by_user_id_3847",
-                 f"Accounts for user {user_id}:", "", "Bank Accounts:"]
+        parts = [
+            "User accounts retrieved successfully.",
+            "",
+            "Executed: get_all_user_accounts_by_user_id_3847",
+            f"Accounts for user {user_id}:",
+            "",
+            "Bank Accounts:",
+        ]
         parts.append(bank if not _no_records(bank) else "  No bank accounts found.")
         parts.append("\nCredit Card Accounts:")
         parts.append(credit if not _no_records(credit) else "  No credit card accounts found.")
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
-    def transfer_funds_between_bank_accounts_7291(self, source_account_id: str, destination_account_id: str,
-                                                  amount: float) -> str:
+    def transfer_funds_between_bank_accounts_7291(
+        self, source_account_id: str, destination_account_id: str, amount: float
+    ) -> str:
         """Move money between two bank accounts."""
         if not source_account_id or not destination_account_id or amount is None:
             return "Error: Missing required parameters (source_account_id, destination_account_id, amount)."
@@ -1152,19 +1490,32 @@ class KnowledgeTools(Toolkit):
             return f"Error: Destination account '{destination_account_id}' is not active."
         have = account_balance(source)
         if have < amount:
-            return (f"Error: Insufficient funds. Source account balance is ${have:.2f}, "
-                    f"but transfer amount is ${amount:.2f}.")
+            return (
+                f"Error: Insufficient funds. Source account balance is ${have:.2f}, "
+                f"but transfer amount is ${amount:.2f}."
+            )
         new_source, new_dest = have - amount, account_balance(dest) + amount
         source["current_holdings"] = f"${new_source:.2f}"
         dest["current_holdings"] = f"${new_dest:.2f}"
-        return ("Transfer completed successfully!\n"
-                f"  - Amount: ${amount:.2f}\n"
-                f"  - From: {source_account_id} (new balance: ${new_source:.2f})\n"
-                f"  - To: {destination_account_id} (new balance: ${new_dest:.2f})")
+        return (
+            "Transfer completed successfully!\n"
+            f"  - Amount: ${amount:.2f}\n"
+            f"  - From: {source_account_id} (new balance: ${new_source:.2f})\n"
+            f"  - To: {destination_account_id} (new balance: ${new_dest:.2f})"
+        )
 
-    def _credit_account(self, account_id: str, amount: Any, credit_type: str, kinds: tuple[str, ...],
-                        types: list[str], wrong_kind: str, balance_fmt: str, seed_prefix: str,
-                        descriptions: dict[str, str]) -> str:
+    def _credit_account(
+        self,
+        account_id: str,
+        amount: Any,
+        credit_type: str,
+        kinds: tuple[str, ...],
+        types: list[str],
+        wrong_kind: str,
+        balance_fmt: str,
+        seed_prefix: str,
+        descriptions: dict[str, str],
+    ) -> str:
         """The checking / savings credit tools (same checks, different account class and texts)."""
         if not account_id or amount is None or not credit_type:
             return "Error: Missing required parameters."
@@ -1189,44 +1540,65 @@ class KnowledgeTools(Toolkit):
         account["current_holdings"] = balance_fmt.format(after)
         tid = "txn_" + U.hex_id(f"{seed_prefix}:{account_id}:{credit_type}:{amount}:{U.today_str()}")
         self._t("bank_account_transaction_history")[tid] = {
-            "transaction_id": tid, "account_id": account_id, "date": U.today_str(),
-            "description": descriptions.get(credit_type, descriptions["*"]), "amount": amount,
-            "type": credit_type, "status": "posted",
+            "transaction_id": tid,
+            "account_id": account_id,
+            "date": U.today_str(),
+            "description": descriptions.get(credit_type, descriptions["*"]),
+            "amount": amount,
+            "type": credit_type,
+            "status": "posted",
         }
-        return ("\nCredit applied successfully!\n"
-                f"  - Transaction ID: {tid}\n"
-                f"  - Account: {account_id}\n"
-                f"  - Credit Type: {credit_type}\n"
-                f"  - Amount: ${amount:.2f}\n"
-                f"  - Previous Balance: ${before:.2f}\n"
-                f"  - New Balance: ${after:.2f}")
+        return (
+            "\nCredit applied successfully!\n"
+            f"  - Transaction ID: {tid}\n"
+            f"  - Account: {account_id}\n"
+            f"  - Credit Type: {credit_type}\n"
+            f"  - Amount: ${amount:.2f}\n"
+            f"  - Previous Balance: ${before:.2f}\n"
+            f"  - New Balance: ${after:.2f}"
+        )
 
     @discoverable(ToolType.WRITE)
     def apply_checking_account_credit_5829(self, account_id: str, amount: float, credit_type: str) -> str:
         """Credit a checking account (rebate or fee refund)."""
         return self._credit_account(
-            account_id, amount, credit_type, ("checking",), ["rebate_credit", "fee_refund"],
+            account_id,
+            amount,
+            credit_type,
+            ("checking",),
+            ["rebate_credit", "fee_refund"],
             "Error: Account '{account_id}' is not a checking account. Credits can only be applied to checking "
-            "accounts.", "${:.2f}", "checking_credit",
-            {"rebate_credit": "REBATE CREDIT - CUSTOMER SERVICE", "*": "FEE REFUND - CUSTOMER SERVICE"})
+            "accounts.",
+            "${:.2f}",
+            "checking_credit",
+            {"rebate_credit": "REBATE CREDIT - CUSTOMER SERVICE", "*": "FEE REFUND - CUSTOMER SERVICE"},
+        )
 
     @discoverable(ToolType.WRITE)
     def apply_savings_account_credit_6831(self, account_id: str, amount: float, credit_type: str) -> str:
         """Credit a savings account (interest correction, fee refund, goodwill)."""
         return self._credit_account(
-            account_id, amount, credit_type, ("saving", "savings"),
+            account_id,
+            amount,
+            credit_type,
+            ("saving", "savings"),
             ["interest_correction", "fee_refund", "goodwill_credit"],
             "Error: Account '{account_id}' is not a savings account. This tool only applies to savings accounts.",
-            "{:.2f}", "savings_credit",
-            {"interest_correction": "INTEREST CORRECTION - CUSTOMER SERVICE",
-             "fee_refund": "FEE REFUND - CUSTOMER SERVICE", "*": "GOODWILL CREDIT - CUSTOMER SERVICE"})
+            "{:.2f}",
+            "savings_credit",
+            {
+                "interest_correction": "INTEREST CORRECTION - CUSTOMER SERVICE",
+                "fee_refund": "FEE REFUND - CUSTOMER SERVICE",
+                "*": "GOODWILL CREDIT - CUSTOMER SERVICE",
+            },
+        )
 
     @discoverable(ToolType.WRITE)
-    def submit_interest_discrepancy_report_7294(self, account_id: str, user_id: str, expected_apy: float,
-                                                actual_apy: float, amount_difference: float) -> str:
+    def submit_interest_discrepancy_report_7294(
+        self, account_id: str, user_id: str, expected_apy: float, actual_apy: float, amount_difference: float
+    ) -> str:
         """Report an interest calculation discrepancy."""
-        if (not account_id or not user_id or expected_apy is None or actual_apy is None
-                or amount_difference is None):
+        if not account_id or not user_id or expected_apy is None or actual_apy is None or amount_difference is None:
             return "Error: Missing required parameters."
         try:
             expected_apy = float(expected_apy)
@@ -1243,17 +1615,19 @@ class KnowledgeTools(Toolkit):
         rid = "IDR_" + U.hex_id(f"interest_report:{account_id}:{user_id}:{expected_apy}:{actual_apy}:{U.today_str()}")
         # upstream files the report in a table its DB does not have: nothing is stored
         add_to_db("interest_discrepancy_reports", rid, {}, self.db)
-        return ("\nInterest Discrepancy Report Submitted Successfully!\n"
-                f"  - Report ID: {rid}\n"
-                f"  - Account: {account_id} ({account.get('level', 'Unknown')})\n"
-                f"  - Customer: {user.get('name', 'Unknown')}\n"
-                f"  - Expected APY: {expected_apy}%\n"
-                f"  - Actual APY: {actual_apy}%\n"
-                f"  - APY Difference: {round(expected_apy - actual_apy, 4)}%\n"
-                f"  - Amount Difference: ${amount_difference:.2f}\n"
-                "  - Status: PENDING_REVIEW\n"
-                "\nThe backend team will investigate this discrepancy and ensure "
-                "correct APY calculations are applied going forward.")
+        return (
+            "\nInterest Discrepancy Report Submitted Successfully!\n"
+            f"  - Report ID: {rid}\n"
+            f"  - Account: {account_id} ({account.get('level', 'Unknown')})\n"
+            f"  - Customer: {user.get('name', 'Unknown')}\n"
+            f"  - Expected APY: {expected_apy}%\n"
+            f"  - Actual APY: {actual_apy}%\n"
+            f"  - APY Difference: {round(expected_apy - actual_apy, 4)}%\n"
+            f"  - Amount Difference: ${amount_difference:.2f}\n"
+            "  - Status: PENDING_REVIEW\n"
+            "\nThe backend team will investigate this discrepancy and ensure "
+            "correct APY calculations are applied going forward."
+        )
 
     @discoverable(ToolType.READ)
     def get_bank_account_transactions_9173(self, account_id: str) -> str:
@@ -1274,8 +1648,12 @@ class KnowledgeTools(Toolkit):
             return datetime.min
 
         found = sorted(found, key=when, reverse=True)  # stable: same-date records keep their stored order
-        parts = ["Bank account transactions retrieved successfully.", "",
-                 "Executed: get_bank_account_transactions_9173", f"Transactions for account {account_id}:"]
+        parts = [
+            "Bank account transactions retrieved successfully.",
+            "",
+            "Executed: get_bank_account_transactions_9173",
+            f"Transactions for account {account_id}:",
+        ]
         if found:
             from tau2_gym.domains.banking_knowledge.db_query import format_records
 
@@ -1285,9 +1663,17 @@ class KnowledgeTools(Toolkit):
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
-    def order_debit_card_5739(self, account_id: str, user_id: str, delivery_option: str, delivery_fee: float,
-                              card_design: str, design_fee: float, shipping_address: str,
-                              excess_replacement_fee: Optional[float] = None) -> str:
+    def order_debit_card_5739(
+        self,
+        account_id: str,
+        user_id: str,
+        delivery_option: str,
+        delivery_fee: float,
+        card_design: str,
+        design_fee: float,
+        shipping_address: str,
+        excess_replacement_fee: Optional[float] = None,
+    ) -> str:
         """Order a debit card for a checking account."""
         excess_replacement_fee = excess_replacement_fee or 0
         try:
@@ -1302,10 +1688,21 @@ class KnowledgeTools(Toolkit):
             excess_replacement_fee = float(excess_replacement_fee)
         except (TypeError, ValueError):
             excess_replacement_fee = 0
-        if not all([account_id, user_id, delivery_option, delivery_fee is not None, card_design,
-                    design_fee is not None, shipping_address]):
-            return ("Error: Missing required parameters. Required: account_id, user_id, delivery_option, "
-                    "delivery_fee, card_design, design_fee, shipping_address.")
+        if not all(
+            [
+                account_id,
+                user_id,
+                delivery_option,
+                delivery_fee is not None,
+                card_design,
+                design_fee is not None,
+                shipping_address,
+            ]
+        ):
+            return (
+                "Error: Missing required parameters. Required: account_id, user_id, delivery_option, "
+                "delivery_fee, card_design, design_fee, shipping_address."
+            )
         deliveries = ["STANDARD", "EXPEDITED", "RUSH"]
         if delivery_option.upper() not in deliveries:
             return f"Error: Invalid delivery_option. Must be one of: {deliveries}"
@@ -1319,8 +1716,10 @@ class KnowledgeTools(Toolkit):
             return f"Error: Account '{account_id}' not found."
         account = accounts[account_id]
         if account.get("class") != "checking":
-            return (f"Error: Debit cards can only be ordered for checking accounts. Account '{account_id}' is a "
-                    f"{account.get('class')} account.")
+            return (
+                f"Error: Debit cards can only be ordered for checking accounts. Account '{account_id}' is a "
+                f"{account.get('class')} account."
+            )
         if account.get("status") != "OPEN":
             return f"Error: Account must be OPEN. Account '{account_id}' has status: {account.get('status')}"
         if account.get("user_id") != user_id:
@@ -1336,20 +1735,32 @@ class KnowledgeTools(Toolkit):
                 return f"Error: There is already a pending debit card order for account '{account_id}'."
         cards = self._t("debit_cards")
         if sum(1 for c in cards.values() if c.get("account_id") == account_id and c.get("status") == "ACTIVE") >= 1:
-            return (f"Error: Account '{account_id}' already has an active debit card. Maximum 1 active card per "
-                    "checking account.")
+            return (
+                f"Error: Account '{account_id}' already has an active debit card. Maximum 1 active card per "
+                "checking account."
+            )
         total = delivery_fee + design_fee + excess_replacement_fee
         if total > 0 and holdings < total:
             return f"Error: Insufficient funds for fees. Total fees: ${total:.2f}. Current balance: ${holdings:.2f}"
-        expected = {"STANDARD": "7-10 business days", "EXPEDITED": "3-5 business days",
-                    "RUSH": "1-2 business days"}[delivery_option]
+        expected = {"STANDARD": "7-10 business days", "EXPEDITED": "3-5 business days", "RUSH": "1-2 business days"}[
+            delivery_option
+        ]
         order_date = U.today_str()
         order_id = U.debit_card_order_id(account_id, user_id, delivery_option)
         order = {
-            "order_id": order_id, "account_id": account_id, "user_id": user_id, "delivery_option": delivery_option,
-            "card_design": card_design, "shipping_address": shipping_address, "delivery_fee": delivery_fee,
-            "design_fee": design_fee, "excess_replacement_fee": excess_replacement_fee, "total_fee": total,
-            "order_date": order_date, "expected_delivery": expected, "status": "PENDING",
+            "order_id": order_id,
+            "account_id": account_id,
+            "user_id": user_id,
+            "delivery_option": delivery_option,
+            "card_design": card_design,
+            "shipping_address": shipping_address,
+            "delivery_fee": delivery_fee,
+            "design_fee": design_fee,
+            "excess_replacement_fee": excess_replacement_fee,
+            "total_fee": total,
+            "order_date": order_date,
+            "expected_delivery": expected,
+            "status": "PENDING",
         }
         if not add_to_db("debit_card_orders", order_id, order, self.db):
             return "Error: Failed to create debit card order. Order may already exist."
@@ -1363,10 +1774,20 @@ class KnowledgeTools(Toolkit):
             if excess_replacement_fee > 0:
                 fee_parts.append(f"Excess Replacement ${excess_replacement_fee:.0f}")
             fee_txn = f"btxn_dcfee_{order_id[-8:]}"
-            add_to_db("bank_account_transaction_history", fee_txn, {
-                "transaction_id": fee_txn, "account_id": account_id, "date": order_date,
-                "description": f"DEBIT CARD ORDER FEE - {', '.join(fee_parts)}", "amount": -total,
-                "type": "debit_card_fee", "status": "posted"}, self.db)
+            add_to_db(
+                "bank_account_transaction_history",
+                fee_txn,
+                {
+                    "transaction_id": fee_txn,
+                    "account_id": account_id,
+                    "date": order_date,
+                    "description": f"DEBIT CARD ORDER FEE - {', '.join(fee_parts)}",
+                    "amount": -total,
+                    "type": "debit_card_fee",
+                    "status": "posted",
+                },
+                self.db,
+            )
         card_id = U.debit_card_id(account_id, user_id, order_date)
         seed = f"card_details:{card_id}"
         last4 = "".join(c for c in U.hex_id(seed + ":last4", 8) if c.isdigit())[:4].zfill(4)
@@ -1393,10 +1814,24 @@ class KnowledgeTools(Toolkit):
             issue = "first_card"
         else:
             issue = "new_account"
-        add_to_db("debit_cards", card_id, {
-            "card_id": card_id, "account_id": account_id, "user_id": user_id, "cardholder_name": holder,
-            "last_4_digits": last4, "cvv": cvv, "status": "PENDING", "issue_date": order_date,
-            "expiration_date": expiry, "card_design": card_design, "issue_reason": issue}, self.db)
+        add_to_db(
+            "debit_cards",
+            card_id,
+            {
+                "card_id": card_id,
+                "account_id": account_id,
+                "user_id": user_id,
+                "cardholder_name": holder,
+                "last_4_digits": last4,
+                "cvv": cvv,
+                "status": "PENDING",
+                "issue_date": order_date,
+                "expiration_date": expiry,
+                "card_design": card_design,
+                "issue_reason": issue,
+            },
+            self.db,
+        )
         parts = [
             "Debit Card Order Confirmed",
             f"Order ID: {order_id}",
@@ -1423,26 +1858,44 @@ class KnowledgeTools(Toolkit):
             parts.append("Total Fees: $0 (No additional charges)")
         return "\n".join(parts)
 
-    def _activate(self, tool_name: str, reasons: list[str], card_id: str, last_4_digits: str,
-                  expiration_date: str, cvv: str, pin: str) -> tuple[Optional[str], Optional[dict], list[str]]:
+    def _activate(
+        self,
+        tool_name: str,
+        reasons: list[str],
+        card_id: str,
+        last_4_digits: str,
+        expiration_date: str,
+        cvv: str,
+        pin: str,
+    ) -> tuple[Optional[str], Optional[dict], list[str]]:
         """Shared part of the activation tools: checks, then the card is ACTIVE; returns the other active cards."""
-        args = {"card_id": card_id, "last_4_digits": last_4_digits, "expiration_date": expiration_date,
-                "cvv": cvv, "pin": pin}
+        args = {
+            "card_id": card_id,
+            "last_4_digits": last_4_digits,
+            "expiration_date": expiration_date,
+            "cvv": cvv,
+            "pin": pin,
+        }
         error, card = check_activation(args, self.db, reasons, tool_name)
         if error:
             return error, None, []
         card["status"] = "ACTIVE"
         card["activated_date"] = U.today_str()
-        others = [(cid, c) for cid, c in self._t("debit_cards").items()
-                  if cid != card_id and c.get("account_id") == card.get("account_id") and c.get("status") == "ACTIVE"]
+        others = [
+            (cid, c)
+            for cid, c in self._t("debit_cards").items()
+            if cid != card_id and c.get("account_id") == card.get("account_id") and c.get("status") == "ACTIVE"
+        ]
         return None, card, others  # type: ignore[return-value]
 
     @discoverable(ToolType.WRITE)
-    def activate_debit_card_8291(self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str,
-                                 pin: str) -> str:
+    def activate_debit_card_8291(
+        self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str, pin: str
+    ) -> str:
         """Activate a first debit card."""
-        error, card, others = self._activate("activate_debit_card_8291", ["new_account", "first_card"], card_id,
-                                             last_4_digits, expiration_date, cvv, pin)
+        error, card, others = self._activate(
+            "activate_debit_card_8291", ["new_account", "first_card"], card_id, last_4_digits, expiration_date, cvv, pin
+        )
         if error:
             return error
         off = []
@@ -1451,20 +1904,27 @@ class KnowledgeTools(Toolkit):
             other["deactivated_date"] = U.today_str()
             other["deactivation_reason"] = "New card activated"
             off.append(cid)
-        parts = ["New Debit Card Activation Successful", f"Card ID: {card_id}", "Status: ACTIVE",
-                 f"Activation Date: {U.today_str()}", "",
-                 "Your card is now ready to use at any ATM or point of sale terminal.",
-                 "For security, please sign the back of your card."]
+        parts = [
+            "New Debit Card Activation Successful",
+            f"Card ID: {card_id}",
+            "Status: ACTIVE",
+            f"Activation Date: {U.today_str()}",
+            "",
+            "Your card is now ready to use at any ATM or point of sale terminal.",
+            "For security, please sign the back of your card.",
+        ]
         if off:
             parts.append(f"\nNote: Previous card(s) have been deactivated: {', '.join(off)}")
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
-    def activate_debit_card_8292(self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str,
-                                 pin: str) -> str:
+    def activate_debit_card_8292(
+        self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str, pin: str
+    ) -> str:
         """Activate a replacement debit card (lost, stolen, fraud)."""
-        error, card, others = self._activate("activate_debit_card_8292", ["lost", "stolen", "fraud"], card_id,
-                                             last_4_digits, expiration_date, cvv, pin)
+        error, card, others = self._activate(
+            "activate_debit_card_8292", ["lost", "stolen", "fraud"], card_id, last_4_digits, expiration_date, cvv, pin
+        )
         if error:
             return error
         issue = card.get("issue_reason", "lost")  # type: ignore[union-attr]
@@ -1474,11 +1934,19 @@ class KnowledgeTools(Toolkit):
             other["deactivated_date"] = U.today_str()
             other["deactivation_reason"] = f"Replacement card activated ({issue})"
             off.append(cid)
-        parts = ["Replacement Debit Card Activation Successful", f"Card ID: {card_id}",
-                 f"Replacement Reason: {_title(issue)}", "Status: ACTIVE", f"Activation Date: {U.today_str()}", "",
-                 "Your replacement card is now ready to use.", "", "IMPORTANT SECURITY REMINDERS:",
-                 "- Please review your recent transactions for any unauthorized charges",
-                 "- Report any suspicious activity immediately"]
+        parts = [
+            "Replacement Debit Card Activation Successful",
+            f"Card ID: {card_id}",
+            f"Replacement Reason: {_title(issue)}",
+            "Status: ACTIVE",
+            f"Activation Date: {U.today_str()}",
+            "",
+            "Your replacement card is now ready to use.",
+            "",
+            "IMPORTANT SECURITY REMINDERS:",
+            "- Please review your recent transactions for any unauthorized charges",
+            "- Report any suspicious activity immediately",
+        ]
         if issue == "fraud":
             parts.append("- Since fraud was suspected, we recommend changing your online banking password")
         if off:
@@ -1486,12 +1954,19 @@ class KnowledgeTools(Toolkit):
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
-    def activate_debit_card_8293(self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str,
-                                 pin: str) -> str:
+    def activate_debit_card_8293(
+        self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str, pin: str
+    ) -> str:
         """Activate a reissued debit card (expired, damaged, upgrade, bank reissue)."""
-        error, card, others = self._activate("activate_debit_card_8293",
-                                             ["expired", "damaged", "upgrade", "bank_reissue"], card_id,
-                                             last_4_digits, expiration_date, cvv, pin)
+        error, card, others = self._activate(
+            "activate_debit_card_8293",
+            ["expired", "damaged", "upgrade", "bank_reissue"],
+            card_id,
+            last_4_digits,
+            expiration_date,
+            cvv,
+            pin,
+        )
         if error:
             return error
         issue = card.get("issue_reason", "expired")  # type: ignore[union-attr]
@@ -1501,16 +1976,25 @@ class KnowledgeTools(Toolkit):
             other["grace_period_ends"] = U.today_str()
             other["deactivation_reason"] = f"Reissued card activated ({issue})"
             grace.append(cid)
-        parts = ["Reissued Debit Card Activation Successful", f"Card ID: {card_id}",
-                 f"Reissue Reason: {_title(issue)}", "Status: ACTIVE", f"Activation Date: {U.today_str()}", "",
-                 "Your reissued card is now ready to use."]
+        parts = [
+            "Reissued Debit Card Activation Successful",
+            f"Card ID: {card_id}",
+            f"Reissue Reason: {_title(issue)}",
+            "Status: ACTIVE",
+            f"Activation Date: {U.today_str()}",
+            "",
+            "Your reissued card is now ready to use.",
+        ]
         if grace:
-            parts.append(f"\nNote: Your previous card(s) ({', '.join(grace)}) will remain active for 24 hours as a "
-                         "grace period.")
+            parts.append(
+                f"\nNote: Your previous card(s) ({', '.join(grace)}) will remain active for 24 hours as a grace period."
+            )
             parts.append("After 24 hours, the old card(s) will be automatically deactivated.")
         if issue in ["expired", "bank_reissue"]:
-            parts.append("\nReminder: If your card number changed, please update any recurring payments with your "
-                         "new card details.")
+            parts.append(
+                "\nReminder: If your card number changed, please update any recurring payments with your "
+                "new card details."
+            )
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
@@ -1527,26 +2011,38 @@ class KnowledgeTools(Toolkit):
             return f"Error: Debit card '{card_id}' not found."
         card = cards[card_id]
         if card.get("status") not in ["ACTIVE", "PENDING"]:
-            return (f"Error: Debit card '{card_id}' cannot be closed. Current status: {card.get('status')}. "
-                    "Only ACTIVE or PENDING cards can be closed.")
+            return (
+                f"Error: Debit card '{card_id}' cannot be closed. Current status: {card.get('status')}. "
+                "Only ACTIVE or PENDING cards can be closed."
+            )
         before = card.get("status")
         card["status"] = "CLOSED"
         card["closed_date"] = U.today_str()
         card["closure_reason"] = reason
-        parts = ["Debit Card Closed Successfully", f"Card ID: {card_id}", f"Previous Status: {before}",
-                 "New Status: CLOSED", f"Closure Reason: {_title(reason)}", f"Closure Date: {U.today_str()}", ""]
+        parts = [
+            "Debit Card Closed Successfully",
+            f"Card ID: {card_id}",
+            f"Previous Status: {before}",
+            "New Status: CLOSED",
+            f"Closure Reason: {_title(reason)}",
+            f"Closure Date: {U.today_str()}",
+            "",
+        ]
         if reason in ["lost", "stolen", "fraud_suspected"]:
             parts.append("IMPORTANT: This card has been immediately deactivated for security.")
             parts.append("Any pending transactions may still be processed.")
             if reason == "fraud_suspected":
-                parts.append("Please advise the customer to review recent transactions and file disputes for any "
-                             "unauthorized charges.")
+                parts.append(
+                    "Please advise the customer to review recent transactions and file disputes for any "
+                    "unauthorized charges."
+                )
                 parts.append("Also recommend changing their online banking password.")
         parts.append("")
-        parts.append("Note: This card cannot be reactivated. If the customer needs a new card, they can order one "
-                     "through the standard ordering process.")
-        parts.append("Any recurring payments linked to this card will need to be updated with new payment "
-                     "information.")
+        parts.append(
+            "Note: This card cannot be reactivated. If the customer needs a new card, they can order one "
+            "through the standard ordering process."
+        )
+        parts.append("Any recurring payments linked to this card will need to be updated with new payment information.")
         return "\n".join(parts)
 
     @discoverable(ToolType.WRITE)
@@ -1561,18 +2057,28 @@ class KnowledgeTools(Toolkit):
         if card.get("status") == "FROZEN":
             return f"Error: Debit card '{card_id}' is already frozen."
         if card.get("status") != "ACTIVE":
-            return (f"Error: Debit card '{card_id}' cannot be frozen. Current status: {card.get('status')}. "
-                    "Only ACTIVE cards can be frozen.")
+            return (
+                f"Error: Debit card '{card_id}' cannot be frozen. Current status: {card.get('status')}. "
+                "Only ACTIVE cards can be frozen."
+            )
         card["status"] = "FROZEN"
         card["frozen_date"] = U.today_str()
-        return "\n".join([
-            "Debit Card Frozen Successfully", f"Card ID: {card_id}", "Status: FROZEN",
-            f"Frozen Date: {U.today_str()}", "", "While frozen:", "- All new purchase transactions will be declined",
-            "- Recurring payments and subscriptions will be declined",
-            "- Pending transactions already authorized may still process", "",
-            "To unfreeze, the customer can call customer service or use the mobile app.",
-            "If the card is confirmed lost or stolen, recommend closing the card permanently instead.",
-        ])
+        return "\n".join(
+            [
+                "Debit Card Frozen Successfully",
+                f"Card ID: {card_id}",
+                "Status: FROZEN",
+                f"Frozen Date: {U.today_str()}",
+                "",
+                "While frozen:",
+                "- All new purchase transactions will be declined",
+                "- Recurring payments and subscriptions will be declined",
+                "- Pending transactions already authorized may still process",
+                "",
+                "To unfreeze, the customer can call customer service or use the mobile app.",
+                "If the card is confirmed lost or stolen, recommend closing the card permanently instead.",
+            ]
+        )
 
     @discoverable(ToolType.WRITE)
     def unfreeze_debit_card_3893(self, card_id: str) -> str:
@@ -1586,20 +2092,27 @@ class KnowledgeTools(Toolkit):
         if card.get("status") == "ACTIVE":
             return f"Error: Debit card '{card_id}' is already active."
         if card.get("status") != "FROZEN":
-            return (f"Error: Debit card '{card_id}' cannot be unfrozen. Current status: {card.get('status')}. "
-                    "Only FROZEN cards can be unfrozen.")
+            return (
+                f"Error: Debit card '{card_id}' cannot be unfrozen. Current status: {card.get('status')}. "
+                "Only FROZEN cards can be unfrozen."
+            )
         account_id = card.get("account_id")
         accounts = self._t("accounts")
         if account_id and account_id in accounts and accounts[account_id].get("status") != "OPEN":
-            return (f"Error: The linked checking account '{account_id}' is no longer open. Card cannot be "
-                    "unfrozen.")
+            return f"Error: The linked checking account '{account_id}' is no longer open. Card cannot be unfrozen."
         card["status"] = "ACTIVE"
         card["unfrozen_date"] = U.today_str()
-        return "\n".join([
-            "Debit Card Unfrozen Successfully", f"Card ID: {card_id}", "Status: ACTIVE",
-            f"Unfrozen Date: {U.today_str()}", "", "The card is now active and ready to use immediately.",
-            "All transactions will process normally.",
-        ])
+        return "\n".join(
+            [
+                "Debit Card Unfrozen Successfully",
+                f"Card ID: {card_id}",
+                "Status: ACTIVE",
+                f"Unfrozen Date: {U.today_str()}",
+                "",
+                "The card is now active and ready to use immediately.",
+                "All transactions will process normally.",
+            ]
+        )
 
     @discoverable(ToolType.WRITE)
     def clear_debit_card_fraud_alert_4892(self, card_id: str, reason: str) -> str:
@@ -1620,27 +2133,41 @@ class KnowledgeTools(Toolkit):
                 return f"Error: Debit card '{card_id}' does not have an active velocity block."
             card["velocity_blocked"] = False
             card["velocity_cleared_date"] = U.today_str()
-            return "\n".join([
-                "Velocity Block Cleared Successfully", f"Card ID: {card_id}", f"Cleared Date: {U.today_str()}", "",
-                "The card is now unblocked and ready for normal use.",
-                "The velocity monitoring will continue - if the same unusual patterns recur,",
-                "the card may be blocked again automatically.",
-            ])
+            return "\n".join(
+                [
+                    "Velocity Block Cleared Successfully",
+                    f"Card ID: {card_id}",
+                    f"Cleared Date: {U.today_str()}",
+                    "",
+                    "The card is now unblocked and ready for normal use.",
+                    "The velocity monitoring will continue - if the same unusual patterns recur,",
+                    "the card may be blocked again automatically.",
+                ]
+            )
         if reason == "customer_verified":
             if not card.get("fraud_alert_active", False):
                 return f"Error: Debit card '{card_id}' does not have an active fraud alert."
             if card.get("alert_source") == "bank_initiated":
-                return ("Error: BANK_INITIATED_ALERT - This fraud alert was initiated by the bank's fraud detection "
-                        "system and cannot be cleared by customer service agents. Please transfer the customer to "
-                        "the security team using transfer_to_human_agents.")
+                return (
+                    "Error: BANK_INITIATED_ALERT - This fraud alert was initiated by the bank's fraud detection "
+                    "system and cannot be cleared by customer service agents. Please transfer the customer to "
+                    "the security team using transfer_to_human_agents."
+                )
             card["fraud_alert_active"] = False
             card["alert_source"] = None
             card["fraud_alert_cleared_date"] = U.today_str()
-            return "\n".join([
-                "Fraud Alert Cleared Successfully", f"Card ID: {card_id}", f"Cleared Date: {U.today_str()}", "",
-                "The fraud alert has been removed from the card.", "All transactions will process normally.", "",
-                "Remind the customer to review recent transactions and report any unauthorized charges.",
-            ])
+            return "\n".join(
+                [
+                    "Fraud Alert Cleared Successfully",
+                    f"Card ID: {card_id}",
+                    f"Cleared Date: {U.today_str()}",
+                    "",
+                    "The fraud alert has been removed from the card.",
+                    "All transactions will process normally.",
+                    "",
+                    "Remind the customer to review recent transactions and report any unauthorized charges.",
+                ]
+            )
         return "Error: Unexpected error processing the request."
 
     @discoverable(ToolType.WRITE)
@@ -1660,17 +2187,26 @@ class KnowledgeTools(Toolkit):
         if card.get("last_4_digits") != last_4_digits:
             return "Error: Card verification failed. The last 4 digits do not match our records."
         if card.get("status") != "ACTIVE":
-            return (f"Error: Cannot reset PIN. Card status is {card.get('status')}. Only ACTIVE cards can have their "
-                    "PIN reset.")
+            return (
+                f"Error: Cannot reset PIN. Card status is {card.get('status')}. Only ACTIVE cards can have their "
+                "PIN reset."
+            )
         card["pin_last_changed"] = U.today_str()
         card["pin_locked"] = False
         card["pin_attempts_remaining"] = 3
-        return "\n".join([
-            "Debit Card PIN Reset Successfully", f"Card ID: {card_id}", f"PIN Changed: {U.today_str()}", "",
-            "The new PIN is effective immediately.", "Your card has been unlocked and is ready to use.",
-            "Customer can use the new PIN for ATM withdrawals and point-of-sale transactions.", "",
-            "Security reminder: Never share your PIN with anyone.",
-        ])
+        return "\n".join(
+            [
+                "Debit Card PIN Reset Successfully",
+                f"Card ID: {card_id}",
+                f"PIN Changed: {U.today_str()}",
+                "",
+                "The new PIN is effective immediately.",
+                "Your card has been unlocked and is ready to use.",
+                "Customer can use the new PIN for ATM withdrawals and point-of-sale transactions.",
+                "",
+                "Security reminder: Never share your PIN with anyone.",
+            ]
+        )
 
     @discoverable(ToolType.WRITE)
     def change_debit_card_pin_6285(self, card_id: str, current_pin: str, new_pin: str) -> str:
@@ -1689,15 +2225,23 @@ class KnowledgeTools(Toolkit):
             return f"Error: Debit card '{card_id}' not found."
         card = cards[card_id]
         if card.get("status") != "ACTIVE":
-            return (f"Error: Cannot change PIN. Card status is {card.get('status')}. Only ACTIVE cards can have "
-                    "their PIN changed.")
+            return (
+                f"Error: Cannot change PIN. Card status is {card.get('status')}. Only ACTIVE cards can have "
+                "their PIN changed."
+            )
         card["pin_last_changed"] = U.today_str()
-        return "\n".join([
-            "Debit Card PIN Changed Successfully", f"Card ID: {card_id}", f"PIN Changed: {U.today_str()}", "",
-            "The new PIN is effective immediately.",
-            "Customer can use the new PIN for ATM withdrawals and point-of-sale transactions.", "",
-            "Security reminder: Never share your PIN with anyone.",
-        ])
+        return "\n".join(
+            [
+                "Debit Card PIN Changed Successfully",
+                f"Card ID: {card_id}",
+                f"PIN Changed: {U.today_str()}",
+                "",
+                "The new PIN is effective immediately.",
+                "Customer can use the new PIN for ATM withdrawals and point-of-sale transactions.",
+                "",
+                "Security reminder: Never share your PIN with anyone.",
+            ]
+        )
 
     @discoverable(ToolType.READ)
     def get_debit_cards_by_account_id_7823(self, account_id: str) -> str:
@@ -1708,8 +2252,10 @@ class KnowledgeTools(Toolkit):
         if account_id not in accounts:
             return f"Error: Account '{account_id}' not found."
         if accounts[account_id].get("class", "").lower() not in ["checking", "business_checking"]:
-            return (f"Error: Account '{account_id}' is not a checking account. Debit cards are only available for "
-                    "checking accounts.")
+            return (
+                f"Error: Account '{account_id}' is not a checking account. Debit cards are only available for "
+                "checking accounts."
+            )
         found = []
         for cid, card in self._t("debit_cards").items():
             if card.get("account_id") != account_id:
@@ -1729,8 +2275,14 @@ class KnowledgeTools(Toolkit):
         return json.dumps(found, indent=2)
 
     _DEFAULT_ATM_LIMITS = {
-        "blue account": 500, "green account": 600, "light blue account": 400, "green fee-free account": 500,
-        "evergreen account": 750, "bluest account": 1500, "dark green account": 300, "gold years account": 600,
+        "blue account": 500,
+        "green account": 600,
+        "light blue account": 400,
+        "green fee-free account": 500,
+        "evergreen account": 750,
+        "bluest account": 1500,
+        "dark green account": 300,
+        "gold years account": 600,
         "purple account": 1000,
     }
 
@@ -1759,23 +2311,29 @@ class KnowledgeTools(Toolkit):
             return f"Error: Debit card '{card_id}' not found."
         card = cards[card_id]
         if card.get("status") != "ACTIVE":
-            return (f"Error: Debit card '{card_id}' is not active. Current status: {card.get('status')}. Only ACTIVE "
-                    "cards can have limit increases.")
+            return (
+                f"Error: Debit card '{card_id}' is not active. Current status: {card.get('status')}. Only ACTIVE "
+                "cards can have limit increases."
+            )
         account_id = card.get("account_id")
         accounts = self._t("accounts")
         if not account_id or account_id not in accounts:
             return f"Error: Could not find linked account for debit card '{card_id}'."
         account = accounts[account_id]
         if account.get("status") != "OPEN":
-            return (f"Error: The linked account '{account_id}' is not in good standing. Account status: "
-                    f"{account.get('status')}.")
+            return (
+                f"Error: The linked account '{account_id}' is not in good standing. Account status: "
+                f"{account.get('status')}."
+            )
         opened = account.get("date_opened")
         if opened:
             try:
                 age = (datetime.strptime(U.today_str(), "%m/%d/%Y") - datetime.strptime(opened, "%m/%d/%Y")).days
                 if age < 60:
-                    return (f"Error: Account must be at least 60 days old for a temporary limit increase. "
-                            f"Account age: {age} days.")
+                    return (
+                        f"Error: Account must be at least 60 days old for a temporary limit increase. "
+                        f"Account age: {age} days."
+                    )
             except ValueError:
                 pass
         if limit_type == "atm":
@@ -1784,37 +2342,53 @@ class KnowledgeTools(Toolkit):
             if current is None:
                 level = account.get("level", "").lower()
                 if "light green" in level:
-                    return ("Error: Light Green Account (teen checking) cards have policy-based limits that cannot "
-                            "be modified. The daily ATM withdrawal limit of $150 is fixed by account policy for "
-                            "safety reasons. The customer may request the parent/guardian to withdraw cash from "
-                            "their own account if needed.")
+                    return (
+                        "Error: Light Green Account (teen checking) cards have policy-based limits that cannot "
+                        "be modified. The daily ATM withdrawal limit of $150 is fixed by account policy for "
+                        "safety reasons. The customer may request the parent/guardian to withdraw cash from "
+                        "their own account if needed."
+                    )
                 current = self._DEFAULT_ATM_LIMITS.get(level)
                 if current is None:
-                    return (f"Error: Could not determine the default ATM limit for account type "
-                            f"'{account.get('level')}'. Please verify the account type.")
+                    return (
+                        f"Error: Could not determine the default ATM limit for account type "
+                        f"'{account.get('level')}'. Please verify the account type."
+                    )
         else:
             current = card.get("daily_purchase_limit")
             field, label = "daily_purchase_limit", "Daily Purchase Limit"
         if current is None:
-            return (f"Error: The card does not have a {label.lower()} configured. This may be a restricted account "
-                    "type where limits are set by account policy and cannot be modified.")
+            return (
+                f"Error: The card does not have a {label.lower()} configured. This may be a restricted account "
+                "type where limits are set by account policy and cannot be modified."
+            )
         ceiling = int(current * 1.5)
         if new_limit > ceiling:
-            return (f"Error: Requested limit ${new_limit} exceeds the maximum allowed temporary increase. Maximum "
-                    f"temporary limit is ${ceiling} (150% of current ${current} limit).")
+            return (
+                f"Error: Requested limit ${new_limit} exceeds the maximum allowed temporary increase. Maximum "
+                f"temporary limit is ${ceiling} (150% of current ${current} limit)."
+            )
         if new_limit <= current:
             return f"Error: Requested limit ${new_limit} is not higher than the current limit of ${current}."
         card[field] = new_limit
         card[f"temporary_{limit_type}_limit_increase"] = True
         card[f"original_{limit_type}_limit"] = current
         card[f"temporary_{limit_type}_limit_expires"] = U.today_str()
-        return "\n".join([
-            f"Temporary {label} Increase Granted Successfully", f"Card ID: {card_id}", f"Previous Limit: ${current}",
-            f"New Temporary Limit: ${new_limit}", f"Increase Amount: ${new_limit - current}", "",
-            "Important Information:", "- This temporary increase expires in 24 hours",
-            f"- After expiration, the limit will revert to ${current}",
-            "- Only one temporary increase is allowed per 24-hour period", "",
-            "Note: If the customer is at a third-party (non-Rho-Bank) ATM, that ATM may have its own",
-            "per-transaction or daily limits that Rho-Bank cannot override. The customer may need to",
-            "use a Rho-Bank ATM or make multiple smaller withdrawals at third-party ATMs.",
-        ])
+        return "\n".join(
+            [
+                f"Temporary {label} Increase Granted Successfully",
+                f"Card ID: {card_id}",
+                f"Previous Limit: ${current}",
+                f"New Temporary Limit: ${new_limit}",
+                f"Increase Amount: ${new_limit - current}",
+                "",
+                "Important Information:",
+                "- This temporary increase expires in 24 hours",
+                f"- After expiration, the limit will revert to ${current}",
+                "- Only one temporary increase is allowed per 24-hour period",
+                "",
+                "Note: If the customer is at a third-party (non-Rho-Bank) ATM, that ATM may have its own",
+                "per-transaction or daily limits that Rho-Bank cannot override. The customer may need to",
+                "use a Rho-Bank ATM or make multiple smaller withdrawals at third-party ATMs.",
+            ]
+        )

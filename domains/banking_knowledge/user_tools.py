@@ -11,10 +11,10 @@ import inspect
 import json
 from typing import Any, Dict, Optional
 
+from tau2_gym.core.tools import Toolkit, ToolType, tool
 from tau2_gym.domains.banking_knowledge import utils as U
 from tau2_gym.domains.banking_knowledge.db_query import add_to_db, lookup, query_database_tool
 from tau2_gym.domains.banking_knowledge.tools import KnowledgeTools, _no_records, discoverable, parse_balance
-from tau2_gym.core.tools import Toolkit, ToolType, tool
 
 
 class KnowledgeUserTools(Toolkit):
@@ -28,14 +28,19 @@ class KnowledgeUserTools(Toolkit):
     def _not_given(self, tool_name: str) -> Optional[str]:
         found = lookup("user_discoverable_tools", "tool_name", tool_name, self.db)
         if "No records found" in found:
-            return (f"Error: Tool '{tool_name}' has not been given to you by the agent. "
-                    f"The agent must first use `give_discoverable_user_tool` to give this tool to you.")
+            return (
+                f"Error: Tool '{tool_name}' has not been given to you by the agent. "
+                f"The agent must first use `give_discoverable_user_tool` to give this tool to you."
+            )
         return None
 
     def _log_call(self, tool_name: str, args: Dict[str, Any]) -> None:
-        add_to_db("user_discoverable_tool_calls", U.user_tool_call_id(tool_name, args),
-                  {"tool_name": tool_name, "arguments": args, "called_at": U.today_str(), "status": "CALLED"},
-                  self.db)
+        add_to_db(
+            "user_discoverable_tool_calls",
+            U.user_tool_call_id(tool_name, args),
+            {"tool_name": tool_name, "arguments": args, "called_at": U.today_str(), "status": "CALLED"},
+            self.db,
+        )
 
     # ------------------------------------------------------------------ discoverable (given by the agent)
 
@@ -52,18 +57,26 @@ class KnowledgeUserTools(Toolkit):
         config_table = self.db.task_config["data"]
         if config_table:
             auto = config_table.get("dispute_settings", {}).get("auto_resolve_disputes", False)
-        record = {"dispute_id": did, "user_id": user_id, "transaction_id": transaction_id,
-                  "submitted_at": U.today_str()}
+        record = {
+            "dispute_id": did,
+            "user_id": user_id,
+            "transaction_id": transaction_id,
+            "submitted_at": U.today_str(),
+        }
         if auto:
             record.update(status="RESOLVED", resolution="APPROVED")
-            status = ("Status: RESOLVED - The dispute has been reviewed and approved. The transaction rewards need "
-                      "to be updated.")
+            status = (
+                "Status: RESOLVED - The dispute has been reviewed and approved. The transaction rewards need "
+                "to be updated."
+            )
         else:
             record["status"] = "SUBMITTED"
             status = "Status: SUBMITTED - Your dispute has been queued for review."
         stored = add_to_db("cash_back_disputes", did, record, self.db)
-        out = ("Cash back dispute submitted successfully. Your case has been queued for review.\n\n"
-               f"Executed: submit_cash_back_dispute_0589\nArguments: {json.dumps(args, indent=2)}\n")
+        out = (
+            "Cash back dispute submitted successfully. Your case has been queued for review.\n\n"
+            f"Executed: submit_cash_back_dispute_0589\nArguments: {json.dumps(args, indent=2)}\n"
+        )
         if stored:
             return out + f"Dispute ID: {did}\n{status}"
         return out + "Note: Dispute may have already been submitted for this transaction."
@@ -77,11 +90,22 @@ class KnowledgeUserTools(Toolkit):
         args = {"user_id": user_id, "card_name": card_name}
         self._log_call("get_referral_link", args)
         rid = U.referral_link_id(user_id, card_name)
-        stored = add_to_db("referrals", rid, {"referral_id": rid, "referrer_id": user_id,
-                                              "referred_account_type": card_name,
-                                              "referral_status": "NO_PROGRESS", "date": U.today_str()}, self.db)
-        out = ("Referral link generated successfully. Share this link with the person you want to refer.\n\n"
-               f"Executed: get_referral_link\nArguments: {json.dumps(args, indent=2)}\n")
+        stored = add_to_db(
+            "referrals",
+            rid,
+            {
+                "referral_id": rid,
+                "referrer_id": user_id,
+                "referred_account_type": card_name,
+                "referral_status": "NO_PROGRESS",
+                "date": U.today_str(),
+            },
+            self.db,
+        )
+        out = (
+            "Referral link generated successfully. Share this link with the person you want to refer.\n\n"
+            f"Executed: get_referral_link\nArguments: {json.dumps(args, indent=2)}\n"
+        )
         if stored:
             return out + f"Referral ID: {rid}\nReferral link: https://rhobank.com/refer/{rid}"
         return out + "Note: A referral link for this card may have already been generated."
@@ -98,9 +122,11 @@ class KnowledgeUserTools(Toolkit):
             return f"Error: Credit card account '{credit_card_account_id}' not found."
         digest = hashlib.sha256(f"card_last4:{credit_card_account_id}".encode()).hexdigest()
         last4 = "".join(c for c in digest if c.isdigit())[:4].ljust(4, "0")
-        return ("Card information retrieved successfully.\n\n"
-                f"Executed: get_card_last_4_digits\nArguments: {json.dumps(args, indent=2)}\n"
-                f"Last 4 digits of card: {last4}")
+        return (
+            "Card information retrieved successfully.\n\n"
+            f"Executed: get_card_last_4_digits\nArguments: {json.dumps(args, indent=2)}\n"
+            f"Last 4 digits of card: {last4}"
+        )
 
     @discoverable(ToolType.WRITE)
     def deposit_check_3847(self, account_id: str, check_amount: float) -> str:
@@ -125,27 +151,39 @@ class KnowledgeUserTools(Toolkit):
         before = parse_balance(account.get("current_holdings", account.get("balance", 0)))
         after = before + check_amount
         accounts[account_id]["current_holdings"] = f"${after:.2f}"
-        return ("Check deposited successfully. Funds will be available according to your account's deposit "
-                "policy.\n\n"
-                f"Executed: deposit_check_3847\nArguments: {json.dumps(args, indent=2)}\n"
-                "Check deposit processed!\n"
-                f"  - Account: {account_id}\n"
-                f"  - Check Amount: ${check_amount:.2f}\n"
-                f"  - Previous Balance: ${before:.2f}\n"
-                f"  - New Balance: ${after:.2f}")
+        return (
+            "Check deposited successfully. Funds will be available according to your account's deposit "
+            "policy.\n\n"
+            f"Executed: deposit_check_3847\nArguments: {json.dumps(args, indent=2)}\n"
+            "Check deposit processed!\n"
+            f"  - Account: {account_id}\n"
+            f"  - Check Amount: ${check_amount:.2f}\n"
+            f"  - Previous Balance: ${before:.2f}\n"
+            f"  - New Balance: ${after:.2f}"
+        )
 
     # ------------------------------------------------------------------ listed tools
 
     VALID_CREDIT_CARD_TYPES = [
-        "Bronze Rewards Card", "Business Bronze Rewards Card", "Business Gold Rewards Card",
-        "Business Platinum Rewards Card", "Business Silver Rewards Card", "Crypto-Cash Back", "Diamond Elite Card",
-        "EcoCard", "Gold Rewards Card", "Green Rewards Card", "Platinum Rewards Card", "Silver Rewards Card",
+        "Bronze Rewards Card",
+        "Business Bronze Rewards Card",
+        "Business Gold Rewards Card",
+        "Business Platinum Rewards Card",
+        "Business Silver Rewards Card",
+        "Crypto-Cash Back",
+        "Diamond Elite Card",
+        "EcoCard",
+        "Gold Rewards Card",
+        "Green Rewards Card",
+        "Platinum Rewards Card",
+        "Silver Rewards Card",
         "Silver Zoom Card",
     ]
 
     @tool(ToolType.WRITE)
-    def apply_for_credit_card(self, card_type: str, customer_name: str, annual_income: float,
-                              rho_bank_subscription: bool = False) -> str:
+    def apply_for_credit_card(
+        self, card_type: str, customer_name: str, annual_income: float, rho_bank_subscription: bool = False
+    ) -> str:
         """Apply for a credit card.
 
         Args:
@@ -161,14 +199,22 @@ class KnowledgeUserTools(Toolkit):
         except (TypeError, ValueError):
             return "Error: Invalid annual_income. Must be a number."
         aid = U.application_id(card_type, customer_name, annual_income, rho_bank_subscription)
-        record = {"application_id": aid, "card_type": card_type, "customer_name": customer_name,
-                  "annual_income": annual_income, "rho_bank_subscription": rho_bank_subscription,
-                  "status": "PENDING", "date": U.today_str()}
+        record = {
+            "application_id": aid,
+            "card_type": card_type,
+            "customer_name": customer_name,
+            "annual_income": annual_income,
+            "rho_bank_subscription": rho_bank_subscription,
+            "status": "PENDING",
+            "date": U.today_str(),
+        }
         if not add_to_db("credit_card_applications", aid, record, self.db):
             return f"Failed to submit application: Record ID '{aid}' may already exist."
-        return ("Credit card application submitted:\n"
-                "Your application has been successfully submitted. "
-                "You will receive a decision within 5-7 business days via email.")
+        return (
+            "Credit card application submitted:\n"
+            "Your application has been successfully submitted. "
+            "You will receive a decision within 5-7 business days via email."
+        )
 
     @tool(ToolType.WRITE)
     def submit_referral(self, user_id: str, account_type: str) -> str:
@@ -180,18 +226,25 @@ class KnowledgeUserTools(Toolkit):
         """
         rid = U.referral_id(user_id, account_type)
         today = U.today_str()
-        record = {"referral_id": rid, "referrer_id": user_id, "referred_account_type": account_type,
-                  "referral_status": "NO_PROGRESS", "date": today}
+        record = {
+            "referral_id": rid,
+            "referrer_id": user_id,
+            "referred_account_type": account_type,
+            "referral_status": "NO_PROGRESS",
+            "date": today,
+        }
         if not add_to_db("referrals", rid, record, self.db):
             return f"Failed to submit referral: Record ID '{rid}' may already exist."
-        return ("Referral request submitted successfully!\n"
-                f"  - Referral ID: {rid}\n"
-                f"  - Referrer ID: {user_id}\n"
-                f"  - Account Type: {account_type}\n"
-                "  - Status: NO_PROGRESS\n"
-                f"  - Date: {today}\n\n"
-                "Share your referral ID with the person you're referring. "
-                "They will need to use this when applying for their account.")
+        return (
+            "Referral request submitted successfully!\n"
+            f"  - Referral ID: {rid}\n"
+            f"  - Referrer ID: {user_id}\n"
+            f"  - Account Type: {account_type}\n"
+            "  - Status: NO_PROGRESS\n"
+            f"  - Date: {today}\n\n"
+            "Share your referral ID with the person you're referring. "
+            "They will need to use this when applying for their account."
+        )
 
     def query_database(self, database_name: str, constraints: str = "{}") -> str:
         """Env function (not a tool): a constraint query on any table."""
@@ -241,8 +294,12 @@ class KnowledgeUserTools(Toolkit):
         existing = query_database_tool("human_transfer_requests", "{}", db=self.db)
         count = 1 if _no_records(existing) else existing.count("request_id") + 1
         rid = f"transfer_request_{count}"
-        add_to_db("human_transfer_requests", rid, {"request_id": rid, "request_number": count,
-                                                   "requested_at": today, "status": "PENDING"}, self.db)
+        add_to_db(
+            "human_transfer_requests",
+            rid,
+            {"request_id": rid, "request_number": count, "requested_at": today, "status": "PENDING"},
+            self.db,
+        )
         return f"Transfer request #{count} submitted.\nThe agent will process your request."
 
     # reward rate (%) per card and category; "default" for other categories
@@ -263,8 +320,9 @@ class KnowledgeUserTools(Toolkit):
     }
 
     @tool(ToolType.WRITE)
-    def submit_transaction(self, user_id: str, credit_card_type: str, merchant_name: str, amount: float,
-                           category: str) -> str:
+    def submit_transaction(
+        self, user_id: str, credit_card_type: str, merchant_name: str, amount: float, category: str
+    ) -> str:
         """Make a credit card purchase.
 
         Args:
@@ -275,24 +333,36 @@ class KnowledgeUserTools(Toolkit):
             category: Purchase category.
         """
         if credit_card_type not in self.CREDIT_CARD_REWARDS:
-            return (f"Error: Unknown credit card type '{credit_card_type}'. "
-                    f"Available types: {list(self.CREDIT_CARD_REWARDS.keys())}")
+            return (
+                f"Error: Unknown credit card type '{credit_card_type}'. "
+                f"Available types: {list(self.CREDIT_CARD_REWARDS.keys())}"
+            )
         tid = U.transaction_id(user_id, credit_card_type, merchant_name, amount, category)
         today = U.today_str()
         rates = self.CREDIT_CARD_REWARDS[credit_card_type]
         rate = rates.get(category, rates["default"])
         points = int(amount * rate)
-        record = {"transaction_id": tid, "user_id": user_id, "credit_card_type": credit_card_type,
-                  "merchant_name": merchant_name, "transaction_amount": f"${amount:.2f}", "transaction_date": today,
-                  "category": category, "status": "COMPLETED", "rewards_earned": f"{points} points"}
+        record = {
+            "transaction_id": tid,
+            "user_id": user_id,
+            "credit_card_type": credit_card_type,
+            "merchant_name": merchant_name,
+            "transaction_amount": f"${amount:.2f}",
+            "transaction_date": today,
+            "category": category,
+            "status": "COMPLETED",
+            "rewards_earned": f"{points} points",
+        }
         if not add_to_db("credit_card_transaction_history", tid, record, self.db):
             return f"Failed to submit transaction: Record ID '{tid}' may already exist."
-        return ("Transaction submitted successfully!\n"
-                f"  - Transaction ID: {tid}\n"
-                f"  - User ID: {user_id}\n"
-                f"  - Card Type: {credit_card_type}\n"
-                f"  - Merchant: {merchant_name}\n"
-                f"  - Amount: ${amount:.2f}\n"
-                f"  - Category: {category}\n"
-                f"  - Date: {today}\n"
-                f"  - Rewards Earned: {points} points ({rate}% cashback rate)\n")
+        return (
+            "Transaction submitted successfully!\n"
+            f"  - Transaction ID: {tid}\n"
+            f"  - User ID: {user_id}\n"
+            f"  - Card Type: {credit_card_type}\n"
+            f"  - Merchant: {merchant_name}\n"
+            f"  - Amount: ${amount:.2f}\n"
+            f"  - Category: {category}\n"
+            f"  - Date: {today}\n"
+            f"  - Rewards Earned: {points} points ({rate}% cashback rate)\n"
+        )

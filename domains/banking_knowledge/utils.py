@@ -29,8 +29,9 @@ def hex_id(seed: str, length: int = 16) -> str:
     return hashlib.sha256(seed.encode()).digest()[: length // 2].hex()
 
 
-def transaction_id(user_id: str, card_type: str, merchant: str, amount: float, category: str,
-                   when: Optional[str] = None) -> str:
+def transaction_id(
+    user_id: str, card_type: str, merchant: str, amount: float, category: str, when: Optional[str] = None
+) -> str:
     parts = ["transaction", user_id, card_type, merchant, f"{amount:.2f}", category]
     if when:
         parts.append(when)

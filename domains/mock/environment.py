@@ -1,13 +1,13 @@
 """The mock domain's spec: files, toolkits, policy and task set."""
 
-from tau2_gym.data import DataSource
 from tau2_gym.core.db import DBSchema
 from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec, read_text
+from tau2_gym.core.tools import ProseSource
+from tau2_gym.data import DataSource
 from tau2_gym.domains.mock.data_model import MockDB
 from tau2_gym.domains.mock.tools import MockTools
 from tau2_gym.domains.mock.user_data_model import MockUserDB
 from tau2_gym.domains.mock.user_tools import MockUserTools
-from tau2_gym.core.tools import ProseSource
 
 
 def policy(source: DataSource, solo: bool) -> str:

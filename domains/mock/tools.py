@@ -1,7 +1,7 @@
 """Agent tools of the mock domain (upstream order: create_task, get_users, update_task_status, transfer)."""
 
-from tau2_gym.domains.mock.data_model import Task, TaskStatus
 from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
+from tau2_gym.domains.mock.data_model import Task, TaskStatus
 
 
 class MockTools(Toolkit):

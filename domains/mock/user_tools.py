@@ -1,7 +1,7 @@
 """User tools of the mock domain (present when the data has a user DB: upstream HEAD)."""
 
-from tau2_gym.domains.mock.user_data_model import Notification
 from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
+from tau2_gym.domains.mock.user_data_model import Notification
 
 
 class MockUserTools(Toolkit):

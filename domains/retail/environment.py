@@ -1,11 +1,11 @@
 """The retail domain's spec: DB file and layout, policy, task set, toolkit and prose sources."""
 
-from tau2_gym.data import DataSource
 from tau2_gym.core.db import DBSchema
 from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec, read_text
+from tau2_gym.core.tools import ProseSource
+from tau2_gym.data import DataSource
 from tau2_gym.domains.retail.data_model import RetailDB
 from tau2_gym.domains.retail.tools import RetailTools
-from tau2_gym.core.tools import ProseSource
 
 SOLO_ERROR = "Retail domain does not support solo mode"
 

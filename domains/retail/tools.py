@@ -23,16 +23,17 @@ import json
 from typing import Any, List
 
 from tau2_gym.core import arithmetic
-from tau2_gym.domains.retail.data_model import UserAddress
 from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
+from tau2_gym.domains.retail.data_model import UserAddress
 
 _CANCEL_REASONS = {"no longer needed", "ordered by mistake"}
 
 
 def _address(address1: Any, address2: Any, city: Any, state: Any, country: Any, zip: Any) -> dict[str, Any]:
     """A ``UserAddress`` dump built from raw arguments (upstream's validation and error texts)."""
-    return UserAddress(address1=address1, address2=address2, city=city, state=state, country=country,
-                       zip=zip).model_dump()
+    return UserAddress(
+        address1=address1, address2=address2, city=city, state=state, country=country, zip=zip
+    ).model_dump()
 
 
 def _payment(kind: str, amount: Any, method_id: str) -> dict[str, Any]:
@@ -134,8 +135,9 @@ class RetailTools(Toolkit):
         return AsModel(order)
 
     @tool(ToolType.WRITE)
-    def exchange_delivered_order_items(self, order_id: str, item_ids: List[str], new_item_ids: List[str],
-                                       payment_method_id: str):
+    def exchange_delivered_order_items(
+        self, order_id: str, item_ids: List[str], new_item_ids: List[str], payment_method_id: str
+    ):
         """Request an exchange of delivered items for other variants of the same products.
 
         Args:
@@ -187,9 +189,11 @@ class RetailTools(Toolkit):
         """
         for user_id, user in self.db.users.items():
             name = user["name"]
-            if (name["first_name"].lower() == first_name.lower()
-                    and name["last_name"].lower() == last_name.lower()
-                    and user["address"]["zip"] == zip):
+            if (
+                name["first_name"].lower() == first_name.lower()
+                and name["last_name"].lower() == last_name.lower()
+                and user["address"]["zip"] == zip
+            ):
                 return user_id
         raise ValueError("User not found")
 
@@ -247,8 +251,9 @@ class RetailTools(Toolkit):
         return json.dumps({p["name"]: p["product_id"] for p in self.db.products.values()}, sort_keys=True)
 
     @tool(ToolType.WRITE)
-    def modify_pending_order_address(self, order_id: str, address1: str, address2: str, city: str, state: str,
-                                     country: str, zip: str):
+    def modify_pending_order_address(
+        self, order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+    ):
         """Change the shipping address of a pending order.
 
         Args:
@@ -269,8 +274,9 @@ class RetailTools(Toolkit):
         return AsModel(order)
 
     @tool(ToolType.WRITE)
-    def modify_pending_order_items(self, order_id: str, item_ids: List[str], new_item_ids: List[str],
-                                   payment_method_id: str):
+    def modify_pending_order_items(
+        self, order_id: str, item_ids: List[str], new_item_ids: List[str], payment_method_id: str
+    ):
         """Swap items of a pending order for other variants of the same products (once per order).
 
         Args:
@@ -308,7 +314,8 @@ class RetailTools(Toolkit):
             raise ValueError("Insufficient gift card balance to pay for the new item")
         order = self.db.orders.mut(order_id)
         order["payment_history"].append(
-            _payment("payment" if diff_price > 0 else "refund", abs(diff_price), payment_method_id))
+            _payment("payment" if diff_price > 0 else "refund", abs(diff_price), payment_method_id)
+        )
         if is_gift_card:
             card = self._gift_card(user_id, payment_method_id)
             card["balance"] = round(card["balance"] - diff_price, 2)
@@ -346,8 +353,9 @@ class RetailTools(Toolkit):
         if method["source"] == "gift_card" and method["balance"] < amount:
             raise ValueError("Insufficient gift card balance to pay for the order")
         order = self.db.orders.mut(order_id)
-        order["payment_history"].extend([_payment("payment", amount, payment_method_id),
-                                         _payment("refund", amount, old_method_id)])
+        order["payment_history"].extend(
+            [_payment("payment", amount, payment_method_id), _payment("refund", amount, old_method_id)]
+        )
         if method["source"] == "gift_card":
             card = self._gift_card(user_id, payment_method_id)
             card["balance"] = round(card["balance"] - amount, 2)
@@ -358,8 +366,9 @@ class RetailTools(Toolkit):
         return AsModel(order)
 
     @tool(ToolType.WRITE)
-    def modify_user_address(self, user_id: str, address1: str, address2: str, city: str, state: str, country: str,
-                            zip: str):
+    def modify_user_address(
+        self, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
+    ):
         """Change a user's default address (existing orders keep theirs).
 
         Args:
@@ -391,8 +400,7 @@ class RetailTools(Toolkit):
             raise ValueError("Non-delivered order cannot be returned")
         user = self._get_user(order["user_id"])
         method = self._get_payment_method(user["user_id"], payment_method_id)
-        if (method["source"] != "gift_card"
-                and payment_method_id != order["payment_history"][0]["payment_method_id"]):
+        if method["source"] != "gift_card" and payment_method_id != order["payment_history"][0]["payment_method_id"]:
             raise ValueError("Payment method should be the original payment method")
         all_item_ids = [item["item_id"] for item in order["items"]]
         for item_id in item_ids:

@@ -11,15 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tau2_gym.data import DataSource
 from tau2_gym.core.db import DBSchema
 from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec, read_text
+from tau2_gym.core.environment import Environment
+from tau2_gym.core.tools import ProseSource
+from tau2_gym.data import DataSource
 from tau2_gym.domains.telecom.data_model import LineStatus, TelecomDB
 from tau2_gym.domains.telecom.tools import TelecomTools
 from tau2_gym.domains.telecom.user_data_model import TelecomUserDB
 from tau2_gym.domains.telecom.user_tools import TelecomUserTools, new_payment_request
-from tau2_gym.core.environment import Environment
-from tau2_gym.core.tools import ProseSource
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,7 +55,8 @@ def sync_tools(env: Environment) -> None:
     s["roaming_allowed"] = True if line["roaming_enabled"] else False
     plan = tools._get_plan_by_id(line["plan_id"])
     s["mobile_data_usage_exceeded"] = (
-        True if line["data_used_gb"] >= plan["data_limit_gb"] + line["data_refueling_gb"] else False)
+        True if line["data_used_gb"] >= plan["data_limit_gb"] + line["data_refueling_gb"] else False
+    )
 
     request = s["payment_request"]
     if request is not None and request["paid"]:
@@ -74,8 +75,14 @@ def sync_tools(env: Environment) -> None:
 
 def _policy(source: DataSource, main_file: str, tech_file: str) -> str:
     folder = source.domain_dir(DATA_FOLDER)
-    return ("<main_policy>\n" + read_text(folder / main_file) + "\n</main_policy>\n"
-            + "<tech_support_policy>\n" + read_text(folder / tech_file) + "\n</tech_support_policy>")
+    return (
+        "<main_policy>\n"
+        + read_text(folder / main_file)
+        + "\n</main_policy>\n"
+        + "<tech_support_policy>\n"
+        + read_text(folder / tech_file)
+        + "\n</tech_support_policy>"
+    )
 
 
 def manual_policy(source: DataSource, solo: bool) -> str:

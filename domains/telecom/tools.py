@@ -13,8 +13,8 @@ from datetime import date, datetime, timedelta
 from typing import List
 
 from tau2_gym.core.db import plain
-from tau2_gym.domains.telecom.data_model import Bill, BillStatus, LineItem, LineStatus
 from tau2_gym.core.tools import AsModel, Toolkit, ToolType, tool
+from tau2_gym.domains.telecom.data_model import Bill, BillStatus, LineItem, LineStatus
 
 TODAY = date(2025, 2, 25)  # the domain's frozen clock
 NOW = datetime(2025, 2, 25, 12, 8, 0)
@@ -133,15 +133,16 @@ class TelecomTools(Toolkit):
             full_name: Full name.
             dob: Date of birth, YYYY-MM-DD.
         """
-        return AsModel([c for c in self.db.customers
-                        if c["full_name"].lower() == full_name.lower() and c["date_of_birth"] == dob])
+        return AsModel(
+            [c for c in self.db.customers if c["full_name"].lower() == full_name.lower() and c["date_of_birth"] == dob]
+        )
 
     def get_available_plan_ids(self) -> List[str]:
         """Env helper: ids of all plans."""
         return [plan["plan_id"] for plan in self.db.plans]
 
     @tool(ToolType.READ)
-    def get_details_by_id(self, id: str):  # noqa: A002 - upstream's parameter name
+    def get_details_by_id(self, id: str):
         """Record for an id, by its first letter: L line, D device, B bill, C customer, P plan.
 
         Args:
@@ -241,13 +242,23 @@ class TelecomTools(Toolkit):
                 year=next_month.year if next_month.month < 12 else next_month.year + 1,
             ) - timedelta(days=1)
             new_bill_id = f"B{uuid.uuid4().hex[:8]}"  # random, as upstream
-            draft = plain(Bill(bill_id=new_bill_id, customer_id=customer_id, period_start=next_month,
-                               period_end=period_end, issue_date=next_month, total_due=0,
-                               due_date=next_month + timedelta(days=14), status=BillStatus.DRAFT).model_dump())
+            draft = plain(
+                Bill(
+                    bill_id=new_bill_id,
+                    customer_id=customer_id,
+                    period_start=next_month,
+                    period_end=period_end,
+                    issue_date=next_month,
+                    total_due=0,
+                    due_date=next_month + timedelta(days=14),
+                    status=BillStatus.DRAFT,
+                ).model_dump()
+            )
             self.db.bills.append(draft)
             customer["bill_ids"].append(new_bill_id)
-        item = LineItem(description=description, amount=amount, date=get_today(),
-                        item_type="Credit" if amount < 0 else "Charge")
+        item = LineItem(
+            description=description, amount=amount, date=get_today(), item_type="Credit" if amount < 0 else "Charge"
+        )
         draft["line_items"].append(plain(item.model_dump()))
         draft["total_due"] += amount
 
@@ -265,8 +276,13 @@ class TelecomTools(Toolkit):
         plan = self._get_plan_by_id(line["plan_id"])
         today = get_today()
         cycle_end = date(today.year, today.month + 1 if today.month < 12 else 1, 1) - timedelta(days=1)
-        return {"line_id": line_id, "data_used_gb": line["data_used_gb"], "data_limit_gb": plan["data_limit_gb"],
-                "data_refueling_gb": line["data_refueling_gb"], "cycle_end_date": cycle_end}
+        return {
+            "line_id": line_id,
+            "data_used_gb": line["data_used_gb"],
+            "data_limit_gb": plan["data_limit_gb"],
+            "data_refueling_gb": line["data_refueling_gb"],
+            "cycle_end_date": cycle_end,
+        }
 
     def set_data_usage(self, customer_id: str, line_id: str, data_used_gb: float) -> str:
         """Init helper: overwrite a line's data usage (stored as given)."""
@@ -338,8 +354,9 @@ class TelecomTools(Toolkit):
 
     # ------------------------------------------------------------------ init helpers
 
-    def suspend_line_for_overdue_bill(self, customer_id: str, line_id: str, new_bill_id: str,
-                                      contract_ended: bool) -> str:
+    def suspend_line_for_overdue_bill(
+        self, customer_id: str, line_id: str, new_bill_id: str, contract_ended: bool
+    ) -> str:
         """Init helper: add an overdue bill (last month, one charge = plan price) and suspend the line."""
         line = self._get_line_by_id(line_id)
         if line["status"] != _ACTIVE:
@@ -356,11 +373,19 @@ class TelecomTools(Toolkit):
         today = get_today()
         last_day_prev = today.replace(day=1) - timedelta(days=1)
         first_day_prev = last_day_prev.replace(day=1)
-        bill = Bill(bill_id=new_bill_id, customer_id=customer_id, period_start=first_day_prev,
-                    period_end=last_day_prev, issue_date=first_day_prev, total_due=0,
-                    due_date=first_day_prev + timedelta(days=14), status=BillStatus.OVERDUE)
-        item = LineItem(description=description, amount=amount, date=get_today(),
-                        item_type="Charge" if amount > 0 else "Credit")
+        bill = Bill(
+            bill_id=new_bill_id,
+            customer_id=customer_id,
+            period_start=first_day_prev,
+            period_end=last_day_prev,
+            issue_date=first_day_prev,
+            total_due=0,
+            due_date=first_day_prev + timedelta(days=14),
+            status=BillStatus.OVERDUE,
+        )
+        item = LineItem(
+            description=description, amount=amount, date=get_today(), item_type="Charge" if amount > 0 else "Credit"
+        )
         record = plain(bill.model_dump())
         record["line_items"].append(plain(item.model_dump()))
         record["total_due"] += amount
@@ -399,4 +424,3 @@ class TelecomTools(Toolkit):
         except ValueError:
             return True
         return bill["status"] == _PAID
-

@@ -113,7 +113,8 @@ class MockPhoneAttributes(_Strict):
     data_enabled: bool = True
     roaming_enabled: bool = False
     network_mode_preference: NetworkModePreference = Field(
-        default=NetworkModePreference.FOUR_G_5G_PREFERRED, validate_default=True)
+        default=NetworkModePreference.FOUR_G_5G_PREFERRED, validate_default=True
+    )
     active_apn_settings: APNSettings = Field(default_factory=APNSettings)
     wifi_enabled: bool = False
     wifi_connected: bool = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Literal, Optional, Tuple, Union
 
 from tau2_gym.core.db import plain
+from tau2_gym.core.tools import Toolkit, ToolType, tool
 from tau2_gym.domains.telecom.user_data_model import (
     APNNames,
     APNSettings,
@@ -28,7 +29,6 @@ from tau2_gym.domains.telecom.user_data_model import (
     PerformanceLevel,
     SimStatus,
 )
-from tau2_gym.core.tools import Toolkit, ToolType, tool
 
 _SIGNAL_ICONS = {
     "none": "📵 No Signal",
@@ -89,8 +89,11 @@ class TelecomUserTools(Toolkit):
     def __init__(self, db: Any = None) -> None:
         super().__init__(db)
         # per-environment stand-in for upstream's class-level default (see the module docstring)
-        self.default_vpn_details = {"server_address": "192.168.1.1", "protocol": "OpenVPN",
-                                    "server_performance": PerformanceLevel.EXCELLENT.value}
+        self.default_vpn_details = {
+            "server_address": "192.168.1.1",
+            "protocol": "OpenVPN",
+            "server_performance": PerformanceLevel.EXCELLENT.value,
+        }
 
     @property
     def device(self) -> dict:
@@ -180,8 +183,9 @@ class TelecomUserTools(Toolkit):
         """
         valid = self._set_network_mode_preference(mode)
         if valid is None:
-            return (f"Failed to set network mode: '{mode}' is not a valid option. "
-                    f"Please use one of: {_MODES}{self._bar()}")
+            return (
+                f"Failed to set network mode: '{mode}' is not a valid option. Please use one of: {_MODES}{self._bar()}"
+            )
         return f"Preferred Network Mode set to: {_enum_value(valid)}{self._bar()}"
 
     def _set_network_mode_preference(self, mode: Any) -> Any:
@@ -412,8 +416,10 @@ class TelecomUserTools(Toolkit):
         apn = _attr_of(self.db.device["active_apn_settings"], "model_copy")
         name = _enum_value(apn["apn_name"]) or "Not Set"
         mmsc = apn["mmsc_url"] or "Not Set"
-        return (f"Current APN Name: {name}\nMMSC URL (for picture messages): {mmsc}\n"
-                "(These are technical settings, usually best left unchanged.)")
+        return (
+            f"Current APN Name: {name}\nMMSC URL (for picture messages): {mmsc}\n"
+            "(These are technical settings, usually best left unchanged.)"
+        )
 
     @tool(ToolType.WRITE)
     def set_apn_settings(self, apn_settings: Union[APNSettings, dict]) -> str:
@@ -458,8 +464,10 @@ class TelecomUserTools(Toolkit):
         if not d["wifi_enabled"]:
             return "Wi-Fi is turned OFF."
         if d["wifi_connected"]:
-            return (f"Wi-Fi is ON and connected to '{d['wifi_ssid']}'. "
-                    f"Signal strength: {_enum_value(d['wifi_signal_strength'])}.")
+            return (
+                f"Wi-Fi is ON and connected to '{d['wifi_ssid']}'. "
+                f"Signal strength: {_enum_value(d['wifi_signal_strength'])}."
+            )
         return "Wi-Fi is ON but not connected to any network."
 
     @tool(ToolType.WRITE)
@@ -520,8 +528,11 @@ class TelecomUserTools(Toolkit):
             if vpn:
                 _attr_of(vpn, "model_dump")
                 # upstream prints the dumped model: a dict whose performance is the enum object
-                shown = {"server_address": vpn["server_address"], "protocol": vpn["protocol"],
-                         "server_performance": PerformanceLevel(vpn["server_performance"])}
+                shown = {
+                    "server_address": vpn["server_address"],
+                    "protocol": vpn["protocol"],
+                    "server_performance": PerformanceLevel(vpn["server_performance"]),
+                }
                 return f"VPN is ON and connected. Details: {shown}"
             return "VPN is ON and connected (no specific details available)."
         if d["vpn_enabled_setting"]:
@@ -555,8 +566,9 @@ class TelecomUserTools(Toolkit):
     def break_vpn(self) -> str:
         """Init helper: connect the VPN and make its server poor (slow data)."""
         self.connect_vpn()
-        _attr_of(self.db.device["vpn_details"], "server_performance")["server_performance"] = \
+        _attr_of(self.db.device["vpn_details"], "server_performance")["server_performance"] = (
             PerformanceLevel.POOR.value
+        )
         return "VPN connection broken."
 
     # ------------------------------------------------------------------ apps
@@ -618,8 +630,9 @@ class TelecomUserTools(Toolkit):
         if app:
             available = list(app["permissions"].keys())
             if permission not in available:
-                return False, (f"Permission '{permission}' not tracked for app '{app_name}', "
-                               f"available permissions: {available}")
+                return False, (
+                    f"Permission '{permission}' not tracked for app '{app_name}', available permissions: {available}"
+                )
             app["permissions"][permission] = True
             return True, f"Permission '{permission}' granted to app '{app_name}'."
         return False, f"App '{app_name}' not found. Cannot grant permission."
@@ -697,8 +710,11 @@ class TelecomUserTools(Toolkit):
                     d["network_technology_connected"] = "5G"
                     d["network_signal_strength"] = five_g
             else:
-                tech = {"4g_only": "4G", "3g_only": "3G", "2g_only": "2G"}.get(pref, "4G") \
-                    if isinstance(pref, str) else "4G"
+                tech = (
+                    {"4g_only": "4G", "3g_only": "3G", "2g_only": "2G"}.get(pref, "4G")
+                    if isinstance(pref, str)
+                    else "4G"
+                )
                 d["network_technology_connected"] = tech
                 d["network_signal_strength"] = signal_map.get(tech, _NONE)
         else:  # missing, locked (or anything else)

@@ -73,4 +73,3 @@ def main(argv: Optional[list[str]] = None) -> int:
             import signal
 
             signal.signal(signal.SIGTERM, previous)
-

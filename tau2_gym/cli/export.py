@@ -11,16 +11,26 @@ from tau2_gym.training.export import ExportError, export_dataset
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", help="tau2 results files (.json or .json.gz)")
     p.add_argument("--output", required=True, help="folder for the datasets.Dataset (save_to_disk)")
-    p.add_argument("--format", default="messages", choices=["messages", "tokens"],
-                   help="messages: TRL's conversational format; tokens: input_ids + assistant_masks rendered as "
-                        "the GRPO rollout renders them (needs --tokenizer)")
+    p.add_argument(
+        "--format",
+        default="messages",
+        choices=["messages", "tokens"],
+        help="messages: TRL's conversational format; tokens: input_ids + assistant_masks rendered as "
+        "the GRPO rollout renders them (needs --tokenizer)",
+    )
     p.add_argument("--tokenizer", default=None, help="tokenizer for --format tokens (a local path)")
     p.add_argument("--chat-template", default=None, help="a file with a chat template overriding the tokenizer's")
     p.add_argument("--min-reward", type=float, default=None, help="keep simulations with at least this reward")
-    p.add_argument("--split", default="train",
-                   help="keep tasks of this split ('none' = all); a selection with test-split tasks is refused")
-    p.add_argument("--allow-test-split", action="store_true",
-                   help="allow tasks of the held-out test split in the training data (off by default)")
+    p.add_argument(
+        "--split",
+        default="train",
+        help="keep tasks of this split ('none' = all); a selection with test-split tasks is refused",
+    )
+    p.add_argument(
+        "--allow-test-split",
+        action="store_true",
+        help="allow tasks of the held-out test split in the training data (off by default)",
+    )
     p.add_argument("--domain", default=None, help="keep only this domain")
     p.add_argument("--data-version", default=None, help="data version whose prompt and tools are exported")
 
@@ -33,10 +43,18 @@ def run(args: argparse.Namespace) -> int:
         if args.chat_template is not None:
             with open(args.chat_template, encoding="utf-8") as f:
                 template = f.read()
-        ds = export_dataset(args.results, args.output, format=args.format, tokenizer=args.tokenizer,
-                            chat_template=template, split=split, min_reward=args.min_reward,
-                            domain=args.domain, data_version=args.data_version,
-                            allow_test_split=args.allow_test_split)
+        ds = export_dataset(
+            args.results,
+            args.output,
+            format=args.format,
+            tokenizer=args.tokenizer,
+            chat_template=template,
+            split=split,
+            min_reward=args.min_reward,
+            domain=args.domain,
+            data_version=args.data_version,
+            allow_test_split=args.allow_test_split,
+        )
     except (ExportError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

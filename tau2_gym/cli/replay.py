@@ -25,12 +25,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="the JSON report to write (written atomically)")
     parser.add_argument("--data-dir", help="a tau2 data folder of your own (default: the version each file records)")
     parser.add_argument("--data-version", default=None, help="data version to replay on (default: each file's)")
-    parser.add_argument("--max-steps", type=int, default=None,
-                        help="step limit of the replay (default: each file's info.max_steps, else 100)")
-    parser.add_argument("--judge", default="fail",
-                        help="NL-assertion judge for the new rewards: fail (default) | pass | openai:MODEL | hf:MODEL")
-    parser.add_argument("--domain-options", default=None, metavar="JSON",
-                        help="the domain's own settings as a JSON object (e.g. '{\"retrieval_config\": \"bm25\"}')")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="step limit of the replay (default: each file's info.max_steps, else 100)",
+    )
+    parser.add_argument(
+        "--judge",
+        default="fail",
+        help="NL-assertion judge for the new rewards: fail (default) | pass | openai:MODEL | hf:MODEL",
+    )
+    parser.add_argument(
+        "--domain-options",
+        default=None,
+        metavar="JSON",
+        help='the domain\'s own settings as a JSON object (e.g. \'{"retrieval_config": "bm25"}\')',
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="show the env's warnings")
 
@@ -81,9 +92,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:
         logging.getLogger("tau2_gym").setLevel(logging.ERROR)
     try:
-        report = replay(args.paths, data_dir=args.data_dir, data_version=args.data_version, max_steps=args.max_steps,
-                        judge=args.judge, progress=not args.no_progress and sys.stderr.isatty(),
-                        domain_options=options)
+        report = replay(
+            args.paths,
+            data_dir=args.data_dir,
+            data_version=args.data_version,
+            max_steps=args.max_steps,
+            judge=args.judge,
+            progress=not args.no_progress and sys.stderr.isatty(),
+            domain_options=options,
+        )
     except ReplayInputError as exc:
         return _fail(str(exc))
     except ValueError as exc:  # a bad --judge spec, an unknown data version

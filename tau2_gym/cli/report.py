@@ -1,4 +1,5 @@
-"""``tau2-gym report``: one self-contained HTML report of one or more results files (see :mod:`tau2_gym.results.report`).
+"""``tau2-gym report``: one self-contained HTML report of one or more results files (see
+:mod:`tau2_gym.results.report`).
 
 Every input must be readable (a missing file, bad JSON, a partial file or an unknown domain stops the command
 with one error line and nothing is written); simulations that do not parse are skipped, counted and named.
@@ -18,18 +19,29 @@ from tau2_gym.results.report import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="RESULTS.json",
-                        help="results files (.json or .json.gz), shown side by side in this order; the first is "
-                             "the baseline of the 'tasks that flipped' table")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RESULTS.json",
+        help="results files (.json or .json.gz), shown side by side in this order; the first is "
+        "the baseline of the 'tasks that flipped' table",
+    )
     parser.add_argument("-o", "--output", required=True, help="the HTML file to write (e.g. report.html)")
     parser.add_argument("--title", help="page title (default: the input file names)")
-    parser.add_argument("--bootstrap-samples", type=int, default=None,
-                        help="resamples of the bootstrap confidence intervals of pass^k (default 1000; 0: none)")
+    parser.add_argument(
+        "--bootstrap-samples",
+        type=int,
+        default=None,
+        help="resamples of the bootstrap confidence intervals of pass^k (default 1000; 0: none)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed of the bootstrap (default 0)")
-    parser.add_argument("--compress", action="store_true",
-                        help="store the per-simulation details gzip-compressed (several times smaller for long "
-                             "conversations; needs a browser with DecompressionStream: Chrome 80+, Firefox 113+, "
-                             "Safari 16.4+)")
+    parser.add_argument(
+        "--compress",
+        action="store_true",
+        help="store the per-simulation details gzip-compressed (several times smaller for long "
+        "conversations; needs a browser with DecompressionStream: Chrome 80+, Firefox 113+, "
+        "Safari 16.4+)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,8 +51,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --bootstrap-samples must be >= 0, not {samples}", file=sys.stderr)
         return 2
     try:
-        result = write_report(args.paths, args.output, title=args.title, samples=samples,
-                              seed=BOOTSTRAP_SEED if args.seed is None else args.seed, compress=args.compress)
+        result = write_report(
+            args.paths,
+            args.output,
+            title=args.title,
+            samples=samples,
+            seed=BOOTSTRAP_SEED if args.seed is None else args.seed,
+            compress=args.compress,
+        )
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -50,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
     for r in result.runs:
         if r.skipped:
             shown = "; ".join(r.skipped[:3]) + (" ..." if len(r.skipped) > 3 else "")
-            print(f"warning: {r.path}: {len(r.skipped)} simulation(s) could not be parsed and were skipped: {shown}",
-                  file=sys.stderr)
-    print(f"wrote {result.output} ({result.simulations} simulation(s) from {len(result.runs)} file(s), "
-          f"{result.skipped} skipped; {result.bytes / 1e6:.2f} MB)")
+            print(
+                f"warning: {r.path}: {len(r.skipped)} simulation(s) could not be parsed and were skipped: {shown}",
+                file=sys.stderr,
+            )
+    print(
+        f"wrote {result.output} ({result.simulations} simulation(s) from {len(result.runs)} file(s), "
+        f"{result.skipped} skipped; {result.bytes / 1e6:.2f} MB)"
+    )
     return 0

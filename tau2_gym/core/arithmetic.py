@@ -20,8 +20,14 @@ CALC_CHARS = "0123456789+-*/(). "  # a str, as upstream: ``x in CALC_CHARS`` kee
 MAX_INT_BITS = 1 << 20  # ~315,000 digits: far above any float (1,024 bits)
 MAX_TOTAL_BITS = 1 << 22
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 Number = Union[int, float]
@@ -58,7 +64,7 @@ def evaluate(expression: str) -> Any:
     Raises what ``eval`` raises (SyntaxError, ZeroDivisionError, OverflowError, ...) or ExpressionTooLarge.
     """
     if not isinstance(expression, str):  # e.g. a list of digit strings passes the character check
-        return eval(expression, {"__builtins__": None}, {})  # noqa: S307 - raises eval's own TypeError
+        return eval(expression, {"__builtins__": None}, {})
     expression = expression.lstrip(" \t")  # as eval does with a string source
     code = compile(expression, "<string>", "eval")  # eval's own compile step: its errors, exactly
     root = ast.parse(expression, "<string>", "eval").body
@@ -67,7 +73,7 @@ def evaluate(expression: str) -> Any:
         # ``()``, ``(1)(2)``, ``(1)(*())``: legal, and a TypeError when run; eval gives its exact text, and
         # with no power or product nothing can grow large
         if ast.Mult not in kinds:
-            return eval(code, {"__builtins__": None}, {})  # noqa: S307 - character-checked
+            return eval(code, {"__builtins__": None}, {})
     total = 0
     values: list[Any] = []
     stack: list[tuple[ast.AST, bool]] = [(root, False)]
@@ -85,7 +91,8 @@ def evaluate(expression: str) -> Any:
             total += bits
             if bits > MAX_INT_BITS or total > MAX_TOTAL_BITS:
                 raise ExpressionTooLarge(
-                    f"expression too large to evaluate: integers are limited to {MAX_INT_BITS:,} bits")
+                    f"expression too large to evaluate: integers are limited to {MAX_INT_BITS:,} bits"
+                )
             values.append(_BINARY[type(node.op)](a, b))
         elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             if not ready:
@@ -94,14 +101,17 @@ def evaluate(expression: str) -> Any:
             values.append(_UNARY[type(node.op)](values.pop()))
         elif isinstance(node, (ast.Tuple, ast.Call, ast.Starred)):
             # the same TypeErrors, next to a power or a product
-            parts = [node.func, *node.args] if isinstance(node, ast.Call) else (
-                node.elts if isinstance(node, ast.Tuple) else [node.value])
+            parts = (
+                [node.func, *node.args]
+                if isinstance(node, ast.Call)
+                else (node.elts if isinstance(node, ast.Tuple) else [node.value])
+            )
             if not ready:
                 stack.append((node, True))
                 stack += [(p, False) for p in reversed(parts)]
                 continue
-            got = values[len(values) - len(parts):]
-            del values[len(values) - len(parts):]
+            got = values[len(values) - len(parts) :]
+            del values[len(values) - len(parts) :]
             if isinstance(node, ast.Starred):
                 values.append(_Spread(got[0]))
             elif isinstance(node, ast.Tuple):

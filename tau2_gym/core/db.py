@@ -17,6 +17,7 @@ import threading
 from enum import Enum
 from typing import Any, Iterator, Optional
 
+
 class _Deleted:
     """The mark of a record deleted in an episode: one per process, so it pickles and copies as itself."""
 
@@ -81,7 +82,7 @@ class DBSchema:
         """Validate raw data and return the typed dump as plain data."""
         return plain(self.model.model_validate(raw).model_dump())
 
-    def build(self, raw: Any) -> "BaseData":
+    def build(self, raw: Any) -> BaseData:
         return BaseData(self.validate(raw), self.tables, self)
 
 
@@ -109,7 +110,7 @@ class BaseData:
             return getattr, self.owner
         return BaseData, (self.data, self.tables, self.schema)
 
-    def __deepcopy__(self, memo: dict) -> "BaseData":
+    def __deepcopy__(self, memo: dict) -> BaseData:
         return self  # read-only and shared by every episode: a copied episode keeps using it
 
     def record_ser(self, table: str) -> dict[str, str]:
@@ -135,7 +136,7 @@ class BaseData:
             self._field_ser[name] = s
         return s
 
-    def new_state(self) -> "DBState":
+    def new_state(self) -> DBState:
         return DBState(self)
 
     def hash_from_scratch(self) -> str:
@@ -255,7 +256,7 @@ class DBState:
         parts = {k: (v._own if isinstance(v, Table) else v) for k, v in self.__dict__.items() if k != "_base_data"}
         return _restore_state, (self._base_data, parts)
 
-    def __deepcopy__(self, memo: dict) -> "DBState":
+    def __deepcopy__(self, memo: dict) -> DBState:
         return self.copy()  # copy-on-write over the same shared base, not a copy of the base
 
     def __getattr__(self, name: str) -> Any:
@@ -267,7 +268,7 @@ class DBState:
     def base(self) -> BaseData:
         return self._base_data
 
-    def updated(self, update: dict[str, Any]) -> "DBState":
+    def updated(self, update: dict[str, Any]) -> DBState:
         """tau2's ``update_db``: merge ``update`` into the dump, re-validate, and return a new state."""
         schema = self._base_data.schema
         if schema is None:
@@ -340,7 +341,7 @@ class DBState:
         """tau2's DB hash: sha256 of the sorted-key JSON dump of the typed model."""
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
-    def same_as(self, other: "DBState") -> bool:
+    def same_as(self, other: DBState) -> bool:
         """Equality of the hashed content, decided from the changed records when both share a base."""
         if self._base_data is not other._base_data:
             return self.canonical_json() == other.canonical_json()
@@ -359,7 +360,7 @@ class DBState:
                 return False
         return True
 
-    def copy(self) -> "DBState":
+    def copy(self) -> DBState:
         """An independent copy (snapshot) of this state."""
         new = DBState.__new__(DBState)
         new._base_data = self._base_data
@@ -401,5 +402,15 @@ def dump_hash(data: Any) -> str:
     return hashlib.sha256(dumps_sorted(data).encode("utf-8")).hexdigest()
 
 
-__all__ = ["BaseData", "DBState", "Table", "copy_json", "plain", "dumps_sorted", "merge_update", "dump_hash", "same_json",
-           "DBSchema"]
+__all__ = [
+    "BaseData",
+    "DBState",
+    "Table",
+    "copy_json",
+    "plain",
+    "dumps_sorted",
+    "merge_update",
+    "dump_hash",
+    "same_json",
+    "DBSchema",
+]

@@ -39,9 +39,15 @@ class _Diff:
         if len(self.entries) >= self.limit:
             self.left_out += 1
             return
-        self.entries.append({"db": self.db, "path": path, "kind": kind,
-                             "gold": None if kind == "only_predicted" else _json(gold),
-                             "predicted": None if kind == "only_gold" else _json(predicted)})
+        self.entries.append(
+            {
+                "db": self.db,
+                "path": path,
+                "kind": kind,
+                "gold": None if kind == "only_predicted" else _json(gold),
+                "predicted": None if kind == "only_gold" else _json(predicted),
+            }
+        )
 
     def values(self, path: str, gold: Any, predicted: Any) -> None:
         """Recurse into containers of the same shape; report leaves (or mismatched shapes) whole."""
@@ -101,8 +107,9 @@ def db_diff(gold: Any, predicted: Any, db: str = "agent", limit: int = MAX_ENTRI
     out = _Diff(db, limit)
     if gold is None or predicted is None:
         if gold is not predicted:
-            out.add("", "only_gold" if predicted is None else "only_predicted", _plain_dump(gold),
-                    _plain_dump(predicted))
+            out.add(
+                "", "only_gold" if predicted is None else "only_predicted", _plain_dump(gold), _plain_dump(predicted)
+            )
     elif type(gold) is DBState and type(predicted) is DBState and gold.base is predicted.base:
         _diff_states(out, gold, predicted)
     else:  # different bases or a domain's own DB type: compare the full dumps (only on a failed check)
@@ -129,6 +136,7 @@ def environment_diff(gold_env: Any, predicted_env: Any, limit: int = MAX_ENTRIES
 
 def format_diff(entries: list[dict], left_out: Optional[int] = 0, width: int = 160) -> list[str]:
     """One line per entry, for terminals: ``agent reservations.X.flights[1].date: gold '..' -> agent '..'``."""
+
     def short(v: Any) -> str:
         text = json.dumps(v, ensure_ascii=False, sort_keys=True)
         return text if len(text) <= width // 2 else text[: width // 2 - 3] + "..."

@@ -1,7 +1,8 @@
 """Domains: what a domain declares (:class:`DomainSpec`), the registry, and a domain bound to its data.
 
 A domain is a folder under ``domains/`` exposing a ``DOMAIN`` spec, plus one line in
-``domains/__init__.py`` (imported with the package, which fills this registry); third-party packages add domains through the ``tau2_gym.domains`` entry
+``domains/__init__.py`` (imported with the package, which fills this registry); third-party packages add domains
+through the ``tau2_gym.domains`` entry
 point group (``name = "pkg.module:DOMAIN"``). The engine never names a domain.
 """
 
@@ -77,7 +78,7 @@ class DomainSpec:
     task_policy: Optional[Callable[[_data.DataSource, Task, bool], str]] = None
     # The spec specialised to a data source and the domain's options (load_domain(options=...)); called once per
     # loaded domain. A domain without it takes no options.
-    bind: Optional[Callable[["DomainSpec", _data.DataSource, dict], "DomainSpec"]] = None
+    bind: Optional[Callable[[DomainSpec, _data.DataSource, dict], DomainSpec]] = None
     # The Gymnasium manual of the domain's env (its class docstring: Description, Action Space, ... sections) and the
     # env keyword arguments that are the domain's own settings (folded into ``domain_options``).
     env_doc: str = ""
@@ -162,7 +163,8 @@ class LoadedDomain:
         self.folder = source.domain_dir(spec.data_folder)
         if not self.folder.is_dir():
             raise _data.DataError(
-                f"domain {spec.name!r}: folder {str(self.folder)!r} not found in the data ({source.origin})")
+                f"domain {spec.name!r}: folder {str(self.folder)!r} not found in the data ({source.origin})"
+            )
         if spec.bind is not None:
             spec = spec.bind(spec, source, self.options)
         elif self.options:
@@ -170,12 +172,14 @@ class LoadedDomain:
         self.spec = spec
         try:
             self.agent_toolkit = _version_toolkit(spec.agent_toolkit, source, spec.agent_prose)
-            self.user_toolkit = (None if spec.user_toolkit is None
-                                 else _version_toolkit(spec.user_toolkit, source, spec.user_prose))
+            self.user_toolkit = (
+                None if spec.user_toolkit is None else _version_toolkit(spec.user_toolkit, source, spec.user_prose)
+            )
         except (SyntaxError, OSError, ValueError) as exc:  # a damaged upstream source file
             name = getattr(exc, "filename", None)
-            raise self._fault(name if name and not str(name).startswith("<") else self.source.src,
-                              f"cannot be read as Python ({exc})") from exc
+            raise self._fault(
+                name if name and not str(name).startswith("<") else self.source.src, f"cannot be read as Python ({exc})"
+            ) from exc
         self.base_db = self._load_db(spec.db)
         self.user_base_db: Optional[BaseData] = None
         if spec.user_db is not None:
@@ -191,7 +195,7 @@ class LoadedDomain:
         # pickled envs and episodes re-bind to the unpickling process's cached domain (not a copy of its data)
         return _cached_domain, (self.spec.name, self.source, self.options)
 
-    def __deepcopy__(self, memo: dict) -> "LoadedDomain":
+    def __deepcopy__(self, memo: dict) -> LoadedDomain:
         return self  # shared, read-only: a deep-copied env or episode keeps using the cached domain
 
     def _load_db(self, dbf: DBFile) -> Optional[BaseData]:
@@ -212,9 +216,12 @@ class LoadedDomain:
 
     def _fault(self, path: Any, problem: str, kind: type = _data.DataError) -> _data.DataError:
         """One line: the file, what is wrong with it, and what to do."""
-        fix = (f"restore it from a clean tau2-bench checkout (`tau2-gym data verify --data-dir {self.source.root}` "
-               "lists every file that differs)" if self.source.custom else
-               "run `tau2-gym data fetch` to repair the cache")
+        fix = (
+            f"restore it from a clean tau2-bench checkout (`tau2-gym data verify --data-dir {self.source.root}` "
+            "lists every file that differs)"
+            if self.source.custom
+            else "run `tau2-gym data fetch` to repair the cache"
+        )
         where = str(path or self.folder)
         return kind(f"domain {self.spec.name!r}: {where!r} {problem}; {fix}", path=where, problem=problem, fix=fix)
 
@@ -281,10 +288,17 @@ class LoadedDomain:
         if self.has_user_tools:
             db = tools.db if self.spec.user_db_shared else self.user_base_db.new_state()  # type: ignore[union-attr]
             user_tools = self.user_toolkit(db)  # type: ignore[misc]
-        env = Environment(domain_name=self.spec.name, policy=self.policy(solo), tools=tools, user_tools=user_tools,
-                          solo_mode=solo, sync_hook=self.spec.sync, domain=self,
-                          track_calls=self.spec.deterministic_tools and self.spec.sync is None,
-                          semantics=self.source.semantics)
+        env = Environment(
+            domain_name=self.spec.name,
+            policy=self.policy(solo),
+            tools=tools,
+            user_tools=user_tools,
+            solo_mode=solo,
+            sync_hook=self.spec.sync,
+            domain=self,
+            track_calls=self.spec.deterministic_tools and self.spec.sync is None,
+            semantics=self.source.semantics,
+        )
         if task is not None and self.spec.prepare is not None:
             self.spec.prepare(env, task)
         return env
@@ -294,8 +308,9 @@ class LoadedDomain:
     def task_file(self, task_set: Optional[str] = None) -> Path:
         name = task_set or self.spec.default_task_set
         if name not in self.spec.task_sets:
-            raise TaskFileError(f"unknown task set {name!r} for domain {self.spec.name!r}; "
-                                f"task sets are: {sorted(self.spec.task_sets)}")
+            raise TaskFileError(
+                f"unknown task set {name!r} for domain {self.spec.name!r}; task sets are: {sorted(self.spec.task_sets)}"
+            )
         return self.folder / self.spec.task_sets[name].file
 
     def _all_tasks(self, task_set: Optional[str]) -> tuple[Task, ...]:
@@ -325,8 +340,10 @@ class LoadedDomain:
         for t in self._all_tasks(task_set):
             if t.id == task_id:
                 return t
-        raise KeyError(f"task {task_id!r} not found in domain {self.spec.name!r} "
-                       f"(task set {task_set or self.spec.default_task_set!r})")
+        raise KeyError(
+            f"task {task_id!r} not found in domain {self.spec.name!r} "
+            f"(task set {task_set or self.spec.default_task_set!r})"
+        )
 
 
 def _version_toolkit(toolkit: type[Toolkit], source: _data.DataSource, prose: Optional[ProseSource]) -> type[Toolkit]:
@@ -339,8 +356,9 @@ _loaded: dict[tuple, LoadedDomain] = {}
 _loaded_lock = threading.Lock()
 
 
-def load_domain(name: str, data_dir: Optional[str | Path] = None, data_version: Optional[str] = None,
-                options: Optional[dict] = None) -> LoadedDomain:
+def load_domain(
+    name: str, data_dir: Optional[str | Path] = None, data_version: Optional[str] = None, options: Optional[dict] = None
+) -> LoadedDomain:
     """The domain ``name`` bound to its data (cached per process): ``data_dir`` (a folder), else ``TAU2_DATA_DIR``,
     else the cache of ``data_version`` (default ``tau2-bench==1.0.1``; see :mod:`tau2_gym.data`). ``options`` are
     the domain's own settings (JSON values; e.g. a retrieval configuration), for domains that take them."""
@@ -351,8 +369,14 @@ def _cached_domain(name: str, source: _data.DataSource, options: Optional[dict] 
     """The process's LoadedDomain of ``name`` on ``source`` (also how an unpickled domain re-binds)."""
     spec = get_domain_spec(name)
     # the origin is part of the key: the same folder named by the user (custom) and as the cache records differently
-    key = (name, str(source.root), str(source.src) if source.src else None, source.version.name, source.origin,
-           json.dumps(options or {}, sort_keys=True, default=str))
+    key = (
+        name,
+        str(source.root),
+        str(source.src) if source.src else None,
+        source.version.name,
+        source.origin,
+        json.dumps(options or {}, sort_keys=True, default=str),
+    )
     dom = _loaded.get(key)
     if dom is None:
         with _loaded_lock:

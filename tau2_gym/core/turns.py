@@ -32,7 +32,7 @@ class UserTurnRequest:
     system_prompt: str
     messages: list[dict[str, Any]]  # user's view, role-flipped, OpenAI chat format, system prompt excluded
     tools: Optional[list[dict[str, Any]]]  # OpenAI schemas of the user's tools (None: the user has none)
-    task: "Task"
+    task: Task
     seed: Optional[int] = None
     turn: int = 0  # number of user messages generated so far in this episode
     extra: dict[str, Any] = field(default_factory=dict)
@@ -50,7 +50,7 @@ class AgentTurnRequest:
     system_prompt: str
     messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded
     tools: list[dict[str, Any]]  # OpenAI tool schemas the agent may call
-    task: "Task"
+    task: Task
     seed: Optional[int] = None
     turn: int = 0  # agent messages generated so far in this episode
     solo: bool = False

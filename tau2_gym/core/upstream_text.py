@@ -13,7 +13,7 @@ import inspect
 import re
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Optional
 
@@ -36,8 +36,20 @@ class ParsedDoc:
         return self.short + "\n\n" + self.long
 
 
-_SECTION_TITLES = ("Arguments", "Args", "Parameters", "Params", "Raises", "Exceptions", "Except", "Attributes",
-                   "Example", "Examples", "Returns", "Yields")
+_SECTION_TITLES = (
+    "Arguments",
+    "Args",
+    "Parameters",
+    "Params",
+    "Raises",
+    "Exceptions",
+    "Except",
+    "Attributes",
+    "Example",
+    "Examples",
+    "Returns",
+    "Yields",
+)
 _PARAM_SECTIONS = {"Arguments", "Args", "Parameters", "Params"}
 _TITLE_RE = re.compile("^(" + "|".join(f"({t})" for t in _SECTION_TITLES) + "):[ \t\r\f\v]*$", flags=re.M)
 _TYPED_ARG_RE = re.compile(r"\s*(.+?)\s*\(\s*(.*[^\s]+)\s*\)")
@@ -55,7 +67,7 @@ def parse_docstring(text: Optional[str]) -> ParsedDoc:
         return out
     text = inspect.cleandoc(text)
     match = _TITLE_RE.search(text)
-    desc_chunk, meta_chunk = (text[: match.start()], text[match.start():]) if match else (text, "")
+    desc_chunk, meta_chunk = (text[: match.start()], text[match.start() :]) if match else (text, "")
     parts = desc_chunk.split("\n", 1)
     out.short = parts[0] or ""
     if len(parts) > 1:
@@ -64,7 +76,7 @@ def parse_docstring(text: Optional[str]) -> ParsedDoc:
     for j, m in enumerate(titles):
         title = m.group(1)
         end = titles[j + 1].start() if j + 1 < len(titles) else len(meta_chunk)
-        details = meta_chunk[m.end(): end]
+        details = meta_chunk[m.end() : end]
         unknown = re.search(r"\n\S", details)
         if unknown is not None:
             details = details[: unknown.start()]
@@ -75,7 +87,7 @@ def parse_docstring(text: Optional[str]) -> ParsedDoc:
         items = list(re.finditer("^" + indent + r"(?=\S)", chunk, flags=re.M))
         for i, im in enumerate(items):
             stop = items[i + 1].start() if i + 1 < len(items) else len(chunk)
-            part = chunk[im.end(): stop].strip("\n")
+            part = chunk[im.end() : stop].strip("\n")
             if ":" not in part:
                 continue
             before, desc = part.split(":", 1)
@@ -116,8 +128,12 @@ def _const_str(node: ast.AST) -> Optional[str]:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _const_str(node.left), _const_str(node.right)
         return None if left is None or right is None else left + right
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args
-            and node.func.attr in {"strip", "lstrip", "rstrip"}):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and not node.args
+        and node.func.attr in {"strip", "lstrip", "rstrip"}
+    ):
         inner = _const_str(node.func.value)
         return None if inner is None else getattr(inner, node.func.attr)()
     return None
@@ -168,7 +184,7 @@ def parse_module(path: Path) -> ModuleProse:
     return prose
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_module_prose(src: Optional[Path], relpath: str) -> Optional[ModuleProse]:
     """Prose of ``<src>/<relpath>`` or None when there are no sources (or not that file)."""
     if src is None:
@@ -188,10 +204,13 @@ def warn_fallback(what: str, reason: Optional[str] = None) -> None:
         return
     _warned.add(what)
     if reason is None:
-        reason = ("the data folder has no tau2 sources beside it. Point TAU2_DATA_DIR at a tau2-bench checkout's "
-                  "data/ folder or use the default fetched data to show the benchmark's own wording")
-    warnings.warn(f"upstream text for {what} is not available: {reason}; using tau2-gym's own short text instead.",
-                  stacklevel=3)
+        reason = (
+            "the data folder has no tau2 sources beside it. Point TAU2_DATA_DIR at a tau2-bench checkout's "
+            "data/ folder or use the default fetched data to show the benchmark's own wording"
+        )
+    warnings.warn(
+        f"upstream text for {what} is not available: {reason}; using tau2-gym's own short text instead.", stacklevel=3
+    )
 
 
 # ------------------------------------------------------------------------- strings inside functions
@@ -252,9 +271,10 @@ def _template(node: ast.AST) -> Optional[StringTemplate]:
     return StringTemplate(tuple(parts))
 
 
-@lru_cache(maxsize=None)
-def function_strings(src: Optional[Path], relpath: str, func_name: str,
-                     class_name: Optional[str] = None) -> Optional[dict[str, StringTemplate]]:
+@cache
+def function_strings(
+    src: Optional[Path], relpath: str, func_name: str, class_name: Optional[str] = None
+) -> Optional[dict[str, StringTemplate]]:
     """String literals and simple f-strings assigned to local names inside ``class_name.func_name``.
 
     None when there are no sources or no such function (callers fall back to their own text).

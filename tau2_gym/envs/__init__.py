@@ -39,8 +39,12 @@ def register_envs() -> list[str]:
             ids.append(eid)
             if eid in gym.envs.registry:
                 continue
-            gym.register(id=eid, entry_point=entry, vector_entry_point=VECTOR_ENTRY_POINT,
-                         kwargs={**base_kwargs, **({"solo": True} if solo else {})})
+            gym.register(
+                id=eid,
+                entry_point=entry,
+                vector_entry_point=VECTOR_ENTRY_POINT,
+                kwargs={**base_kwargs, **({"solo": True} if solo else {})},
+            )
     register_role_envs()
     return ids
 

@@ -176,9 +176,12 @@ def clone_env(env: Any, episode_id: Optional[str] = None) -> Any:
     twin = base.clone(episode_id=episode_id)
     if env is base:
         return twin
-    memo: dict[int, Any] = {id(base): twin, id(base.domain): base.domain,
-                            id(base.action_space): twin.action_space,
-                            id(base.observation_space): twin.observation_space}
+    memo: dict[int, Any] = {
+        id(base): twin,
+        id(base.domain): base.domain,
+        id(base.action_space): twin.action_space,
+        id(base.observation_space): twin.observation_space,
+    }
     for shared in (base.user, base.judge):  # a wrapper's saved env spec may hold them (clients, locks): shared
         if shared is not None and not isinstance(shared, str):
             memo[id(shared)] = shared

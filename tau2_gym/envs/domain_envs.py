@@ -6,7 +6,7 @@ and pickle ask for)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from tau2_gym.core.domain import domain_names, get_domain_spec
 from tau2_gym.envs import env_class_name
@@ -15,14 +15,22 @@ from tau2_gym.envs.tau2_env import Tau2Env
 __all__ = ["domain_env_class"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def domain_env_class(domain: str) -> type[Tau2Env]:
     """``domain``'s env class: :class:`~tau2_gym.envs.tau2_env.Tau2Env` fixed to that domain, documented by it."""
     spec = get_domain_spec(domain)
     name = env_class_name(domain)
-    return type(name, (Tau2Env,), {"__doc__": spec.env_doc or Tau2Env.__doc__, "__module__": __name__,
-                                   "__qualname__": name, "domain_name": domain,
-                                   "domain_option_names": tuple(spec.env_options)})
+    return type(
+        name,
+        (Tau2Env,),
+        {
+            "__doc__": spec.env_doc or Tau2Env.__doc__,
+            "__module__": __name__,
+            "__qualname__": name,
+            "domain_name": domain,
+            "domain_option_names": tuple(spec.env_options),
+        },
+    )
 
 
 def __getattr__(name: str) -> type[Tau2Env]:

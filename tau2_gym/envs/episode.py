@@ -41,7 +41,7 @@ __all__ = ["AGENT", "USER", "DONE", "Episode", "EpisodeSetup", "agent_tools", "r
 AGENT, USER, DONE = tl.AGENT, tl.USER, tl.DONE
 
 
-def agent_tools(domain: "LoadedDomain", solo: bool, agent_can_stop: bool) -> tuple[dict, ...]:
+def agent_tools(domain: LoadedDomain, solo: bool, agent_can_stop: bool) -> tuple[dict, ...]:
     """The OpenAI tool schemas the agent may call: the domain's agent tools, in solo mode also the user's, and
     ``done`` when the agent may stop. A private deep copy: the domain's schemas are shared by the process."""
     tools = list(domain.agent_tool_schemas())
@@ -94,11 +94,24 @@ class EpisodeSetup:
         evaluate, strict_replay: whether and how episodes are scored.
     """
 
-    def __init__(self, domain: "LoadedDomain", *, solo: bool = False, max_steps: int = 100, max_errors: int = 10,
-                 enforce_protocol: bool = False, agent_can_stop: Optional[bool] = None,
-                 timeout: Optional[float] = None, parser: Any = "auto", tokenizer: Any = None,
-                 fill_tool_call_ids: bool = True, reply_parser: Any = None, judge: Any = None,
-                 evaluate: bool = True, strict_replay: bool = True) -> None:
+    def __init__(
+        self,
+        domain: LoadedDomain,
+        *,
+        solo: bool = False,
+        max_steps: int = 100,
+        max_errors: int = 10,
+        enforce_protocol: bool = False,
+        agent_can_stop: Optional[bool] = None,
+        timeout: Optional[float] = None,
+        parser: Any = "auto",
+        tokenizer: Any = None,
+        fill_tool_call_ids: bool = True,
+        reply_parser: Any = None,
+        judge: Any = None,
+        evaluate: bool = True,
+        strict_replay: bool = True,
+    ) -> None:
         self.domain = domain
         self.solo = bool(solo)
         self.max_steps = int(max_steps)
@@ -115,7 +128,7 @@ class EpisodeSetup:
         self.strict_replay = strict_replay
         self.tools = agent_tools(domain, self.solo, self.agent_can_stop)
 
-    def start(self, task: "Task", *, seed: Optional[int] = None, episode_id: Optional[str] = None) -> "Episode":
+    def start(self, task: Task, *, seed: Optional[int] = None, episode_id: Optional[str] = None) -> Episode:
         """A new episode of ``task``, initialized (upstream's ``Orchestrator.initialize``): the agent or the
         customer is to act next, or the episode already ended."""
         episode = Episode(self, task, seed=seed, episode_id=episode_id)
@@ -133,13 +146,22 @@ class Episode:
 
     __slots__ = ("calls", "loop", "rejected_reply", "setup")
 
-    def __init__(self, setup: EpisodeSetup, task: "Task", *, seed: Optional[int] = None,
-                 episode_id: Optional[str] = None) -> None:
+    def __init__(
+        self, setup: EpisodeSetup, task: Task, *, seed: Optional[int] = None, episode_id: Optional[str] = None
+    ) -> None:
         self.setup = setup
-        self.loop = tl.TurnLoop(setup.domain, task, solo=setup.solo, max_steps=setup.max_steps,
-                                max_errors=setup.max_errors, enforce_protocol=setup.enforce_protocol,
-                                agent_can_stop=setup.agent_can_stop, timeout=setup.timeout,
-                                episode_id=episode_id, seed=seed)
+        self.loop = tl.TurnLoop(
+            setup.domain,
+            task,
+            solo=setup.solo,
+            max_steps=setup.max_steps,
+            max_errors=setup.max_errors,
+            enforce_protocol=setup.enforce_protocol,
+            agent_can_stop=setup.agent_can_stop,
+            timeout=setup.timeout,
+            episode_id=episode_id,
+            seed=seed,
+        )
         self.calls = 0  # the agent's tool calls so far: calls without an id get `call_<n>`
         self.rejected_reply: Optional[dict] = None
 
@@ -155,7 +177,7 @@ class Episode:
         return self.loop.done
 
     @property
-    def task(self) -> "Task":
+    def task(self) -> Task:
         return self.loop.task
 
     @property
@@ -184,25 +206,47 @@ class Episode:
         loop = self.loop
         view = loop.agent_messages()
         return AgentTurnRequest(
-            episode_id=loop.episode_id, system_prompt=view[0]["content"], messages=view[1:],
-            tools=list(self.setup.tools), task=loop.task, seed=loop.seed, turn=loop.agent_turns, solo=loop.solo,
-            tool_choice="required" if loop.solo else None, extra={"domain": loop.domain.name, **(extra or {})})
+            episode_id=loop.episode_id,
+            system_prompt=view[0]["content"],
+            messages=view[1:],
+            tools=list(self.setup.tools),
+            task=loop.task,
+            seed=loop.seed,
+            turn=loop.agent_turns,
+            solo=loop.solo,
+            tool_choice="required" if loop.solo else None,
+            extra={"domain": loop.domain.name, **(extra or {})},
+        )
 
     def act(self, action: Any) -> str:
         """The agent's turn, in any form the env accepts (text, an OpenAI message, calls, a server reply). Its
         tool calls run now. An action that cannot be read ends the episode as ``agent_error`` -- never raises."""
         setup = self.setup
         if isinstance(action, UserMessage):  # a simulator's reply serving as the agent (the HF simulator)
-            calls = None if action.tool_calls is None else [ToolCall(tc.name, tc.arguments, id=tc.id)
-                                                            for tc in action.tool_calls]
-            action = AssistantMessage(content=action.content, tool_calls=calls, cost=action.cost,
-                                      usage=action.usage, raw_data=action.raw_data, timestamp="")
+            calls = (
+                None
+                if action.tool_calls is None
+                else [ToolCall(tc.name, tc.arguments, id=tc.id) for tc in action.tool_calls]
+            )
+            action = AssistantMessage(
+                content=action.content,
+                tool_calls=calls,
+                cost=action.cost,
+                usage=action.usage,
+                raw_data=action.raw_data,
+                timestamp="",
+            )
         try:
             msg = reply_message(action, setup.reply_parser, self.calls)
             if msg is None:
-                msg = to_assistant_message(action, parser=setup.parser, tokenizer=setup.tokenizer,
-                                           fill_ids=setup.fill_tool_call_ids, first_id=self.calls,
-                                           timestamp="")  # the loop stamps it
+                msg = to_assistant_message(
+                    action,
+                    parser=setup.parser,
+                    tokenizer=setup.tokenizer,
+                    fill_ids=setup.fill_tool_call_ids,
+                    first_id=self.calls,
+                    timestamp="",
+                )  # the loop stamps it
         except ActionError as exc:
             if exc.record is None and type(action) is dict and isinstance(action.get("raw_data"), dict):
                 self.rejected_reply = action
@@ -244,8 +288,9 @@ class Episode:
 
     # ------------------------------------------------------------------ the end
 
-    def score(self, messages: Optional[list] = None,
-              diagnostics: Optional[dict[str, Any]] = None) -> Optional[dict[str, Any]]:
+    def score(
+        self, messages: Optional[list] = None, diagnostics: Optional[dict[str, Any]] = None
+    ) -> Optional[dict[str, Any]]:
         """Upstream's reward record of the finished episode (None when the setup does not evaluate). Scoring
         may use the live tool environment instead of replaying when it provably holds the replayed state.
         ``diagnostics`` receives this package's additions (the field-level DB diff of a failed DB check).
@@ -253,17 +298,30 @@ class Episode:
         loop = self.loop
         if not self.setup.evaluate:
             return None
-        return evaluation.evaluate_simulation(loop.domain, loop.task, loop.messages() if messages is None else messages,
-                                   loop.termination_reason, solo=loop.solo, judge=self.setup.judge,
-                                   strict=self.setup.strict_replay, live_env=loop.env,
-                                              diagnostics=diagnostics)
+        return evaluation.evaluate_simulation(
+            loop.domain,
+            loop.task,
+            loop.messages() if messages is None else messages,
+            loop.termination_reason,
+            solo=loop.solo,
+            judge=self.setup.judge,
+            strict=self.setup.strict_replay,
+            live_env=loop.env,
+            diagnostics=diagnostics,
+        )
 
-    def simulation_run(self, reward_info: Optional[dict], trial: Optional[int] = 0, messages: Optional[list] = None,
-                       info: Optional[dict] = None) -> dict[str, Any]:
+    def simulation_run(
+        self,
+        reward_info: Optional[dict],
+        trial: Optional[int] = 0,
+        messages: Optional[list] = None,
+        info: Optional[dict] = None,
+    ) -> dict[str, Any]:
         """The episode as a tau2 ``SimulationRun`` dict (``info``: entries added to its ``info``)."""
         return self.loop.simulation_run(reward_info, trial=trial, messages=messages, info=info)
 
-    def simulation_record(self, reward_info: Optional[dict], messages: Optional[list] = None,
-                          info: Optional[dict] = None) -> Record:
+    def simulation_record(
+        self, reward_info: Optional[dict], messages: Optional[list] = None, info: Optional[dict] = None
+    ) -> Record:
         """:meth:`simulation_run` as a record rendered on first read (a finished episode only)."""
         return self.loop.simulation_record(reward_info, messages=messages, info=info)

@@ -33,6 +33,7 @@ CURRICULA = ("success",)
 @dataclass(frozen=True)
 class Component:
     """One source of tasks: a domain and a split (``key`` is ``"domain"`` or ``"domain:split"``)."""
+
     key: str
     domain: str
     split: Optional[str]
@@ -69,9 +70,15 @@ class Mixture:
     ``np_random``).
     """
 
-    def __init__(self, domains: Union[Mapping[str, float], Sequence[str]], split: Optional[str] = "base", *,
-                 curriculum: Union[None, str, Callable[[dict, dict], Mapping[str, float]]] = None,
-                 window: int = 50, floor: float = 0.1) -> None:
+    def __init__(
+        self,
+        domains: Union[Mapping[str, float], Sequence[str]],
+        split: Optional[str] = "base",
+        *,
+        curriculum: Union[None, str, Callable[[dict, dict], Mapping[str, float]]] = None,
+        window: int = 50,
+        floor: float = 0.1,
+    ) -> None:
         if isinstance(domains, str):
             domains = [domains]
         items = list(domains.items()) if isinstance(domains, Mapping) else [(k, 1.0) for k in domains]
@@ -144,16 +151,24 @@ class Mixture:
     def state(self) -> dict[str, dict[str, Any]]:
         """Per component: base weight, current probability, finished episodes, recent success rate."""
         p = self.probabilities()
-        return {c.key: {"domain": c.domain, "split": c.split, "base_weight": float(b), "probability": float(q),
-                        "episodes": self.episodes[c.key], "recent_success": self.success_rate(c.key)}
-                for c, b, q in zip(self.components, self.base, p)}
+        return {
+            c.key: {
+                "domain": c.domain,
+                "split": c.split,
+                "base_weight": float(b),
+                "probability": float(q),
+                "episodes": self.episodes[c.key],
+                "recent_success": self.success_rate(c.key),
+            }
+            for c, b, q in zip(self.components, self.base, p)
+        }
 
 
 class _MixActionSpace(AssistantActionSpace):
     """Assistant turns for whichever domain is running: ``contains`` as every tau2 env (parsing only);
     ``sample`` draws a call of the *current* episode's tools (its env's action space)."""
 
-    def __init__(self, env: "MixEnv", parser: Any, tokenizer: Any) -> None:
+    def __init__(self, env: MixEnv, parser: Any, tokenizer: Any) -> None:
         super().__init__((), parser=parser, tokenizer=tokenizer)
         self._env = env
 
@@ -215,22 +230,38 @@ class MixEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
 
-    def __init__(self, domains: Union[Mapping[str, float], Sequence[str], None] = None, split: Optional[str] = "base",
-                 *, curriculum: Any = None, window: int = 50, floor: float = 0.1, mixture: Optional[Mixture] = None,
-                 role: str = "agent", domain_kwargs: Optional[Mapping[str, Mapping[str, Any]]] = None,
-                 render_mode: Optional[str] = None, **env_kwargs: Any) -> None:
+    def __init__(
+        self,
+        domains: Union[Mapping[str, float], Sequence[str], None] = None,
+        split: Optional[str] = "base",
+        *,
+        curriculum: Any = None,
+        window: int = 50,
+        floor: float = 0.1,
+        mixture: Optional[Mixture] = None,
+        role: str = "agent",
+        domain_kwargs: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        render_mode: Optional[str] = None,
+        **env_kwargs: Any,
+    ) -> None:
         super().__init__()
 
         if mixture is None:
-            mixture = Mixture(domains if domains is not None else domain_names(), split,
-                              curriculum=curriculum, window=window, floor=floor)
+            mixture = Mixture(
+                domains if domains is not None else domain_names(),
+                split,
+                curriculum=curriculum,
+                window=window,
+                floor=floor,
+            )
         elif domains is not None or curriculum is not None:
             raise TypeError("pass either mixture= or domains=/curriculum=, not both")
         if role not in ("agent", "user"):
             raise ValueError(f"role={role!r}; choose 'agent' or 'user'")
         if "task_split" in env_kwargs or "domain" in env_kwargs:
-            raise TypeError("the mixture sets each component's domain and split: use domains= and split= "
-                            "(or 'domain:split' keys)")
+            raise TypeError(
+                "the mixture sets each component's domain and split: use domains= and split= (or 'domain:split' keys)"
+            )
 
         known = set(domain_names())
         unknown = [c.key for c in mixture.components if c.domain not in known]
@@ -246,8 +277,9 @@ class MixEnv(gym.Env):
         for c in mixture.components:  # bad arguments fail here, not at a component's first draw
             own = domain_kwargs or {}
             kw = {**env_kwargs, **dict(own.get(c.domain, {})), **dict(own.get(c.key, {}))}
-            Tau2EnvConfig.from_kwargs(domain=c.domain, task_split=c.split,
-                                      **{k: v for k, v in kw.items() if k not in user_only})
+            Tau2EnvConfig.from_kwargs(
+                domain=c.domain, task_split=c.split, **{k: v for k, v in kw.items() if k not in user_only}
+            )
         self.mixture = mixture
         self.role = role
         self.render_mode = render_mode
@@ -266,14 +298,16 @@ class MixEnv(gym.Env):
         c = self.mixture.component(key)
         env = self.envs.get(c.key)
         if env is None:
-            kwargs = {**self.env_kwargs, **self.domain_kwargs.get(c.domain, {}), **self.domain_kwargs.get(c.key, {}),
-                      "task_split": c.split}
+            kwargs = {
+                **self.env_kwargs,
+                **self.domain_kwargs.get(c.domain, {}),
+                **self.domain_kwargs.get(c.key, {}),
+                "task_split": c.split,
+            }
             if self.role == "user":
-
                 env = UserEnv(c.domain, render_mode=self.render_mode, **kwargs)
             else:
                 from gymnasium.envs.registration import load_env_creator
-
 
                 cls = load_env_creator(entry_point(c.domain))
                 env = cls(domain=c.domain, render_mode=self.render_mode, **kwargs)
@@ -332,8 +366,13 @@ def episode_infos(infos: Any) -> list[dict]:
         out = []
         for i, ended in enumerate(np.asarray(mask)):
             if ended:
-                out.append({k: v[i] for k, v in infos.items() if not k.startswith("_")
-                            and bool(np.asarray(infos.get(f"_{k}", mask))[i])})
+                out.append(
+                    {
+                        k: v[i]
+                        for k, v in infos.items()
+                        if not k.startswith("_") and bool(np.asarray(infos.get(f"_{k}", mask))[i])
+                    }
+                )
         return out
     return [i for i in infos if isinstance(i, Mapping) and "termination_reason" in i]
 
@@ -346,8 +385,9 @@ def _reward(info: Mapping) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def domain_summary(infos: Union[Iterable[Mapping], Mapping], rewards: Optional[Sequence[float]] = None,
-                   by: str = "domain") -> dict[str, dict[str, Any]]:
+def domain_summary(
+    infos: Union[Iterable[Mapping], Mapping], rewards: Optional[Sequence[float]] = None, by: str = "domain"
+) -> dict[str, dict[str, Any]]:
     """Per-domain metrics of finished episodes, plus ``"all"``.
 
     ``infos``: final step infos (any tau2 env's, the mixture's, a vector env's batched info -- see
@@ -375,9 +415,12 @@ def domain_summary(infos: Union[Iterable[Mapping], Mapping], rewards: Optional[S
         reasons: dict[str, int] = {}
         for _, why in entries:
             reasons[why] = reasons.get(why, 0) + 1
-        return {"episodes": len(entries), "scored": len(scored),
-                "mean_reward": sum(scored) / len(scored) if scored else None,
-                "success_rate": sum(1 for r in scored if r >= SUCCESS) / len(scored) if scored else None,
-                "termination_reasons": dict(sorted(reasons.items()))}
+        return {
+            "episodes": len(entries),
+            "scored": len(scored),
+            "mean_reward": sum(scored) / len(scored) if scored else None,
+            "success_rate": sum(1 for r in scored if r >= SUCCESS) / len(scored) if scored else None,
+            "termination_reasons": dict(sorted(reasons.items())),
+        }
 
     return {d: stats(e) for d, e in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}

@@ -16,8 +16,28 @@ from gymnasium.spaces import Space
 
 from tau2_gym.core.actions import ActionError, to_assistant_message
 
-_WORDS = ("hello", "order", "flight", "refund", "please", "check", "status", "account", "phone", "data",
-          "reservation", "thanks", "cancel", "update", "help", "item", "user", "task", "bill", "line")
+_WORDS = (
+    "hello",
+    "order",
+    "flight",
+    "refund",
+    "please",
+    "check",
+    "status",
+    "account",
+    "phone",
+    "data",
+    "reservation",
+    "thanks",
+    "cancel",
+    "update",
+    "help",
+    "item",
+    "user",
+    "task",
+    "bill",
+    "line",
+)
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -30,8 +50,12 @@ def _is_call(c: Any) -> bool:
     if not isinstance(c, dict):
         return False
     fn = c.get("function")
-    return (isinstance(fn, dict) and isinstance(fn.get("name"), str) and isinstance(fn.get("arguments"), str)
-            and isinstance(c.get("id", ""), str))
+    return (
+        isinstance(fn, dict)
+        and isinstance(fn.get("name"), str)
+        and isinstance(fn.get("arguments"), str)
+        and isinstance(c.get("id", ""), str)
+    )
 
 
 def is_chat_message(m: Any) -> bool:
@@ -86,9 +110,19 @@ class MessagesSpace(Space[list]):
             else:
                 cid = f"call_{k}"
                 k += 1
-                out.append({"role": "assistant", "content": None, "tool_calls": [
-                    {"id": cid, "type": "function",
-                     "function": {"name": _WORDS[int(rng.integers(len(_WORDS)))], "arguments": "{}"}}]})
+                out.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": cid,
+                                "type": "function",
+                                "function": {"name": _WORDS[int(rng.integers(len(_WORDS)))], "arguments": "{}"},
+                            }
+                        ],
+                    }
+                )
                 out.append({"role": "tool", "tool_call_id": cid, "content": _words(rng)})
         return out
 
@@ -101,6 +135,7 @@ class MessagesSpace(Space[list]):
 
 class TranscriptSpace(Space[str]):
     """Any string (a ``role: content`` transcript); ``sample`` draws a few random lines."""
+
     def __init__(self, seed: Optional[int] = None) -> None:
         super().__init__(shape=None, dtype=None, seed=seed)
 
@@ -187,8 +222,14 @@ class AssistantActionSpace(Space[Any]):
     ``text_probability``); the ``done`` tool is never sampled, so a sampled step does not end an episode.
     """
 
-    def __init__(self, tools: Sequence[dict] = (), parser: Union[str, Callable[..., Any], None] = "auto",
-                 tokenizer: Any = None, text_probability: float = 0.0, seed: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        tools: Sequence[dict] = (),
+        parser: Union[str, Callable[..., Any], None] = "auto",
+        tokenizer: Any = None,
+        text_probability: float = 0.0,
+        seed: Optional[int] = None,
+    ) -> None:
         super().__init__(shape=None, dtype=None, seed=seed)
         self.tools = [t for t in tools if t.get("function", {}).get("name") != "done"]
         self.parser = parser
@@ -217,12 +258,20 @@ class AssistantActionSpace(Space[Any]):
         fn = self.tools[int(rng.integers(len(self.tools)))]["function"]
         args = sample_from_schema(fn.get("parameters", {}), rng)
         cid = f"call_s{int(rng.integers(0, 2**31))}"
-        return {"role": "assistant", "content": None, "tool_calls": [
-            {"id": cid, "type": "function", "function": {"name": fn["name"], "arguments": json.dumps(args)}}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": fn["name"], "arguments": json.dumps(args)}}
+            ],
+        }
 
     def __repr__(self) -> str:
         return f"AssistantActionSpace(tools={len(self.tools)}, parser={self.parser!r})"
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, AssistantActionSpace) and [t["function"]["name"] for t in other.tools]
-                == [t["function"]["name"] for t in self.tools] and other.parser == self.parser)
+        return (
+            isinstance(other, AssistantActionSpace)
+            and [t["function"]["name"] for t in other.tools] == [t["function"]["name"] for t in self.tools]
+            and other.parser == self.parser
+        )

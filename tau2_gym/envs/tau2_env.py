@@ -73,9 +73,12 @@ def transcript(messages: list, include_tool_results: bool = True) -> str:
             if include_tool_results:
                 lines.append(f"tool: {m.content}")
         elif isinstance(m, ParticipantMessage) and m.tool_calls:
-            calls = ", ".join(f"{tc.name}({', '.join(f'{k}={v!r}' for k, v in sorted(tc.arguments.items()))})"
-                              for tc in m.tool_calls)
-            lines.append(f"{m.role}: {calls}" if not m.has_text_content() else f"{m.role}: {m.content}\n{m.role}: {calls}")
+            calls = ", ".join(
+                f"{tc.name}({', '.join(f'{k}={v!r}' for k, v in sorted(tc.arguments.items()))})" for tc in m.tool_calls
+            )
+            lines.append(
+                f"{m.role}: {calls}" if not m.has_text_content() else f"{m.role}: {m.content}\n{m.role}: {calls}"
+            )
         else:
             lines.append(f"{m.role}: {m.content}")
     return "\n".join(lines)
@@ -157,8 +160,14 @@ class Tau2Env(gym.Env):
     #: keyword arguments of the domain's own settings, folded into ``domain_options`` (e.g. ``retrieval_config``)
     domain_option_names: tuple[str, ...] = ()
 
-    def __init__(self, domain: Optional[str] = None, *, config: Optional[Tau2EnvConfig] = None,
-                 render_mode: Optional[str] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        domain: Optional[str] = None,
+        *,
+        config: Optional[Tau2EnvConfig] = None,
+        render_mode: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         options = {name: kwargs.pop(name) for name in self.domain_option_names if kwargs.get(name) is not None}
         for name in self.domain_option_names:
@@ -188,13 +197,25 @@ class Tau2Env(gym.Env):
         self.user = None if config.solo else resolve_user(config.user)
         if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):
             if config.parser not in available_parsers():
-                raise ValueError(f"unknown parser {config.parser!r}; choose one of "
-                                 f"{available_parsers() + ['tau2', 'none']} or pass a callable")
-        self.setup = EpisodeSetup(self.domain, solo=config.solo, max_steps=config.max_steps,
-                                  max_errors=config.max_errors, enforce_protocol=config.enforce_protocol,
-                                  agent_can_stop=config.agent_can_stop, timeout=config.timeout, parser=config.parser,
-                                  tokenizer=config.tokenizer, fill_tool_call_ids=config.fill_tool_call_ids,
-                                  judge=self.judge, evaluate=config.evaluate, strict_replay=config.strict_replay)
+                raise ValueError(
+                    f"unknown parser {config.parser!r}; choose one of "
+                    f"{available_parsers() + ['tau2', 'none']} or pass a callable"
+                )
+        self.setup = EpisodeSetup(
+            self.domain,
+            solo=config.solo,
+            max_steps=config.max_steps,
+            max_errors=config.max_errors,
+            enforce_protocol=config.enforce_protocol,
+            agent_can_stop=config.agent_can_stop,
+            timeout=config.timeout,
+            parser=config.parser,
+            tokenizer=config.tokenizer,
+            fill_tool_call_ids=config.fill_tool_call_ids,
+            judge=self.judge,
+            evaluate=config.evaluate,
+            strict_replay=config.strict_replay,
+        )
         self.agent_can_stop = self.setup.agent_can_stop
         self.tools: tuple[dict, ...] = self.setup.tools
         self.action_space = AssistantActionSpace(self.tools, parser=config.parser, tokenizer=config.tokenizer)
@@ -238,7 +259,7 @@ class Tau2Env(gym.Env):
             state["tasks"] = tuple(shared[i] for i in ids)
         self.__dict__.update(state)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "Tau2Env":
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tau2Env:
         # everything deep-copied as pickling would carry it, except the user simulator and the judge: they hold
         # clients, locks and thread pools (an OpenAI user cannot even be copied) and keep no per-episode state
         for shared in (self.user, self.judge, self.config.user, self.config.judge):
@@ -253,7 +274,7 @@ class Tau2Env(gym.Env):
     def _shared_tasks(domain: Any, config: Tau2EnvConfig) -> dict[str, Task]:
         return {t.id: t for t in domain.tasks(config.task_set, None)}
 
-    def sibling(self) -> "Tau2Env":
+    def sibling(self) -> Tau2Env:
         """A new env sharing this one's loaded domain, task pool, tools, spaces, judge and user simulator, with
         its own RNG and no episode: how a vector env holds thousands of envs for the memory of one."""
         new = shallow_copy(self)
@@ -263,7 +284,7 @@ class Tau2Env(gym.Env):
         new._cursor = new._env_steps = 0
         return new
 
-    def clone(self, episode_id: Optional[str] = None) -> "Tau2Env":
+    def clone(self, episode_id: Optional[str] = None) -> Tau2Env:
         """An independent copy of this env and its live episode, for branching (tree search, best-of-n,
         "what if the agent had called X here").
 
@@ -302,14 +323,18 @@ class Tau2Env(gym.Env):
             by_id = {t.id: t for t in self.domain.tasks(cfg.task_set, None)}
             missing = [i for i in cfg.task_ids if i not in by_id]
             if missing:
-                raise ValueError(f"task_ids {missing} are not in {cfg.domain!r} task set "
-                                 f"{cfg.task_set or self.domain.spec.default_task_set!r}")
+                raise ValueError(
+                    f"task_ids {missing} are not in {cfg.domain!r} task set "
+                    f"{cfg.task_set or self.domain.spec.default_task_set!r}"
+                )
             pool = tuple(by_id[i] for i in cfg.task_ids)
         if cfg.solo:
             pool = tuple(t for t in pool if tl.solo_task_error(t) is None)
         if not pool:
-            raise ValueError(f"no tasks to run for domain {cfg.domain!r} (task_set={cfg.task_set!r}, "
-                             f"task_split={cfg.task_split!r}, task_ids={cfg.task_ids!r}, solo={cfg.solo})")
+            raise ValueError(
+                f"no tasks to run for domain {cfg.domain!r} (task_set={cfg.task_set!r}, "
+                f"task_split={cfg.task_split!r}, task_ids={cfg.task_ids!r}, solo={cfg.solo})"
+            )
         return pool
 
     def task_by_id(self, task_id: str) -> Task:
@@ -484,7 +509,7 @@ class Tau2Env(gym.Env):
             try:
                 reward_info = episode.score(messages, diagnostics)
                 reward = float(reward_info["reward"])
-            except Exception as exc:  # noqa: BLE001 - a failed evaluation is reported, the training loop goes on
+            except Exception as exc:
                 if self.config.raise_on_evaluation_error:
                     raise
                 logger.warning("evaluation of task %r failed: %s: %s", loop.task.id, type(exc).__name__, exc)
@@ -553,8 +578,12 @@ class Tau2Env(gym.Env):
         """A tau2 results-file dict holding ``simulation_runs`` (from ``info["simulation_run"]``) and their tasks."""
         ids = list(dict.fromkeys(str(r["task_id"]) for r in simulation_runs))
         tasks = [self.task_by_id(i).model_dump(mode="json") for i in ids]
-        return {"timestamp": datetime.now().isoformat(), "info": self.results_info(), "tasks": tasks,
-                "simulations": [as_dict(r) for r in simulation_runs]}
+        return {
+            "timestamp": datetime.now().isoformat(),
+            "info": self.results_info(),
+            "tasks": tasks,
+            "simulations": [as_dict(r) for r in simulation_runs],
+        }
 
     def save_results(self, path: Any, simulation_runs: list[dict]) -> None:
         """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``)."""
@@ -562,8 +591,11 @@ class Tau2Env(gym.Env):
 
     def results_info(self) -> dict[str, Any]:
         """``info`` block of a tau2 results file describing this env (and the domain's own settings, if any)."""
-        user_info = self.user.info() if self.user is not None and hasattr(self.user, "info") else {
-            "implementation": "dummy_user", "llm": None, "llm_args": None}
+        user_info = (
+            self.user.info()
+            if self.user is not None and hasattr(self.user, "info")
+            else {"implementation": "dummy_user", "llm": None, "llm_args": None}
+        )
         try:
             guidelines = user_guidelines(self.domain.source, use_tools=False)
         except FileNotFoundError:
@@ -574,8 +606,11 @@ class Tau2Env(gym.Env):
             "max_steps": self.config.max_steps,
             "max_errors": self.config.max_errors,
             "user_info": {**user_info, "global_simulation_guidelines": guidelines},
-            "agent_info": {"implementation": "llm_agent_solo" if self.config.solo else "gym_agent",
-                           "llm": None, "llm_args": None},
+            "agent_info": {
+                "implementation": "llm_agent_solo" if self.config.solo else "gym_agent",
+                "llm": None,
+                "llm_args": None,
+            },
             "environment_info": {"domain_name": self.config.domain, "policy": self.policy, "tool_defs": None},
             "seed": None,
             "data_version": self.domain.data_version_record(),

@@ -32,11 +32,32 @@ logger = logging.getLogger("tau2_gym")
 
 # the agent env's knobs this env honours; others (e.g. `user`, reward shaping) would be silently ignored, so
 # setting one of them away from its default is an error
-_SHARED_FIELDS = frozenset({
-    "domain", "data_version", "data_dir", "domain_options", "task_set", "task_split", "task_ids", "task_sampling",
-    "max_steps", "max_errors", "agent_can_stop", "enforce_protocol", "obs_format", "parser", "tokenizer",
-    "fill_tool_call_ids", "judge", "evaluate", "strict_replay", "timeout", "raise_on_evaluation_error",
-    "reward_mode"})
+_SHARED_FIELDS = frozenset(
+    {
+        "domain",
+        "data_version",
+        "data_dir",
+        "domain_options",
+        "task_set",
+        "task_split",
+        "task_ids",
+        "task_sampling",
+        "max_steps",
+        "max_errors",
+        "agent_can_stop",
+        "enforce_protocol",
+        "obs_format",
+        "parser",
+        "tokenizer",
+        "fill_tool_call_ids",
+        "judge",
+        "evaluate",
+        "strict_replay",
+        "timeout",
+        "raise_on_evaluation_error",
+        "reward_mode",
+    }
+)
 
 # the policy is the user: its own protocol failures are terminal; the agent's failures are the env's
 USER_TERMINAL_REASONS = frozenset({tl.USER_STOP, tl.AGENT_STOP, tl.USER_ERROR})
@@ -44,6 +65,7 @@ USER_TERMINAL_REASONS = frozenset({tl.USER_STOP, tl.AGENT_STOP, tl.USER_ERROR})
 
 class _CallablePolicy(AgentPolicy):
     """A plain function ``fn(request) -> action`` (e.g. a wrapped HF model) as an agent policy."""
+
     def __init__(self, fn: Callable[[AgentTurnRequest], Any]) -> None:
         self.fn = fn
         self.implementation = getattr(fn, "__name__", "callable_agent")
@@ -55,8 +77,10 @@ class _CallablePolicy(AgentPolicy):
 def resolve_agent(spec: Any) -> Any:
     """The agent the customer talks to, from a spec.
 
-    ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.players.agents.scripted`): offline, deterministic;
-    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``: :class:`~tau2_gym.players.agents.openai_agent.OpenAIAgentPolicy`;
+    ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.players.agents.scripted`): offline,
+    deterministic;
+    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``:
+    :class:`~tau2_gym.players.agents.openai_agent.OpenAIAgentPolicy`;
     ``"hf:<model name or path>"`` or an :class:`~tau2_gym.players.users.hf_user.HFUserSimulator` built on a model and
     tokenizer: a local Hugging Face model (the simulator's batched chat-template generation and tool-call
     parsing work on the agent's request alike; its replies become the agent's turns);
@@ -69,21 +93,21 @@ def resolve_agent(spec: Any) -> Any:
     if isinstance(spec, str):
         kind, sep, rest = spec.partition(":")
         if sep and rest and kind == "openai":
-
             model, at, base_url = rest.partition("@")
             if at and not base_url.startswith(("http://", "https://")):
                 model, base_url = rest, ""
             return OpenAIAgentPolicy(model=model, base_url=base_url or None)
         if sep and rest and kind == "hf":  # the HF simulator's generation (template, tools, parser) serves any side
-
             return HFUserSimulator(model_name_or_path=rest)
         if sep and "." in kind:
             obj = getattr(importlib.import_module(kind), rest)
             return obj() if isinstance(obj, type) else resolve_agent(obj)
         names = [cls.name for cls in ALL_AGENTS]
         if spec not in names:
-            raise ValueError(f"unknown agent {spec!r}; use one of {names}, 'openai:<model>[@<base_url>]', "
-                             "'package.module:Attr', an AgentPolicy or a callable(request) -> action")
+            raise ValueError(
+                f"unknown agent {spec!r}; use one of {names}, 'openai:<model>[@<base_url>]', "
+                "'package.module:Attr', an AgentPolicy or a callable(request) -> action"
+            )
         return ScriptedPolicy(spec)
     if callable(getattr(spec, "generate", None)):
         return spec
@@ -105,8 +129,14 @@ def user_view(messages: list[Message]) -> list[dict[str, Any]]:
         elif isinstance(m, UserMessage):
             d: dict[str, Any] = {"role": "assistant", "content": m.content}
             if m.tool_calls:
-                d["tool_calls"] = [{"id": tc.id, "type": "function", "function": {
-                    "name": tc.name, "arguments": dumps_arguments(tc.arguments)}} for tc in m.tool_calls]
+                d["tool_calls"] = [
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {"name": tc.name, "arguments": dumps_arguments(tc.arguments)},
+                    }
+                    for tc in m.tool_calls
+                ]
             out.append(d)
         else:
             out.append({"role": "user", "content": m.content})
@@ -179,16 +209,29 @@ class UserEnv(Tau2Env):
     * v0: initial release.
     """
 
-    def __init__(self, domain: Optional[str] = None, *, agent: Any = "oracle", agent_parser: Any = "auto",
-                 user_error_penalty: float = 0.0, render_mode: Optional[str] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        domain: Optional[str] = None,
+        *,
+        agent: Any = "oracle",
+        agent_parser: Any = "auto",
+        user_error_penalty: float = 0.0,
+        render_mode: Optional[str] = None,
+        **kwargs: Any,
+    ) -> None:
         for key in ("user", "solo", "config"):
             if key in kwargs:
-                raise TypeError(f"{key}= does not apply to the user env (the policy is the user; there is no solo "
-                                "variant); set the agent with agent=")
+                raise TypeError(
+                    f"{key}= does not apply to the user env (the policy is the user; there is no solo "
+                    "variant); set the agent with agent="
+                )
         cfg = Tau2EnvConfig.from_kwargs(domain=domain or kwargs.pop("domain", None) or "mock", **kwargs)
         defaults = Tau2EnvConfig(domain=cfg.domain)
-        ignored = [f.name for f in dataclasses.fields(cfg) if f.name not in _SHARED_FIELDS
-                   and getattr(cfg, f.name) != getattr(defaults, f.name)]
+        ignored = [
+            f.name
+            for f in dataclasses.fields(cfg)
+            if f.name not in _SHARED_FIELDS and getattr(cfg, f.name) != getattr(defaults, f.name)
+        ]
         if ignored:
             raise TypeError(f"the user env does not support {ignored}; it takes {sorted(_SHARED_FIELDS)}")
         super().__init__(config=cfg, render_mode=render_mode)
@@ -197,14 +240,28 @@ class UserEnv(Tau2Env):
         self.agent_parser = agent_parser
         self.user_error_penalty = float(user_error_penalty)
         # the agent's replies are read with agent_parser (text holding call markup becomes those calls)
-        self.setup = EpisodeSetup(self.domain, solo=False, max_steps=cfg.max_steps, max_errors=cfg.max_errors,
-                                  enforce_protocol=cfg.enforce_protocol, agent_can_stop=cfg.agent_can_stop,
-                                  timeout=cfg.timeout, parser=agent_parser or "none", reply_parser=agent_parser,
-                                  judge=self.judge, evaluate=cfg.evaluate, strict_replay=cfg.strict_replay)
+        self.setup = EpisodeSetup(
+            self.domain,
+            solo=False,
+            max_steps=cfg.max_steps,
+            max_errors=cfg.max_errors,
+            enforce_protocol=cfg.enforce_protocol,
+            agent_can_stop=cfg.agent_can_stop,
+            timeout=cfg.timeout,
+            parser=agent_parser or "none",
+            reply_parser=agent_parser,
+            judge=self.judge,
+            evaluate=cfg.evaluate,
+            strict_replay=cfg.strict_replay,
+        )
         self.agent_tools: tuple[dict, ...] = self.tools  # the agent env's tools: what the agent may call
         self.user_tools: tuple[dict, ...] = tuple(self.domain.user_tool_schemas()) if self.domain.has_user_tools else ()
-        self.action_space = AssistantActionSpace(self.user_tools, parser=cfg.parser, tokenizer=cfg.tokenizer,
-                                                 text_probability=0.5 if self.user_tools else 1.0)
+        self.action_space = AssistantActionSpace(
+            self.user_tools,
+            parser=cfg.parser,
+            tokenizer=cfg.tokenizer,
+            text_probability=0.5 if self.user_tools else 1.0,
+        )
         self._calls = 0  # the customer's tool calls so far (ids of calls without one)
         self._info_agent_tools: Optional[list[dict]] = None
 
@@ -255,13 +312,23 @@ class UserEnv(Tau2Env):
 
     def _user_message(self, action: Any) -> UserMessage:
         cfg = self.config
-        msg = to_assistant_message(action, parser=cfg.parser, tokenizer=cfg.tokenizer,
-                                   fill_ids=cfg.fill_tool_call_ids, first_id=self._calls, timestamp="")
-        calls = None if not msg.tool_calls else [
-            ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in msg.tool_calls]
+        msg = to_assistant_message(
+            action,
+            parser=cfg.parser,
+            tokenizer=cfg.tokenizer,
+            fill_ids=cfg.fill_tool_call_ids,
+            first_id=self._calls,
+            timestamp="",
+        )
+        calls = (
+            None
+            if not msg.tool_calls
+            else [ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in msg.tool_calls]
+        )
         self._calls += len(calls or ())
-        return UserMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
-                           raw_data=msg.raw_data, timestamp="")
+        return UserMessage(
+            content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage, raw_data=msg.raw_data, timestamp=""
+        )
 
     def _run_agent(self) -> None:
         """The agent's turns (tool calls and their results included) until the customer must speak."""
@@ -312,7 +379,7 @@ class UserEnv(Tau2Env):
         ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""
         return copy.deepcopy(tl.user_tools_for(self.domain, task) or [])
 
-    def clone(self, episode_id: Optional[str] = None) -> "UserEnv":
+    def clone(self, episode_id: Optional[str] = None) -> UserEnv:
         """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
         as there; a scripted agent's per-episode plan is copied to the clone's episode id, so both branches'
         agents carry on from where the original's was (stateless agents -- OpenAI, callables -- need nothing)."""

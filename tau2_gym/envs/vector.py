@@ -75,11 +75,13 @@ def autoreset_mode_of(value: Union[str, AutoresetMode]) -> AutoresetMode:
         for mode in AutoresetMode:
             if key in (mode.value.lower(), mode.name.replace("_", "").lower()):
                 return mode
-    raise ValueError(f"autoreset_mode={value!r} is not one of Gymnasium's AutoresetMode values: "
-                     f"{', '.join(repr(m.value) for m in AutoresetMode)} (or gymnasium.vector.AutoresetMode."
-                     f"{'/'.join(m.name for m in AutoresetMode)}). With gym.make_vec's default mode pass it as a "
-                     "keyword, gym.make_vec(id, n, autoreset_mode=...): Gymnasium forwards no vector_kwargs to a "
-                     "custom vector env; vector_kwargs={'autoreset_mode': ...} is for vectorization_mode='sync'/'async'")
+    raise ValueError(
+        f"autoreset_mode={value!r} is not one of Gymnasium's AutoresetMode values: "
+        f"{', '.join(repr(m.value) for m in AutoresetMode)} (or gymnasium.vector.AutoresetMode."
+        f"{'/'.join(m.name for m in AutoresetMode)}). With gym.make_vec's default mode pass it as a "
+        "keyword, gym.make_vec(id, n, autoreset_mode=...): Gymnasium forwards no vector_kwargs to a "
+        "custom vector env; vector_kwargs={'autoreset_mode': ...} is for vectorization_mode='sync'/'async'"
+    )
 
 
 class SharedTuple(Tuple):
@@ -154,15 +156,24 @@ class Tau2VectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi", "human"]}
 
-    def __init__(self, num_envs: int = 1, domain: Optional[str] = None, *,
-                 autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
-                 copy_observations: bool = False, max_episode_steps: Optional[int] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_envs: int = 1,
+        domain: Optional[str] = None,
+        *,
+        autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
+        copy_observations: bool = False,
+        max_episode_steps: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         if int(num_envs) < 1:
             raise ValueError(f"num_envs={num_envs!r} must be >= 1")
         if max_episode_steps is not None:
-            raise ValueError("max_episode_steps (a TimeLimit) is not used by tau2 envs; pass max_steps=N "
-                             "(upstream's orchestrator step limit) instead")
+            raise ValueError(
+                "max_episode_steps (a TimeLimit) is not used by tau2 envs; pass max_steps=N "
+                "(upstream's orchestrator step limit) instead"
+            )
         config = kwargs.get("config")
         domain = domain or (config.domain if config is not None else None)
         if domain is None:
@@ -223,8 +234,9 @@ class Tau2VectorEnv(VectorEnv):
             replies = self._generate(requests)
             for slot, reply in zip(pending, replies):
                 if isinstance(reply, BaseException) and not isinstance(reply, UserSimulatorError):
-                    logger.warning("user simulator %s raised %s: %s", type(self.user).__name__,
-                                   type(reply).__name__, reply)
+                    logger.warning(
+                        "user simulator %s raised %s: %s", type(self.user).__name__, type(reply).__name__, reply
+                    )
                 slot.answer_user(reply)
             pending = [s for s in pending if s.pending_user_turn() is not None]
 
@@ -244,18 +256,29 @@ class Tau2VectorEnv(VectorEnv):
                     except Exception as exc:  # noqa: BLE001 - one failing episode must not sink the batch
                         replies.append(exc)
         except Exception as exc:  # noqa: BLE001 - a failing batch ends those episodes as user_error
-            logger.warning("user simulator %s failed on a batch of %d: %s: %s", type(user).__name__,
-                           len(requests), type(exc).__name__, exc)
+            logger.warning(
+                "user simulator %s failed on a batch of %d: %s: %s",
+                type(user).__name__,
+                len(requests),
+                type(exc).__name__,
+                exc,
+            )
             return [exc] * len(requests)
         if len(replies) != len(requests):
-            exc = UserSimulatorError(f"{type(user).__name__}.generate_batch returned {len(replies)} replies "
-                                     f"for {len(requests)} requests")
+            exc = UserSimulatorError(
+                f"{type(user).__name__}.generate_batch returned {len(replies)} replies for {len(requests)} requests"
+            )
             return [exc] * len(requests)
         return replies
 
-    def _advance(self, step_idx: Sequence[int], actions: Sequence[Any], reset_idx: Sequence[int] = (),
-                 seeds: Optional[Sequence[Optional[int]]] = None,
-                 options: Optional[Sequence[Optional[dict]]] = None) -> tuple[dict[int, tuple], dict[int, tuple]]:
+    def _advance(
+        self,
+        step_idx: Sequence[int],
+        actions: Sequence[Any],
+        reset_idx: Sequence[int] = (),
+        seeds: Optional[Sequence[Optional[int]]] = None,
+        options: Optional[Sequence[Optional[dict]]] = None,
+    ) -> tuple[dict[int, tuple], dict[int, tuple]]:
         """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their customer turns
         (the resets' opening lines included) are answered in shared batches.
 
@@ -263,7 +286,9 @@ class Tau2VectorEnv(VectorEnv):
         """
         envs = self.envs
         for k, i in enumerate(reset_idx):  # phase 1
-            envs[i].begin_reset(seed=None if seeds is None else seeds[k], options=None if options is None else options[k])
+            envs[i].begin_reset(
+                seed=None if seeds is None else seeds[k], options=None if options is None else options[k]
+            )
         for i, action in zip(step_idx, actions):
             envs[i].begin_step(action)
         self._answer_users([envs[i] for i in (*reset_idx, *step_idx)])  # phase 2
@@ -273,8 +298,12 @@ class Tau2VectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ Gymnasium API
 
-    def reset(self, *, seed: Union[int, Sequence[Optional[int]], None] = None,
-              options: Union[dict, Sequence[Optional[dict]], None] = None) -> tuple[list, dict[str, Any]]:
+    def reset(
+        self,
+        *,
+        seed: Union[int, Sequence[Optional[int]], None] = None,
+        options: Union[dict, Sequence[Optional[dict]], None] = None,
+    ) -> tuple[list, dict[str, Any]]:
         """Reset all sub-envs (or those in ``options["reset_mask"]``); seeds as ``SyncVectorEnv``:
         an int gives ``seed + i`` to sub-env i, a list one seed each. ``options`` may be one dict for all or a
         list with one dict (or None) per sub-env."""
@@ -317,8 +346,10 @@ class Tau2VectorEnv(VectorEnv):
         """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
         n = self.num_envs
         if isinstance(actions, (str, dict)) or len(actions) != n:
-            raise ValueError(f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"
-                             + (f" of length {len(actions)}" if hasattr(actions, "__len__") else ""))
+            raise ValueError(
+                f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"
+                + (f" of length {len(actions)}" if hasattr(actions, "__len__") else "")
+            )
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step()")
         mode = self.autoreset_mode
@@ -330,8 +361,10 @@ class Tau2VectorEnv(VectorEnv):
                 to_reset.append(i)
             else:
                 if mode is AutoresetMode.DISABLED and was_done[i]:
-                    raise RuntimeError(f"sub-env {i} ended; with autoreset_mode=Disabled reset it first "
-                                       "(reset(options={'reset_mask': mask}))")
+                    raise RuntimeError(
+                        f"sub-env {i} ended; with autoreset_mode=Disabled reset it first "
+                        "(reset(options={'reset_mask': mask}))"
+                    )
                 to_step.append(i)
         per_env_info: list[Optional[dict]] = [None] * n
         obs = self._obs
@@ -360,8 +393,13 @@ class Tau2VectorEnv(VectorEnv):
         infos = self._batch_infos([(i, info) for i, info in enumerate(per_env_info) if info is not None])
         terms, truncs = self._terminations, self._truncations
         self._autoreset_envs = [a or b for a, b in zip(terms, truncs)]
-        return (list(obs), np.fromiter(self._rewards, np.float64, n), np.fromiter(terms, np.bool_, n),
-                np.fromiter(truncs, np.bool_, n), infos)
+        return (
+            list(obs),
+            np.fromiter(self._rewards, np.float64, n),
+            np.fromiter(terms, np.bool_, n),
+            np.fromiter(truncs, np.bool_, n),
+            infos,
+        )
 
     # ------------------------------------------------------------------ infos
 
@@ -406,8 +444,9 @@ class Tau2VectorEnv(VectorEnv):
             values = [entries[p][1][key] for p in positions]
             first = values[0]
             if isinstance(first, dict) and key not in WHOLE_RECORD_KEYS and key != "final_obs":
-                out[key] = self._batch_infos([(entries[p][0], v) for p, v in zip(positions, values)
-                                              if isinstance(v, dict)])
+                out[key] = self._batch_infos(
+                    [(entries[p][0], v) for p, v in zip(positions, values) if isinstance(v, dict)]
+                )
             else:
                 out[key] = _column(first, index, values, n)
             out[f"_{key}"] = mask.copy()  # every key gets its own mask array
@@ -478,8 +517,10 @@ class Tau2VectorEnv(VectorEnv):
         i = self._slot_index(index)
         base = env.unwrapped
         if base.user is not self.user:
-            raise ValueError("set_slot needs an env answered by this vector env's user simulator: build it with "
-                             "user=vec.user (the vector env batches every sub-env's user turns with its own)")
+            raise ValueError(
+                "set_slot needs an env answered by this vector env's user simulator: build it with "
+                "user=vec.user (the vector env batches every sub-env's user turns with its own)"
+            )
         twin = base.clone()
         twin.copy_observations = self.template.copy_observations
         self.envs[i] = twin
@@ -538,7 +579,6 @@ class Tau2VectorEnv(VectorEnv):
         """Write :meth:`results` as a ``tau2 run``-style results file (``.json`` or ``.json.gz``), the single
         env's format."""
         from pathlib import Path
-
 
         write_json_atomic(Path(path), self.results(simulation_runs))
 

@@ -31,8 +31,17 @@ from typing import Any, Optional, Union
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ResponseCache", "cacheable", "request_key", "default_cache_path", "open_cache", "cache_info",
-           "sum_stats", "AUTO", "OFF"]
+__all__ = [
+    "ResponseCache",
+    "cacheable",
+    "request_key",
+    "default_cache_path",
+    "open_cache",
+    "cache_info",
+    "sum_stats",
+    "AUTO",
+    "OFF",
+]
 
 AUTO = "auto"
 OFF = "off"
@@ -116,14 +125,17 @@ class ResponseCache:
         if held is not None and held[0] == pid:
             return held[1]
         try:
-            conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                str(self.path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
             conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
-                         "response TEXT NOT NULL, created REAL NOT NULL)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, "
+                "response TEXT NOT NULL, created REAL NOT NULL)"
+            )
         except (sqlite3.Error, OSError) as exc:
             self._disable(f"{type(exc).__name__}: {exc}")
             return None
@@ -159,8 +171,9 @@ class ResponseCache:
             try:
                 value = json.loads(row[0])
             except (TypeError, ValueError) as exc:
-                logger.warning("LLM reply cache %s: entry %s is unreadable (%s); asking the model again",
-                               self.path, key[:12], exc)
+                logger.warning(
+                    "LLM reply cache %s: entry %s is unreadable (%s); asking the model again", self.path, key[:12], exc
+                )
         if not isinstance(value, dict):
             self._miss()
             return None
@@ -177,8 +190,10 @@ class ResponseCache:
             return
         try:
             data = json.dumps(response, default=str, ensure_ascii=False)
-            conn.execute("INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)",
-                         (key, kwargs.get("model"), data, time.time()))
+            conn.execute(
+                "INSERT OR REPLACE INTO responses (key, model, response, created) VALUES (?, ?, ?, ?)",
+                (key, kwargs.get("model"), data, time.time()),
+            )
         except (sqlite3.Error, TypeError, ValueError) as exc:
             self._disable(f"cannot store a reply: {type(exc).__name__}: {exc}")
             return
@@ -206,9 +221,15 @@ class ResponseCache:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"on": self._broken is None, "path": str(self.path), "mode": self.mode, "hits": self.hits,
-                    "misses": self.misses, "stored": self.stored,
-                    **({"error": self._broken} if self._broken is not None else {})}
+            return {
+                "on": self._broken is None,
+                "path": str(self.path),
+                "mode": self.mode,
+                "hits": self.hits,
+                "misses": self.misses,
+                "stored": self.stored,
+                **({"error": self._broken} if self._broken is not None else {}),
+            }
 
 
 def open_cache(setting: Optional[Union[str, os.PathLike]], temperature: Any) -> Optional[ResponseCache]:

@@ -40,8 +40,20 @@ from tau2_gym.llm import http as chat_http
 from tau2_gym.llm.cache import ResponseCache, open_cache
 from tau2_gym.llm.cost import load_price_table, message_cost
 
-__all__ = ["LLMConfig", "ChatClient", "Reply", "LLMError", "BadReply", "BadToolCall", "EmptyReply", "chat_message",
-           "reply_message", "usage_of", "DEFAULT_MODEL", "CLIENT_ARGS"]
+__all__ = [
+    "LLMConfig",
+    "ChatClient",
+    "Reply",
+    "LLMError",
+    "BadReply",
+    "BadToolCall",
+    "EmptyReply",
+    "chat_message",
+    "reply_message",
+    "usage_of",
+    "DEFAULT_MODEL",
+    "CLIENT_ARGS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +67,14 @@ _RETRYABLE_STATUS = frozenset({408, 409, 429})
 #: keys of ``llm_args`` that configure the client rather than the sampling (tau2 run passes them there, litellm
 #: takes them as arguments): the config field each one sets. The field's own name comes last, so it wins over
 #: litellm's alias when both are given.
-CLIENT_ARGS = {"num_retries": "max_retries", "api_base": "base_url", "timeout": "timeout",
-               "max_retries": "max_retries", "base_url": "base_url", "api_key": "api_key"}
+CLIENT_ARGS = {
+    "num_retries": "max_retries",
+    "api_base": "base_url",
+    "timeout": "timeout",
+    "max_retries": "max_retries",
+    "base_url": "base_url",
+    "api_key": "api_key",
+}
 
 
 @dataclass
@@ -66,65 +84,92 @@ class LLMConfig:
     model: str = field(default=DEFAULT_MODEL, metadata={"help": "Model name sent to the endpoint."})
     base_url: Optional[str] = field(
         default=None,
-        metadata={"help": "Endpoint base URL, e.g. http://localhost:8000/v1 (None: OpenAI / $OPENAI_BASE_URL)."})
+        metadata={"help": "Endpoint base URL, e.g. http://localhost:8000/v1 (None: OpenAI / $OPENAI_BASE_URL)."},
+    )
     api_key_env: Optional[str] = field(
         default="OPENAI_API_KEY",
-        metadata={"help": "Name of the env var holding the API key (unset: 'EMPTY', fine for local servers)."})
+        metadata={"help": "Name of the env var holding the API key (unset: 'EMPTY', fine for local servers)."},
+    )
     api_key: Optional[str] = field(
-        default=None, repr=False,
-        metadata={"help": "Literal API key (tau2 run's llm-args `api_key`); wins over api_key_env; never recorded."})
+        default=None,
+        repr=False,
+        metadata={"help": "Literal API key (tau2 run's llm-args `api_key`); wins over api_key_env; never recorded."},
+    )
     temperature: Optional[float] = field(
-        default=0.0, metadata={"help": "Sampling temperature (upstream: 0.0); None: not sent."})
+        default=0.0, metadata={"help": "Sampling temperature (upstream: 0.0); None: not sent."}
+    )
     top_p: Optional[float] = field(default=None, metadata={"help": "Nucleus sampling; None: not sent."})
     max_tokens: Optional[int] = field(default=None, metadata={"help": "Completion token limit; None: not sent."})
     seed: Optional[int] = field(
-        default=None, metadata={"help": "Seed when the request carries none (the episode seed wins)."})
+        default=None, metadata={"help": "Seed when the request carries none (the episode seed wins)."}
+    )
     llm_args: dict[str, Any] = field(
         default_factory=dict,
-        metadata={"help": "Extra chat.completions.create arguments, e.g. {'reasoning_effort': 'low'}."})
+        metadata={"help": "Extra chat.completions.create arguments, e.g. {'reasoning_effort': 'low'}."},
+    )
     extra_body: dict[str, Any] = field(
         default_factory=dict,
-        metadata={"help": "Extra JSON body fields for non-OpenAI servers (e.g. vLLM chat_template_kwargs)."})
+        metadata={"help": "Extra JSON body fields for non-OpenAI servers (e.g. vLLM chat_template_kwargs)."},
+    )
     default_headers: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "Extra HTTP headers on every request."})
+        default_factory=dict, metadata={"help": "Extra HTTP headers on every request."}
+    )
     timeout: float = field(
-        default=120.0, metadata={"help": "Seconds before one request times out (then it is retried)."})
+        default=120.0, metadata={"help": "Seconds before one request times out (then it is retried)."}
+    )
     max_retries: int = field(
-        default=3, metadata={"help": "Retries after connection errors/timeouts/429/5xx/bad bodies (upstream: 3)."})
+        default=3, metadata={"help": "Retries after connection errors/timeouts/429/5xx/bad bodies (upstream: 3)."}
+    )
     backoff_base: float = field(default=1.0, metadata={"help": "First retry delay in seconds; doubles each retry."})
     backoff_max: float = field(default=30.0, metadata={"help": "Cap on one retry delay (also on Retry-After)."})
     jitter: float = field(
-        default=0.5, metadata={"help": "Fraction of each delay drawn at random (0: none, 1: full jitter)."})
+        default=0.5, metadata={"help": "Fraction of each delay drawn at random (0: none, 1: full jitter)."}
+    )
     empty_retries: int = field(
-        default=3, metadata={"help": "Immediate re-requests after an empty reply (NVIDIA tau2: 3)."})
+        default=3, metadata={"help": "Immediate re-requests after an empty reply (NVIDIA tau2: 3)."}
+    )
     max_concurrency: int = field(
-        default=32, metadata={"help": "Requests in flight at once in generate_batch / agenerate."})
+        default=32, metadata={"help": "Requests in flight at once in generate_batch / agenerate."}
+    )
     cache: Optional[str] = field(
         default="auto",
-        metadata={"help": "Reply cache (tau2_gym.llm.cache, one SQLite file): 'auto' = the default file "
-                          "($TAU2_GYM_CACHE_DIR/llm-cache.sqlite, else ~/.cache/tau2-gym/) for temperature-0 requests "
-                          "(an agent client never caches unless given a path); a path = that file for "
-                          "temperature-0 or seeded requests; None/'off' = no cache."})
+        metadata={
+            "help": "Reply cache (tau2_gym.llm.cache, one SQLite file): 'auto' = the default file "
+            "($TAU2_GYM_CACHE_DIR/llm-cache.sqlite, else ~/.cache/tau2-gym/) for temperature-0 requests "
+            "(an agent client never caches unless given a path); a path = that file for "
+            "temperature-0 or seeded requests; None/'off' = no cache."
+        },
+    )
     transport: str = field(
         default="auto",
-        metadata={"help": "HTTP client of the async path: 'auto' (a minimal HTTP/1.1 client for http:// endpoints, "
-                          "aiohttp for https when installed, else the SDK), 'aiohttp', 'openai' (the SDK). Sync calls "
-                          "use the SDK."})
+        metadata={
+            "help": "HTTP client of the async path: 'auto' (a minimal HTTP/1.1 client for http:// endpoints, "
+            "aiohttp for https when installed, else the SDK), 'aiohttp', 'openai' (the SDK). Sync calls "
+            "use the SDK."
+        },
+    )
     input_cost_per_token: float = field(
         default=0.0,
-        metadata={"help": "USD per prompt token for `cost` (unless the server reports usage.cost or price_table "
-                          "knows the model)."})
+        metadata={
+            "help": "USD per prompt token for `cost` (unless the server reports usage.cost or price_table "
+            "knows the model)."
+        },
+    )
     output_cost_per_token: float = field(default=0.0, metadata={"help": "USD per completion token for `cost`."})
     price_table: Optional[str] = field(
         default=None,
-        metadata={"help": "JSON/YAML file of prices in litellm's model_cost shape ({model: {input_cost_per_token, "
-                          "output_cost_per_token}}); see tau2_gym.llm.cost for the order of precedence."})
+        metadata={
+            "help": "JSON/YAML file of prices in litellm's model_cost shape ({model: {input_cost_per_token, "
+            "output_cost_per_token}}); see tau2_gym.llm.cost for the order of precedence."
+        },
+    )
 
     def __post_init__(self) -> None:
         self._take_client_args()
         if self.max_retries < 0 or self.empty_retries < 0:
-            raise ValueError(f"max_retries and empty_retries must be >= 0; got {self.max_retries}, "
-                             f"{self.empty_retries}")
+            raise ValueError(
+                f"max_retries and empty_retries must be >= 0; got {self.max_retries}, {self.empty_retries}"
+            )
         if self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1; got {self.max_concurrency}")
         if not 0.0 <= self.jitter <= 1.0:
@@ -232,8 +277,9 @@ def _arguments(raw: Any, name: str) -> dict:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise BadToolCall(f"tool call {name!r} has arguments that are not valid JSON ({exc.msg}): "
-                              f"{raw[:200]!r}") from exc
+            raise BadToolCall(
+                f"tool call {name!r} has arguments that are not valid JSON ({exc.msg}): {raw[:200]!r}"
+            ) from exc
     if not isinstance(raw, dict):
         raise BadToolCall(f"tool call {name!r} has arguments that are not a JSON object: {str(raw)[:200]!r}")
     return raw
@@ -253,8 +299,11 @@ def chat_message(raw: Any, requestor: str) -> tuple[Optional[str], Optional[list
         name = fn.get("name") if isinstance(fn, dict) else None
         if not isinstance(name, str) or not name:
             raise BadToolCall(f"tool call without a function name: {call!r}"[:300])
-        calls.append(ToolCall(name=name, arguments=_arguments(fn.get("arguments"), name), id=call.get("id") or "",
-                              requestor=requestor))  # type: ignore[arg-type]
+        calls.append(
+            ToolCall(
+                name=name, arguments=_arguments(fn.get("arguments"), name), id=call.get("id") or "", requestor=requestor
+            )
+        )  # type: ignore[arg-type]
     if (content is None or not content.strip()) and not calls:
         raise EmptyReply()
     return content, calls or None
@@ -288,7 +337,7 @@ async def _close_at_loop_end(client: Any) -> AsyncIterator[None]:
 class _Tries:
     """Retry bookkeeping of one call: the same decisions for the sync and the async loop."""
 
-    def __init__(self, client: "ChatClient") -> None:
+    def __init__(self, client: ChatClient) -> None:
         self.client = client
         self.failures = 0
         self.empties = 0
@@ -303,8 +352,13 @@ class _Tries:
         self.empties += 1
         if self.empties > cfg.empty_retries:
             raise self.client.error("empty response (no content and no tool calls)", self.attempts - 1)
-        logger.warning("%s model %s returned an empty response; re-requesting (%d/%d)", self.client.who, cfg.model,
-                       self.empties, cfg.empty_retries)
+        logger.warning(
+            "%s model %s returned an empty response; re-requesting (%d/%d)",
+            self.client.who,
+            cfg.model,
+            self.empties,
+            cfg.empty_retries,
+        )
 
     def after_error(self, exc: BaseException) -> float:
         """The delay before the next attempt, or :class:`LLMError` when this error is final."""
@@ -314,8 +368,15 @@ class _Tries:
             raise self.client.error(reason, self.attempts) from exc
         delay = self.client.backoff(self.failures, retry_after)
         self.failures += 1
-        logger.warning("%s model %s: %s; retry %d/%d in %.2fs", self.client.who, cfg.model, reason, self.failures,
-                       cfg.max_retries, delay)
+        logger.warning(
+            "%s model %s: %s; retry %d/%d in %.2fs",
+            self.client.who,
+            cfg.model,
+            reason,
+            self.failures,
+            cfg.max_retries,
+            delay,
+        )
         return delay
 
 
@@ -334,22 +395,29 @@ class ChatClient:
         self._sync: Any = None
         self._lock = threading.Lock()
         self._executor: Optional[ThreadPoolExecutor] = None
-        self._per_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore, Any]]" = (
-            weakref.WeakKeyDictionary())
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._rng = random.Random()
         setting = config.cache
         if not auto_cache and isinstance(setting, str) and setting.lower() == "auto":
             setting = None
-        self.cache: Optional[ResponseCache] = open_cache(setting, config.llm_args.get("temperature",
-                                                                                      config.temperature))
+        self.cache: Optional[ResponseCache] = open_cache(
+            setting, config.llm_args.get("temperature", config.temperature)
+        )
 
     def __repr__(self) -> str:
         return f"ChatClient({self.who!r}, {self.config!r})"
 
     # ------------------------------------------------------------------------------ requests
 
-    def request_kwargs(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None,
-                       tool_choice: Optional[str] = None, seed: Optional[int] = None) -> dict[str, Any]:
+    def request_kwargs(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Optional[list[dict[str, Any]]] = None,
+        tool_choice: Optional[str] = None,
+        seed: Optional[int] = None,
+    ) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments: the messages, the tools with ``tool_choice`` when there are
         any, the configured sampling arguments and ``llm_args``, the seed (``seed`` wins over the configured one,
         as upstream's set_seed does) and ``extra_body``."""
@@ -410,8 +478,10 @@ class ChatClient:
             try:
                 import openai
             except ImportError as exc:
-                raise ImportError(f"the {self.who} client needs the 'openai' package: pip install 'tau2-gym[openai]' "
-                                  "(or pip install openai)") from exc
+                raise ImportError(
+                    f"the {self.who} client needs the 'openai' package: pip install 'tau2-gym[openai]' "
+                    "(or pip install openai)"
+                ) from exc
             self._openai = openai
         return self._openai
 
@@ -465,8 +535,9 @@ class ChatClient:
             cfg = self.config
             client: Any = None
             if cfg.transport != "openai":
-                client = chat_http.make_client(cfg.base_url, self.api_key() or "EMPTY", cfg.default_headers,
-                                               cfg.timeout, prefer=cfg.transport)
+                client = chat_http.make_client(
+                    cfg.base_url, self.api_key() or "EMPTY", cfg.default_headers, cfg.timeout, prefer=cfg.transport
+                )
             if client is None:
                 client = self.sdk().AsyncOpenAI(**self._client_kwargs())
             closer = _close_at_loop_end(client)
@@ -549,7 +620,7 @@ class ChatClient:
         """Seconds before retry ``failures + 1``: exponential from ``backoff_base``, capped at ``backoff_max``,
         ``jitter`` of it drawn at random, at least a ``Retry-After`` (itself capped)."""
         cfg = self.config
-        delay = min(cfg.backoff_max, cfg.backoff_base * (2 ** failures))
+        delay = min(cfg.backoff_max, cfg.backoff_base * (2**failures))
         delay *= 1.0 - cfg.jitter * self._rng.random()
         if retry_after is not None:
             delay = max(delay, min(cfg.backoff_max, retry_after))
@@ -563,8 +634,9 @@ class ChatClient:
     def cost(self, raw: dict, usage: Optional[dict]) -> float:
         """USD of one reply (the order of precedence lives in :func:`tau2_gym.llm.cost.message_cost`)."""
         cfg = self.config
-        return message_cost(raw, usage, cfg.model, cfg.price_table, (cfg.input_cost_per_token,
-                                                                     cfg.output_cost_per_token))
+        return message_cost(
+            raw, usage, cfg.model, cfg.price_table, (cfg.input_cost_per_token, cfg.output_cost_per_token)
+        )
 
     def cache_stats(self) -> dict[str, Any]:
         """Hits, misses and entries stored by this client's reply cache, where it is (``on`` False without one:
@@ -584,8 +656,9 @@ class ChatClient:
         try:
             value = parse(raw)
         except Exception as exc:  # noqa: BLE001 - an entry the caller cannot use is a miss
-            logger.warning("%s cache entry unusable (%s: %s); asking the model again", self.who, type(exc).__name__,
-                           exc)
+            logger.warning(
+                "%s cache entry unusable (%s: %s); asking the model again", self.who, type(exc).__name__, exc
+            )
             return None
         return Reply(value, raw, usage_of(raw), 0.0, cached=True)
 
@@ -631,7 +704,7 @@ class ChatClient:
             while True:
                 try:
                     raw = await self._asend(client, kwargs)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - classified by after_error: retried, or raised as an LLMError
                     await asyncio.sleep(tries.after_error(exc))
                     continue
                 try:

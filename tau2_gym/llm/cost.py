@@ -20,8 +20,15 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
-__all__ = ["model_price", "load_price_table", "table_price", "message_cost", "sum_usage", "episode_usage",
-           "PriceTableError"]
+__all__ = [
+    "model_price",
+    "load_price_table",
+    "table_price",
+    "message_cost",
+    "sum_usage",
+    "episode_usage",
+    "PriceTableError",
+]
 
 Prices = tuple[float, float]
 
@@ -67,8 +74,10 @@ def _read_table(path: str) -> dict[str, Prices]:
         try:
             import yaml
         except ImportError:
-            raise PriceTableError(f"price table {str(p)!r} is YAML, which needs pyyaml (pip install pyyaml); "
-                                  "or give the same table as JSON") from None
+            raise PriceTableError(
+                f"price table {str(p)!r} is YAML, which needs pyyaml (pip install pyyaml); "
+                "or give the same table as JSON"
+            ) from None
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -79,19 +88,25 @@ def _read_table(path: str) -> dict[str, Prices]:
         except json.JSONDecodeError as exc:
             raise PriceTableError(f"price table {str(p)!r} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict) or not data:
-        raise PriceTableError(f"price table {str(p)!r} must be a non-empty object of model name -> "
-                              '{"input_cost_per_token": x, "output_cost_per_token": y}; '
-                              f"got {type(data).__name__}")
+        raise PriceTableError(
+            f"price table {str(p)!r} must be a non-empty object of model name -> "
+            '{"input_cost_per_token": x, "output_cost_per_token": y}; '
+            f"got {type(data).__name__}"
+        )
     out: dict[str, Prices] = {}
     for name, entry in data.items():
         if not isinstance(entry, dict):
-            raise PriceTableError(f"price table {str(p)!r}: entry {name!r} must be an object with "
-                                  f"input_cost_per_token/output_cost_per_token, got {entry!r}")
+            raise PriceTableError(
+                f"price table {str(p)!r}: entry {name!r} must be an object with "
+                f"input_cost_per_token/output_cost_per_token, got {entry!r}"
+            )
         missing = [k for k in ("input_cost_per_token", "output_cost_per_token") if k not in entry]
         if missing:
             raise PriceTableError(f"price table {str(p)!r}: entry {name!r} lacks {', '.join(missing)}")
-        out[str(name)] = (_price(entry["input_cost_per_token"], f"price table {str(p)!r}: {name}.input_cost_per_token"),
-                          _price(entry["output_cost_per_token"], f"price table {str(p)!r}: {name}.output_cost_per_token"))
+        out[str(name)] = (
+            _price(entry["input_cost_per_token"], f"price table {str(p)!r}: {name}.input_cost_per_token"),
+            _price(entry["output_cost_per_token"], f"price table {str(p)!r}: {name}.output_cost_per_token"),
+        )
     return out
 
 
@@ -111,8 +126,13 @@ def load_price_table(path: Union[str, os.PathLike]) -> dict[str, Prices]:
     return _cached_table(text, mtime)
 
 
-def message_cost(raw_data: dict, usage: Optional[dict], model: str, price_table: Optional[str] = None,
-                 configured: Prices = (0.0, 0.0)) -> float:
+def message_cost(
+    raw_data: dict,
+    usage: Optional[dict],
+    model: str,
+    price_table: Optional[str] = None,
+    configured: Prices = (0.0, 0.0),
+) -> float:
     """USD of one reply, by the order in this module's docstring."""
     reported = (raw_data.get("usage") or {}).get("cost") if isinstance(raw_data, dict) else None
     if isinstance(reported, (int, float)) and not isinstance(reported, bool):
@@ -147,5 +167,7 @@ def sum_usage(usages: Iterable[Optional[dict]]) -> Optional[dict[str, int]]:
 def episode_usage(messages: Iterable[dict[str, Any]]) -> dict[str, Optional[dict[str, int]]]:
     """``agent_usage`` and ``user_usage`` of one SimulationRun's messages (dict form)."""
     msgs = list(messages)
-    return {"agent_usage": sum_usage(m.get("usage") for m in msgs if m.get("role") == "assistant"),
-            "user_usage": sum_usage(m.get("usage") for m in msgs if m.get("role") == "user")}
+    return {
+        "agent_usage": sum_usage(m.get("usage") for m in msgs if m.get("role") == "assistant"),
+        "user_usage": sum_usage(m.get("usage") for m in msgs if m.get("role") == "user"),
+    }

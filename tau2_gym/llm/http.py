@@ -31,7 +31,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 def available() -> bool:
     """Whether aiohttp can be imported."""
     try:
-        import aiohttp  # noqa: F401
+        import aiohttp  # noqa: F401 - only whether it imports
     except ImportError:
         return False
     return True
@@ -76,8 +76,13 @@ def endpoint(base_url: Optional[str]) -> str:
     return base + "/chat/completions"
 
 
-def make_client(base_url: Optional[str], api_key: str, headers: Optional[dict[str, str]] = None,
-                timeout: float = 120.0, prefer: str = "auto") -> Optional[Any]:
+def make_client(
+    base_url: Optional[str],
+    api_key: str,
+    headers: Optional[dict[str, str]] = None,
+    timeout: float = 120.0,
+    prefer: str = "auto",
+) -> Optional[Any]:
     """:class:`ChatHTTP` (aiohttp) when installed, else None (the caller uses the SDK). ``prefer`` is kept for
     callers that name a transport; every choice but the SDK is aiohttp."""
     if available():
@@ -86,8 +91,12 @@ def make_client(base_url: Optional[str], api_key: str, headers: Optional[dict[st
 
 
 def _request_headers(api_key: str, headers: Optional[dict[str, str]]) -> dict[str, str]:
-    return {"Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Bearer {api_key}",
-            **(headers or {})}
+    return {
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "Authorization": f"Bearer {api_key}",
+        **(headers or {}),
+    }
 
 
 def _body(kwargs: dict[str, Any]) -> bytes:
@@ -118,8 +127,9 @@ def _parse(status: int, raw: bytes, retry_after: Optional[str]) -> dict:
 class ChatHTTP:
     """POSTs chat-completions bodies on one aiohttp session (bound to the event loop that created it)."""
 
-    def __init__(self, base_url: Optional[str], api_key: str, headers: Optional[dict[str, str]] = None,
-                 timeout: float = 120.0) -> None:
+    def __init__(
+        self, base_url: Optional[str], api_key: str, headers: Optional[dict[str, str]] = None, timeout: float = 120.0
+    ) -> None:
         import aiohttp
 
         self.url = endpoint(base_url)
@@ -139,8 +149,11 @@ class ChatHTTP:
             pass
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         self.timeout = timeout
-        self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                                              timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=timeout))
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=timeout),
+        )
         self._aiohttp = aiohttp
 
     async def create(self, kwargs: dict[str, Any]) -> dict:
@@ -148,8 +161,9 @@ class ChatHTTP:
         data = _body(kwargs)
         aiohttp = self._aiohttp
         try:
-            async with self._session.post(self.url, data=data, headers=self._headers, proxy=self._proxy,
-                                          proxy_auth=self._proxy_auth) as resp:
+            async with self._session.post(
+                self.url, data=data, headers=self._headers, proxy=self._proxy, proxy_auth=self._proxy_auth
+            ) as resp:
                 raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("retry-after")

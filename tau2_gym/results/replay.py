@@ -60,8 +60,9 @@ __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "co
 
 IDENTICAL, DIVERGED, ERROR = "identical", "diverged", "error"
 #: endings the env itself produces; any other recorded ending happened outside it
-REPLAYABLE_ENDINGS = frozenset({"user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error",
-                                "timeout"})
+REPLAYABLE_ENDINGS = frozenset(
+    {"user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error", "timeout"}
+)
 _RECORDED_AGENT_ERROR = "replay: the record ends with an agent_error here (its action could not be used)"
 _RECORDED_USER_ERROR = "replay: the record ends with a user_error here (the user simulator failed)"
 
@@ -73,6 +74,7 @@ class ReplayInputError(ValueError):
 @dataclass
 class SimulationReplay:
     """The outcome of replaying one recorded simulation."""
+
     file: Optional[str]
     index: int  # position among the file's simulations
     simulation_id: Optional[str]
@@ -107,6 +109,7 @@ class SimulationReplay:
 @dataclass
 class ReplayReport:
     """Per-simulation outcomes of :func:`replay`, with the counts."""
+
     simulations: list[SimulationReplay] = field(default_factory=list)
     files: list[dict[str, Any]] = field(default_factory=list)
     duration: float = 0.0
@@ -132,18 +135,25 @@ class ReplayReport:
 
     def summary(self) -> dict[str, Any]:
         n = len(self.simulations)
-        return {"simulations": n, "identical": self.identical, "diverged": self.diverged, "errors": self.errors,
-                "reward_changed": self.reward_changed, "duration_s": round(self.duration, 3),
-                "simulations_per_s": round(n / self.duration, 1) if self.duration > 0 else None}
+        return {
+            "simulations": n,
+            "identical": self.identical,
+            "diverged": self.diverged,
+            "errors": self.errors,
+            "reward_changed": self.reward_changed,
+            "duration_s": round(self.duration, 3),
+            "simulations_per_s": round(n / self.duration, 1) if self.duration > 0 else None,
+        }
 
     def summary_line(self) -> str:
         s = self.summary()
-        return (f"replayed {s['simulations']} simulation(s): {s['identical']} identical, {s['diverged']} diverged, "
-                f"{s['errors']} error(s); {s['reward_changed']} reward(s) changed ({self.duration:.2f} s)")
+        return (
+            f"replayed {s['simulations']} simulation(s): {s['identical']} identical, {s['diverged']} diverged, "
+            f"{s['errors']} error(s); {s['reward_changed']} reward(s) changed ({self.duration:.2f} s)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "files": self.files,
-                "simulations": [s.to_dict() for s in self.simulations]}
+        return {"summary": self.summary(), "files": self.files, "simulations": [s.to_dict() for s in self.simulations]}
 
 
 # ------------------------------------------------------------------------------------ comparison
@@ -151,11 +161,11 @@ class ReplayReport:
 
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _Unreplayable(ValueError):
@@ -186,8 +196,9 @@ def _message_difference(rec: AnyMessage, new: AnyMessage) -> Optional[str]:
             if x.name != y.name:
                 return f"tool call {i} name: recorded {x.name!r}, replay {y.name!r}"
             if x.arguments != y.arguments:
-                return (f"tool call {i} ({x.name}) arguments: recorded {_short(x.arguments)}, "
-                        f"replay {_short(y.arguments)}")
+                return (
+                    f"tool call {i} ({x.name}) arguments: recorded {_short(x.arguments)}, replay {_short(y.arguments)}"
+                )
             if x.requestor != y.requestor:
                 return f"tool call {i} ({x.name}) requestor: recorded {x.requestor!r}, replay {y.requestor!r}"
     return None
@@ -199,8 +210,13 @@ def _describe(msg: AnyMessage) -> str:
     return f"{msg.role} {_short(msg.content, 50)}"
 
 
-def compare_trajectories(recorded: Sequence[AnyMessage], new: Sequence[AnyMessage], recorded_termination: Optional[str],
-                         new_termination: Optional[str], offset: int = 0) -> tuple[Optional[int], Optional[str]]:
+def compare_trajectories(
+    recorded: Sequence[AnyMessage],
+    new: Sequence[AnyMessage],
+    recorded_termination: Optional[str],
+    new_termination: Optional[str],
+    offset: int = 0,
+) -> tuple[Optional[int], Optional[str]]:
     """``(index of the first differing message, what differs)``; ``(None, None)`` when identical.
 
     A trajectory that is a strict prefix of the other diverges at the shorter one's length; equal messages with
@@ -215,11 +231,15 @@ def compare_trajectories(recorded: Sequence[AnyMessage], new: Sequence[AnyMessag
     at = n + offset
     if len(recorded) > n:
         state = f"ended ({new_termination})" if new_termination else "waits for the agent's next turn (still running)"
-        return at, (f"message {at}: the replay {state} where the record goes on with "
-                    f"{len(recorded) - n} more message(s), first {_describe(recorded[n])}")
+        return at, (
+            f"message {at}: the replay {state} where the record goes on with "
+            f"{len(recorded) - n} more message(s), first {_describe(recorded[n])}"
+        )
     if len(new) > n:
-        return at, (f"message {at}: the record ended ({recorded_termination}) where the replay goes on with "
-                    f"{len(new) - n} more message(s), first {_describe(new[n])}")
+        return at, (
+            f"message {at}: the record ended ({recorded_termination}) where the replay goes on with "
+            f"{len(new) - n} more message(s), first {_describe(new[n])}"
+        )
     if recorded_termination != new_termination:
         return at, f"termination: recorded {recorded_termination}, replay {new_termination or 'still running'}"
     return None, None
@@ -248,8 +268,9 @@ def _load_inputs(results: Any) -> list[tuple[Optional[str], dict]]:
             raise ReplayInputError(f"cannot replay a {type(item).__name__}: pass a results file path or a results dict")
         where = repr(label) if label is not None else "the results dict"
         if not isinstance(raw, dict):
-            raise ReplayInputError(f"{where} is not a tau2 results file: it holds a JSON {type(raw).__name__}, "
-                                   "not an object")
+            raise ReplayInputError(
+                f"{where} is not a tau2 results file: it holds a JSON {type(raw).__name__}, not an object"
+            )
         info = raw.get("info")
         env_info = info.get("environment_info") if isinstance(info, dict) else None
         if not isinstance(env_info, dict) or not isinstance(env_info.get("domain_name"), str):
@@ -271,8 +292,9 @@ class _FileSettings:
     data_version: Optional[str]
 
 
-def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str],
-              data_version: Optional[str]) -> _FileSettings:
+def _settings(
+    raw: dict, max_steps: Optional[int], data_dir: Optional[str], data_version: Optional[str]
+) -> _FileSettings:
 
     info = raw["info"]
     agent = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
@@ -285,11 +307,14 @@ def _settings(raw: dict, max_steps: Optional[int], data_dir: Optional[str],
         name = rec.get("version") if isinstance(rec, dict) else None
         data_version = name if name in VERSIONS else None
     return _FileSettings(
-        domain=info["environment_info"]["domain_name"], solo=solo,
-        max_steps=int(max_steps) if max_steps is not None else (
-            recorded_steps if type(recorded_steps) is int and recorded_steps >= 1 else 100),
+        domain=info["environment_info"]["domain_name"],
+        solo=solo,
+        max_steps=int(max_steps)
+        if max_steps is not None
+        else (recorded_steps if type(recorded_steps) is int and recorded_steps >= 1 else 100),
         max_errors=recorded_errors if type(recorded_errors) is int and recorded_errors >= 1 else 10,
-        data_version=data_version)
+        data_version=data_version,
+    )
 
 
 def _setting_warnings(raw: dict, dom: Any) -> list[str]:
@@ -297,8 +322,11 @@ def _setting_warnings(raw: dict, dom: Any) -> list[str]:
     retrieval configuration) other than the replay's: the replay may diverge for that reason alone."""
     ours = dom.spec.extra.get("results_info") or {}
     info = raw["info"]
-    return [f"the file records {key}={info[key]!r}, the replay runs {key}={value!r} (pass domain_options=...)"
-            for key, value in ours.items() if key in info and info[key] != value]
+    return [
+        f"the file records {key}={info[key]!r}, the replay runs {key}={value!r} (pass domain_options=...)"
+        for key, value in ours.items()
+        if key in info and info[key] != value
+    ]
 
 
 # ------------------------------------------------------------------------------------ driving one simulation
@@ -306,6 +334,7 @@ def _setting_warnings(raw: dict, dom: Any) -> list[str]:
 
 class _Envs:
     """One env per distinct setting (built on first use), each with its own playback user."""
+
     def __init__(self, data_dir: Optional[str], judge: Any, env_kwargs: dict) -> None:
         self.data_dir = data_dir
         self.judge = judge
@@ -318,10 +347,19 @@ class _Envs:
         if env is None:
             import warnings
 
-
-            kwargs = dict(user=PlaybackUser(), solo=s.solo, agent_can_stop=agent_can_stop, max_steps=s.max_steps,
-                          max_errors=s.max_errors, data_dir=self.data_dir, data_version=s.data_version,
-                          judge=self.judge, parser="none", fill_tool_call_ids=False, task_split=None)
+            kwargs = dict(
+                user=PlaybackUser(),
+                solo=s.solo,
+                agent_can_stop=agent_can_stop,
+                max_steps=s.max_steps,
+                max_errors=s.max_errors,
+                data_dir=self.data_dir,
+                data_version=s.data_version,
+                judge=self.judge,
+                parser="none",
+                fill_tool_call_ids=False,
+                task_split=None,
+            )
             kwargs.update(self.env_kwargs)
             with warnings.catch_warnings():  # the pool's no-judge warning: replay runs only the recorded tasks
                 warnings.simplefilter("ignore")
@@ -336,6 +374,7 @@ class _Envs:
 
 class _Tasks:
     """A file's embedded tasks (validated on first use), falling back to the data's task of the same id."""
+
     def __init__(self, raw_tasks: Optional[list]) -> None:
         self.raw: dict[str, Any] = {}
         for rt in raw_tasks or ():
@@ -356,8 +395,9 @@ class _Tasks:
             try:
                 task = env.task_by_id(task_id)
             except ValueError:
-                task = _Unreplayable(f"unknown task {task_id!r}: neither among the file's tasks nor in the "
-                                  f"{env.config.domain!r} data")
+                task = _Unreplayable(
+                    f"unknown task {task_id!r}: neither among the file's tasks nor in the {env.config.domain!r} data"
+                )
         self._parsed[task_id] = task
         return task
 
@@ -371,16 +411,25 @@ def _stored_reward(sim: dict) -> Optional[float]:
     return _number(ri.get("reward")) if isinstance(ri, dict) else None
 
 
-def _replay_one(sim: Any, index: int, label: Optional[str], settings: _FileSettings, envs: _Envs,
-                tasks: _Tasks) -> SimulationReplay:
+def _replay_one(
+    sim: Any, index: int, label: Optional[str], settings: _FileSettings, envs: _Envs, tasks: _Tasks
+) -> SimulationReplay:
     if not isinstance(sim, dict):
-        return SimulationReplay(label, index, None, None, None, ERROR,
-                                error=f"the simulation is a JSON {type(sim).__name__}, not an object")
+        return SimulationReplay(
+            label, index, None, None, None, ERROR, error=f"the simulation is a JSON {type(sim).__name__}, not an object"
+        )
     task_id = sim.get("task_id")
     trial = sim.get("trial") if isinstance(sim.get("trial"), int) else None
-    out = SimulationReplay(label, index, None if sim.get("id") is None else str(sim.get("id")),
-                           None if task_id is None else str(task_id), trial, ERROR,
-                           recorded_termination=sim.get("termination_reason"), stored_reward=_stored_reward(sim))
+    out = SimulationReplay(
+        label,
+        index,
+        None if sim.get("id") is None else str(sim.get("id")),
+        None if task_id is None else str(task_id),
+        trial,
+        ERROR,
+        recorded_termination=sim.get("termination_reason"),
+        stored_reward=_stored_reward(sim),
+    )
     try:
         _drive(sim, out, settings, envs, tasks)
     except _Unreplayable as exc:
@@ -434,8 +483,11 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
     elif user_turns:
         raise _Unreplayable("a solo-mode record (no user) holds user messages")
     # the agent's last message of an agent_error record is the action the env refused (kept for the record)
-    refused = (agent_turns.pop() if ending == "agent_error" and recorded and agent_turns
-               and recorded[-1] is agent_turns[-1] else None)
+    refused = (
+        agent_turns.pop()
+        if ending == "agent_error" and recorded and agent_turns and recorded[-1] is agent_turns[-1]
+        else None
+    )
 
     seed = sim.get("seed")
     if not (type(seed) is int and 0 <= seed < 2**63):  # only seeds the env's RNG; the recorded task is given
@@ -476,10 +528,14 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
 
 def _read_message(m: Any) -> AnyMessage:
     """A tau2 message dict, or an OpenAI chat message (``tool_call_id``, ``function`` calls), as a message."""
-    if isinstance(m, dict) and (("tool_call_id" in m and "id" not in m)
-                                or any(isinstance(c, dict) and isinstance(c.get("function"), dict)
-                                       for c in (m.get("tool_calls") or ()) if isinstance(m.get("tool_calls"), list))):
-
+    if isinstance(m, dict) and (
+        ("tool_call_id" in m and "id" not in m)
+        or any(
+            isinstance(c, dict) and isinstance(c.get("function"), dict)
+            for c in (m.get("tool_calls") or ())
+            if isinstance(m.get("tool_calls"), list)
+        )
+    ):
         msg = from_openai(m)
         if isinstance(msg, ToolMessage):
             msg.error = None  # type: ignore[assignment]  # the OpenAI format has no error flag: not compared
@@ -488,19 +544,28 @@ def _read_message(m: Any) -> AnyMessage:
 
 
 def _copy_agent(msg: AssistantMessage) -> AssistantMessage:
-    calls = None if msg.tool_calls is None else [ToolCall(tc.name, dict(tc.arguments), id=tc.id)
-                                                 for tc in msg.tool_calls]
-    return AssistantMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage,
-                            raw_data=msg.raw_data)
+    calls = (
+        None if msg.tool_calls is None else [ToolCall(tc.name, dict(tc.arguments), id=tc.id) for tc in msg.tool_calls]
+    )
+    return AssistantMessage(
+        content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage, raw_data=msg.raw_data
+    )
 
 
 # ------------------------------------------------------------------------------------ entry point
 
 
-def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLike, dict]]], *,
-           data_dir: Optional[str] = None, data_version: Optional[str] = None, max_steps: Optional[int] = None,
-           judge: Any = "fail", progress: bool = False, domain_options: Optional[dict] = None,
-           env_kwargs: Optional[dict] = None) -> ReplayReport:
+def replay(
+    results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLike, dict]]],
+    *,
+    data_dir: Optional[str] = None,
+    data_version: Optional[str] = None,
+    max_steps: Optional[int] = None,
+    judge: Any = "fail",
+    progress: bool = False,
+    domain_options: Optional[dict] = None,
+    env_kwargs: Optional[dict] = None,
+) -> ReplayReport:
     """Replay every simulation of ``results`` through a fresh env; report which are reproduced exactly.
 
     Args:
@@ -531,21 +596,29 @@ def replay(results: Union[str, os.PathLike, dict, Sequence[Union[str, os.PathLik
     report = ReplayReport()
     work: list[tuple[Any, int, Optional[str], _FileSettings, _Tasks]] = []
     if data_version is not None:
-
         get_version(data_version)  # an unknown name fails here, once (ValueError)
 
     for label, raw in inputs:
         settings = _settings(raw, max_steps, data_dir, data_version)
         if settings.domain not in domain_names():
             where = repr(label) if label is not None else "the results dict"
-            raise ReplayInputError(f"{where}: unknown domain "
-                                   f"{settings.domain!r}; registered: {', '.join(domain_names())}")
+            raise ReplayInputError(
+                f"{where}: unknown domain {settings.domain!r}; registered: {', '.join(domain_names())}"
+            )
         # the data is there (else one DataError), and the domain's options are valid
         dom = load_domain(settings.domain, data_dir, settings.data_version, options=env_kwargs.get("domain_options"))
         tasks = _Tasks(raw.get("tasks"))
-        report.files.append({"path": label, "domain": settings.domain, "simulations": len(raw["simulations"]),
-                             "solo": settings.solo, "max_steps": settings.max_steps,
-                             "data_version": settings.data_version, "warnings": _setting_warnings(raw, dom)})
+        report.files.append(
+            {
+                "path": label,
+                "domain": settings.domain,
+                "simulations": len(raw["simulations"]),
+                "solo": settings.solo,
+                "max_steps": settings.max_steps,
+                "data_version": settings.data_version,
+                "warnings": _setting_warnings(raw, dom),
+            }
+        )
         work.extend((sim, i, label, settings, tasks) for i, sim in enumerate(raw["simulations"]))
     try:
         for sim, i, label, settings, tasks in _progress(work, "replay", progress):

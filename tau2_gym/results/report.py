@@ -6,7 +6,8 @@ task x trial grid, component failures, tasks that flipped between runs) is rende
 reads without JavaScript; each simulation's details (conversation, checks, DB diff) are embedded as one small
 ``<script type="application/json">`` block and rendered only when clicked, so a 10,000-simulation report
 opens as fast as its summary (``compress=True``: gzip chunks of 64 simulations instead, several times smaller
-for long conversations, unpacked by the browser on first use). The file loads nothing from the network (inline CSS/JS/SVG, and a
+for long conversations, unpacked by the browser on first use). The file loads nothing from the network (inline
+CSS/JS/SVG, and a
 Content-Security-Policy that only allows the report's own script by hash).
 
 Metrics are ``tau2-gym eval``'s (:class:`tau2_gym.scoring.metrics.Tally`): infrastructure errors and
@@ -37,15 +38,30 @@ from tau2_gym.core.prompts import STOP_FUNCTION_NAME
 from tau2_gym.core.results_file import ResultsFileError, read_json_any
 from tau2_gym.scoring.metrics import PASS_TOLERANCE, Tally, is_pass, pass_hat_k
 
-__all__ = ["ReportError", "Run", "RunSummary", "load_run", "summarise", "flips", "build_report", "write_report",
-           "bootstrap_ci", "BOOTSTRAP_SAMPLES"]
+__all__ = [
+    "ReportError",
+    "Run",
+    "RunSummary",
+    "load_run",
+    "summarise",
+    "flips",
+    "build_report",
+    "write_report",
+    "bootstrap_ci",
+    "BOOTSTRAP_SAMPLES",
+]
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
 CI_LEVEL = 0.95
 COMPONENTS = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE", "NL_ASSERTION")
-COMPONENT_NAMES = {"DB": "DB", "ENV_ASSERTION": "env assertions", "ACTION": "actions",
-                   "COMMUNICATE": "communicate", "NL_ASSERTION": "NL assertions"}
+COMPONENT_NAMES = {
+    "DB": "DB",
+    "ENV_ASSERTION": "env assertions",
+    "ACTION": "actions",
+    "COMMUNICATE": "communicate",
+    "NL_ASSERTION": "NL assertions",
+}
 INFRASTRUCTURE_ERROR = "infrastructure_error"
 CHUNK = 64  # simulations per compressed details block (build_report(compress=True))
 
@@ -75,6 +91,7 @@ class _RewardInfo(_Model):
 
 class _Sim(_Model):
     """What the report reads of a simulation; everything else is ignored (messages are read defensively)."""
+
     id: Optional[str] = None
     task_id: str
     trial: Optional[int] = None
@@ -137,8 +154,11 @@ def _check_text(kind: str, check: dict) -> str:
     if kind == "ENV_ASSERTION":
         a = check.get("env_assertion") if isinstance(check.get("env_assertion"), dict) else {}
         text = f"{a.get('env_type', '')}.{a.get('func_name')}({json.dumps(a.get('arguments'), default=str)})"
-        return text + (f" == {a.get('assert_value')}" if a.get("assert_value") is not True else "") + \
-            (f": {a['message']}" if a.get("message") else "")
+        return (
+            text
+            + (f" == {a.get('assert_value')}" if a.get("assert_value") is not True else "")
+            + (f": {a['message']}" if a.get("message") else "")
+        )
     if kind == "COMMUNICATE":
         return f"says {check.get('info')!r}" + (f" ({check['justification']})" if check.get("justification") else "")
     if kind == "NL_ASSERTION":
@@ -151,8 +171,12 @@ def _checks(ri: _RewardInfo) -> list[tuple[str, bool, str]]:
     out: list[tuple[str, bool, str]] = []
     if ri.db_check is not None:
         out.append(("DB", bool(ri.db_check.get("db_match")), "agent and user DBs match the gold ones"))
-    for kind, items, key in (("ENV_ASSERTION", ri.env_assertions, "met"), ("ACTION", ri.action_checks, "action_match"),
-                             ("COMMUNICATE", ri.communicate_checks, "met"), ("NL_ASSERTION", ri.nl_assertions, "met")):
+    for kind, items, key in (
+        ("ENV_ASSERTION", ri.env_assertions, "met"),
+        ("ACTION", ri.action_checks, "action_match"),
+        ("COMMUNICATE", ri.communicate_checks, "met"),
+        ("NL_ASSERTION", ri.nl_assertions, "met"),
+    ):
         for c in items or ():
             if isinstance(c, dict):
                 out.append((kind, bool(c.get(key)), _check_text(kind, c)))
@@ -162,6 +186,7 @@ def _checks(ri: _RewardInfo) -> list[tuple[str, bool, str]]:
 @dataclass
 class SimStats:
     """What the summary needs of one simulation (computed once; the details view gets the same facts)."""
+
     index: int
     task_id: str
     trial: Optional[int]
@@ -191,13 +216,20 @@ class SimStats:
         return "f" if self.reward <= PASS_TOLERANCE else "h"
 
 
-def _analyse(index: int, sim: _Sim, agent_tools: frozenset[str], user_tools: frozenset[str],
-             transfer_token: str) -> tuple[SimStats, list, list]:
+def _analyse(
+    index: int, sim: _Sim, agent_tools: frozenset[str], user_tools: frozenset[str], transfer_token: str
+) -> tuple[SimStats, list, list]:
     """The simulation's stats, its messages in the compact form of the details view, and its checks."""
     term = sim.termination_reason or "unknown"
     ri = sim.reward_info
-    st = SimStats(index=index, task_id=sim.task_id, trial=sim.trial, reward=None if ri is None else ri.reward,
-                  termination=term, infra=term == INFRASTRUCTURE_ERROR)
+    st = SimStats(
+        index=index,
+        task_id=sim.task_id,
+        trial=sim.trial,
+        reward=None if ri is None else ri.reward,
+        termination=term,
+        infra=term == INFRASTRUCTURE_ERROR,
+    )
     compact = []
     for m in sim.messages:
         role = str(m.get("role"))
@@ -227,21 +259,30 @@ def _analyse(index: int, sim: _Sim, agent_tools: frozenset[str], user_tools: fro
     return st, compact, checks
 
 
-def _detail(run: "Run", sim: _Sim, st: SimStats, compact: list, checks: list) -> dict[str, Any]:
+def _detail(run: Run, sim: _Sim, st: SimStats, compact: list, checks: list) -> dict[str, Any]:
     ri = sim.reward_info
     info = sim.info or {}
     diff = info.get("db_diff")
     cost = _usage_text(sim)
     error = info.get("error") or info.get("evaluation_error")
-    return {"run": run.label, "task": sim.task_id, "trial": sim.trial, "seed": sim.seed, "id": sim.id,
-            "reward": st.reward, "term": st.termination, "dur": sim.duration, "cost": cost,
-            "error": None if error is None else str(error),
-            "breakdown": ri.reward_breakdown if ri is not None else None,
-            "basis": ri.reward_basis if ri is not None else None,
-            "checks": [list(c) for c in checks],
-            "diff": diff if isinstance(diff, list) else None,
-            "diff_more": info.get("db_diff_truncated") if isinstance(info.get("db_diff_truncated"), int) else 0,
-            "m": compact}
+    return {
+        "run": run.label,
+        "task": sim.task_id,
+        "trial": sim.trial,
+        "seed": sim.seed,
+        "id": sim.id,
+        "reward": st.reward,
+        "term": st.termination,
+        "dur": sim.duration,
+        "cost": cost,
+        "error": None if error is None else str(error),
+        "breakdown": ri.reward_breakdown if ri is not None else None,
+        "basis": ri.reward_basis if ri is not None else None,
+        "checks": [list(c) for c in checks],
+        "diff": diff if isinstance(diff, list) else None,
+        "diff_more": info.get("db_diff_truncated") if isinstance(info.get("db_diff_truncated"), int) else 0,
+        "m": compact,
+    }
 
 
 def _usage_text(sim: _Sim) -> Optional[str]:
@@ -249,8 +290,9 @@ def _usage_text(sim: _Sim) -> Optional[str]:
     for who, usage, cost in (("agent", sim.agent_usage, sim.agent_cost), ("user", sim.user_usage, sim.user_cost)):
         bits = []
         if isinstance(usage, dict):
-            bits.append(f"{_int(usage.get('prompt_tokens'))} prompt + {_int(usage.get('completion_tokens'))} "
-                        "completion tokens")
+            bits.append(
+                f"{_int(usage.get('prompt_tokens'))} prompt + {_int(usage.get('completion_tokens'))} completion tokens"
+            )
         if cost is not None:
             bits.append(f"${cost:.4f}")
         if bits:
@@ -271,6 +313,7 @@ def _int(v: Any) -> int:
 @dataclass
 class Run:
     """One results file, read for the report."""
+
     path: Path
     label: str
     domain: str
@@ -290,8 +333,9 @@ class Run:
     def tally(self) -> Tally:
         t = Tally(domain=self.domain, num_trials=self.num_trials)
         for sim in self.sims:
-            t.add(sim.task_id, sim.termination_reason,
-                  None if sim.reward_info is None else sim.reward_info.model_dump())
+            t.add(
+                sim.task_id, sim.termination_reason, None if sim.reward_info is None else sim.reward_info.model_dump()
+            )
         return t
 
 
@@ -346,10 +390,21 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
             task_ids.append(str(t["id"]))
     num_trials = info.get("num_trials") if isinstance(info.get("num_trials"), int) else 0
     dv = info.get("data_version")
-    run = Run(path=path, label=label or path.name, domain=domain, agent=_who(info.get("agent_info")),
-              user=_who(info.get("user_info")), num_trials=num_trials, task_ids=task_ids, sims=[], stats=[],
-              details=[], skipped=[], data_version=str(dv.get("name") or "") if isinstance(dv, dict) else "",
-              timestamp=str(raw.get("timestamp") or "")[:19])
+    run = Run(
+        path=path,
+        label=label or path.name,
+        domain=domain,
+        agent=_who(info.get("agent_info")),
+        user=_who(info.get("user_info")),
+        num_trials=num_trials,
+        task_ids=task_ids,
+        sims=[],
+        stats=[],
+        details=[],
+        skipped=[],
+        data_version=str(dv.get("name") or "") if isinstance(dv, dict) else "",
+        timestamp=str(raw.get("timestamp") or "")[:19],
+    )
     seen = set(task_ids)
     for i, s in enumerate(sims_raw):
         try:
@@ -377,7 +432,7 @@ def _first_line(exc: Exception) -> str:
             e = errors()[0]
             loc = ".".join(str(x) for x in e.get("loc", ()))
             return f"{loc}: {e.get('msg')}" if loc else str(e.get("msg"))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a best-effort shortening of the message; the full one is used
             pass
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
@@ -388,6 +443,7 @@ def _first_line(exc: Exception) -> str:
 @dataclass
 class RunSummary:
     """The summary numbers of one run (what the report prints, and what tests and the CLI read)."""
+
     simulations: int
     scored: int
     skipped: int
@@ -409,8 +465,9 @@ class RunSummary:
     components: dict[str, tuple[int, int]]  # component -> (failed in the reward basis, failed outside it)
 
 
-def bootstrap_ci(values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED,
-                 level: float = CI_LEVEL) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED, level: float = CI_LEVEL
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values`` (one value per task), resampling tasks."""
     import numpy as np
 
@@ -424,7 +481,7 @@ def bootstrap_ci(values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed
     chunk = max(1, 2_000_000 // v.size)  # bounded memory for large task sets
     for start in range(0, samples, chunk):
         n = min(chunk, samples - start)
-        means[start:start + n] = v[rng.integers(0, v.size, size=(n, v.size))].mean(axis=1)
+        means[start : start + n] = v[rng.integers(0, v.size, size=(n, v.size))].mean(axis=1)
     alpha = (1.0 - level) / 2
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
 
@@ -446,16 +503,18 @@ def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_
     values = tally.pass_hat()
     for k in shown_ks(sorted(values)):
         value = values[k]
-        per_task = [pass_hat_k(len(v), sum(1 for r in v if is_pass(r)), k)
-                    for v in tally.rewards.values()]
+        per_task = [pass_hat_k(len(v), sum(1 for r in v if is_pass(r)), k) for v in tally.rewards.values()]
         lo, hi = bootstrap_ci(per_task, samples, seed)
         pass_hat[k] = (value, lo, hi)
     tokens: dict[str, Optional[tuple[int, int]]] = {}
     cost: dict[str, Optional[float]] = {}
     for who in ("agent", "user"):
         usages = [getattr(s, f"{who}_usage") for s in run.sims if isinstance(getattr(s, f"{who}_usage"), dict)]
-        tokens[who] = (sum(_int(u.get("prompt_tokens")) for u in usages),
-                       sum(_int(u.get("completion_tokens")) for u in usages)) if usages else None
+        tokens[who] = (
+            (sum(_int(u.get("prompt_tokens")) for u in usages), sum(_int(u.get("completion_tokens")) for u in usages))
+            if usages
+            else None
+        )
         costs = [getattr(s, f"{who}_cost") for s in run.sims if getattr(s, f"{who}_cost") is not None]
         cost[who] = sum(costs) if costs else None
     components = {}
@@ -465,15 +524,26 @@ def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_
         components[c] = (inside, outside)
     halluc = Counter(n for s in run.stats for n in s.hallucinated)
     return RunSummary(
-        simulations=len(run.sims), scored=tally.scored, skipped=len(run.skipped), infra=tally.infra,
-        unscored=tally.errors, nl_unjudged=tally.nl_skipped, average=tally.average(), pass_hat=pass_hat,
+        simulations=len(run.sims),
+        scored=tally.scored,
+        skipped=len(run.skipped),
+        infra=tally.infra,
+        unscored=tally.errors,
+        nl_unjudged=tally.nl_skipped,
+        average=tally.average(),
+        pass_hat=pass_hat,
         terminations=Counter(s.termination for s in run.stats),
-        tool_calls=sum(s.tool_calls for s in run.stats), tool_errors=sum(s.tool_errors for s in run.stats),
+        tool_calls=sum(s.tool_calls for s in run.stats),
+        tool_errors=sum(s.tool_errors for s in run.stats),
         sims_with_tool_errors=sum(1 for s in run.stats if s.tool_errors),
-        hallucinated_calls=sum(halluc.values()), hallucinated_names=halluc,
-        transfers=sum(1 for s in run.stats if s.transfer), tokens=tokens, cost=cost,
+        hallucinated_calls=sum(halluc.values()),
+        hallucinated_names=halluc,
+        transfers=sum(1 for s in run.stats if s.transfer),
+        tokens=tokens,
+        cost=cost,
         cost_known=sum(1 for s in run.sims if s.agent_cost is not None or s.user_cost is not None),
-        components=components)
+        components=components,
+    )
 
 
 @dataclass
@@ -510,8 +580,9 @@ def flips(runs: Sequence[Run]) -> list[Flip]:
             continue
         first = present[0][0] / present[0][1]
         rates = [p / n for p, n in present[1:]]
-        direction = ("better" if all(r >= first for r in rates) else
-                     "worse" if all(r <= first for r in rates) else "changed")
+        direction = (
+            "better" if all(r >= first for r in rates) else "worse" if all(r <= first for r in rates) else "changed"
+        )
         out.append(Flip(tid, outcomes, direction))
     return out
 
@@ -539,8 +610,14 @@ def _json_text(data: Any) -> str:
 
 def _script_json(data: Any) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' survives (so neither '</script>' nor '<!--')."""
-    return (_json_text(data).replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        _json_text(data)
+        .replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _detail_json(detail: dict, dump: Any) -> str:
@@ -549,8 +626,13 @@ def _detail_json(detail: dict, dump: Any) -> str:
         return dump(detail)
     except (RecursionError, ValueError) as exc:
         keep = {k: v for k, v in detail.items() if k not in ("m", "checks", "diff", "breakdown")}
-        keep.update(m=[], checks=[], diff=None, breakdown=None,
-                    error=f"details not shown: {type(exc).__name__} while encoding them ({exc})"[:300])
+        keep.update(
+            m=[],
+            checks=[],
+            diff=None,
+            breakdown=None,
+            error=f"details not shown: {type(exc).__name__} while encoding them ({exc})"[:300],
+        )
         return dump(keep)
 
 
@@ -576,11 +658,12 @@ def _pass_svg(runs: Sequence[Run], summaries: Sequence[RunSummary]) -> str:
     def y(v: float) -> float:
         return top + (1.0 - v) * (h - top - bottom)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
-             f'aria-label="pass^k by k">']
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" aria-label="pass^k by k">']
     for v in (0.0, 0.5, 1.0):
-        parts.append(f'<line x1="{left}" x2="{w - 10}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#d1d9e0"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
+        parts.append(
+            f'<line x1="{left}" x2="{w - 10}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#d1d9e0"/>'
+            f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>'
+        )
     for j, k in enumerate(ks):
         parts.append(f'<text x="{left + span * (j + 0.5):.1f}" y="{h - 6}" text-anchor="middle">k={k}</text>')
     n = len(summaries)
@@ -591,15 +674,18 @@ def _pass_svg(runs: Sequence[Run], summaries: Sequence[RunSummary]) -> str:
                 continue
             v, lo, hi = s.pass_hat[k]
             x = left + span * j + span * (i + 1) / (n + 1)
-            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y(hi):.1f}" y2="{y(lo):.1f}" stroke="{colour}"/>'
-                         f'<circle cx="{x:.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}">'
-                         f'<title>{_e(runs[i].label)}: pass^{k} = {v:.4f} [{lo:.4f}, {hi:.4f}]</title></circle>')
+            parts.append(
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y(hi):.1f}" y2="{y(lo):.1f}" stroke="{colour}"/>'
+                f'<circle cx="{x:.1f}" cy="{y(v):.1f}" r="3.5" fill="{colour}">'
+                f"<title>{_e(runs[i].label)}: pass^{k} = {v:.4f} [{lo:.4f}, {hi:.4f}]</title></circle>"
+            )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSummary], samples: int,
-                    seed: int) -> list[str]:
+def _domain_section(
+    domain: str, runs: Sequence[Run], summaries: Sequence[RunSummary], samples: int, seed: int
+) -> list[str]:
     out = [f'<section class="domain" data-domain="{_e(domain)}"><h2>{_e(domain)}</h2>']
     heads = "".join(f'<th class="num" title="{_e(r.path)}">{_e(r.label)}</th>' for r in runs)
 
@@ -609,10 +695,16 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
         t = f' title="{_e(title)}"' if title else ""
         return f"<tr><th{t}>{_e(name)}</th>{cells}</tr>"
 
-    rows = [row("simulations", "simulations", [str(s.simulations) for s in summaries]),
-            row("scored", "scored", [str(s.scored) for s in summaries],
-                "simulations with a reward, infrastructure errors excluded"),
-            row("average reward", "avg_reward", [_f(s.average) for s in summaries])]
+    rows = [
+        row("simulations", "simulations", [str(s.simulations) for s in summaries]),
+        row(
+            "scored",
+            "scored",
+            [str(s.scored) for s in summaries],
+            "simulations with a reward, infrastructure errors excluded",
+        ),
+        row("average reward", "avg_reward", [_f(s.average) for s in summaries]),
+    ]
     ks = sorted({k for s in summaries for k in s.pass_hat})
     for k in ks:
         vals = []
@@ -628,54 +720,97 @@ def _domain_section(domain: str, runs: Sequence[Run], summaries: Sequence[RunSum
         row("skipped (unparseable)", "skipped", [str(s.skipped) for s in summaries]),
         row("infrastructure errors", "infra", [str(s.infra) for s in summaries], "left out of the metrics"),
         row("not scored", "unscored", [str(s.unscored) for s in summaries], "no reward_info; left out of the metrics"),
-        row("NL assertions not judged", "nl_unjudged", [str(s.nl_unjudged) for s in summaries],
-            "scored without an NL judge: their NL factor is the no-judge choice (reward_info.info.nl)"),
+        row(
+            "NL assertions not judged",
+            "nl_unjudged",
+            [str(s.nl_unjudged) for s in summaries],
+            "scored without an NL judge: their NL factor is the no-judge choice (reward_info.info.nl)",
+        ),
         row("tool calls", "tool_calls", [str(s.tool_calls) for s in summaries]),
         row("tool errors", "tool_errors", [str(s.tool_errors) for s in summaries], "tool results flagged as errors"),
         row("simulations with tool errors", "sims_with_tool_errors", [str(s.sims_with_tool_errors) for s in summaries]),
-        row("hallucinated tool calls", "hallucinated", [str(s.hallucinated_calls) for s in summaries],
-            "calls to names that are not tools of the domain"),
-        row("transfers", "transfers", [str(s.transfers) for s in summaries],
-            "simulations with a transfer_to_* tool call or the user's transfer token"),
+        row(
+            "hallucinated tool calls",
+            "hallucinated",
+            [str(s.hallucinated_calls) for s in summaries],
+            "calls to names that are not tools of the domain",
+        ),
+        row(
+            "transfers",
+            "transfers",
+            [str(s.transfers) for s in summaries],
+            "simulations with a transfer_to_* tool call or the user's transfer token",
+        ),
     ]
     for who in ("agent", "user"):
-        rows.append(row(f"{who} tokens (prompt + completion)", f"{who}_tokens",
-                        ["n/a" if s.tokens[who] is None else f"{s.tokens[who][0]:,} + {s.tokens[who][1]:,}"
-                         for s in summaries]))
-        rows.append(row(f"{who} cost (USD)", f"{who}_cost",
-                        ["n/a" if s.cost[who] is None else f"{s.cost[who]:.4f}" for s in summaries]))
+        rows.append(
+            row(
+                f"{who} tokens (prompt + completion)",
+                f"{who}_tokens",
+                ["n/a" if s.tokens[who] is None else f"{s.tokens[who][0]:,} + {s.tokens[who][1]:,}" for s in summaries],
+            )
+        )
+        rows.append(
+            row(
+                f"{who} cost (USD)",
+                f"{who}_cost",
+                ["n/a" if s.cost[who] is None else f"{s.cost[who]:.4f}" for s in summaries],
+            )
+        )
     out.append('<div class="cols"><div>')
-    out.append(f'<h3>Summary</h3><table class="summary"><thead><tr><th></th>{heads}</tr></thead>'
-               f'<tbody>{"".join(rows)}</tbody></table>')
-    intervals = (f"Intervals: {int(CI_LEVEL * 100)}% percentile bootstrap over tasks ({samples} resamples, "
-                 f"seed {seed})" if samples > 0 else "No intervals (--bootstrap-samples 0)")
-    out.append(f'<p class="note">pass^k as tau2 computes it (per task C(c,k)/C(n,k), averaged over tasks). '
-               f'{intervals}; a pass is a reward of 1. Infrastructure errors and unscored simulations are left '
-               f'out, as in <code>tau2-gym eval</code>.</p>')
+    out.append(
+        f'<h3>Summary</h3><table class="summary"><thead><tr><th></th>{heads}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    intervals = (
+        f"Intervals: {int(CI_LEVEL * 100)}% percentile bootstrap over tasks ({samples} resamples, seed {seed})"
+        if samples > 0
+        else "No intervals (--bootstrap-samples 0)"
+    )
+    out.append(
+        f'<p class="note">pass^k as tau2 computes it (per task C(c,k)/C(n,k), averaged over tasks). '
+        f"{intervals}; a pass is a reward of 1. Infrastructure errors and unscored simulations are left "
+        f"out, as in <code>tau2-gym eval</code>.</p>"
+    )
     for s, r in zip(summaries, runs):
         if s.hallucinated_names:
             names = ", ".join(f"{n} ({c})" for n, c in s.hallucinated_names.most_common(8))
             out.append(f'<p class="note">{_e(r.label)}: hallucinated tools: {_e(names)}</p>')
-    out.append('</div><div>')
+    out.append("</div><div>")
     out.append(_pass_svg(runs, summaries))
     reasons = sorted({t for s in summaries for t in s.terminations})
-    trows = "".join(f"<tr><th>{_e(t)}</th>" + "".join(_cell(f"term:{t}", r.number, str(s.terminations.get(t, 0)))
-                                                      for r, s in zip(runs, summaries)) + "</tr>" for t in reasons)
-    out.append(f'<h3>Termination reasons</h3><table class="terminations"><thead><tr><th></th>{heads}</tr></thead>'
-               f"<tbody>{trows}</tbody></table>")
+    trows = "".join(
+        f"<tr><th>{_e(t)}</th>"
+        + "".join(_cell(f"term:{t}", r.number, str(s.terminations.get(t, 0))) for r, s in zip(runs, summaries))
+        + "</tr>"
+        for t in reasons
+    )
+    out.append(
+        f'<h3>Termination reasons</h3><table class="terminations"><thead><tr><th></th>{heads}</tr></thead>'
+        f"<tbody>{trows}</tbody></table>"
+    )
     crows = []
     for c in COMPONENTS:
-        cells = "".join(_cell(f"comp:{c}", r.number, f"{s.components[c][0]}", "num",
-                              f"{s.components[c][1]} more failed it outside their reward basis")
-                        + _cell(f"comp_out:{c}", r.number, f"{s.components[c][1]}", "num ci")
-                        for r, s in zip(runs, summaries))
+        cells = "".join(
+            _cell(
+                f"comp:{c}",
+                r.number,
+                f"{s.components[c][0]}",
+                "num",
+                f"{s.components[c][1]} more failed it outside their reward basis",
+            )
+            + _cell(f"comp_out:{c}", r.number, f"{s.components[c][1]}", "num ci")
+            for r, s in zip(runs, summaries)
+        )
         crows.append(f"<tr><th>{_e(COMPONENT_NAMES[c])}</th>{cells}</tr>")
     sub = "".join('<th class="num">in basis</th><th class="num ci">outside</th>' for _ in runs)
     cheads = "".join(f'<th colspan="2" class="num">{_e(r.label)}</th>' for r in runs)
-    out.append(f'<h3>Component failures</h3><table class="components"><thead><tr><th rowspan="2">component</th>'
-               f'{cheads}</tr><tr>{sub}</tr></thead><tbody>{"".join(crows)}</tbody></table>'
-               '<p class="note">Simulations with at least one failed check of the component: in its reward basis '
-               '(the failure cost reward) and outside it (computed, not counted in the reward).</p>')
+    out.append(
+        f'<h3>Component failures</h3><table class="components"><thead><tr><th rowspan="2">component</th>'
+        f"{cheads}</tr><tr>{sub}</tr></thead><tbody>{''.join(crows)}</tbody></table>"
+        '<p class="note">Simulations with at least one failed check of the component: in its reward basis '
+        "(the failure cost reward) and outside it (computed, not counted in the reward).</p>"
+    )
     out.append("</div></div>")
     if len(runs) > 1:
         out.extend(_flip_table(runs))
@@ -687,10 +822,12 @@ def _flip_table(runs: Sequence[Run]) -> list[str]:
     fl = flips(runs)
     better = sum(1 for f in fl if f.direction == "better")
     worse = sum(1 for f in fl if f.direction == "worse")
-    out = [f'<h3>Tasks that flipped between runs</h3><p class="flip-count" data-flipped="{len(fl)}" '
-           f'data-better="{better}" data-worse="{worse}">{len(fl)} task(s) changed outcome (all trials pass / '
-           f'none pass / mixed): {better} better, {worse} worse, {len(fl) - better - worse} mixed changes '
-           f'(relative to {_e(runs[0].label)}).</p>']
+    out = [
+        f'<h3>Tasks that flipped between runs</h3><p class="flip-count" data-flipped="{len(fl)}" '
+        f'data-better="{better}" data-worse="{worse}">{len(fl)} task(s) changed outcome (all trials pass / '
+        f"none pass / mixed): {better} better, {worse} worse, {len(fl) - better - worse} mixed changes "
+        f"(relative to {_e(runs[0].label)}).</p>"
+    ]
     if not fl:
         return out
     heads = "".join(f'<th class="num">{_e(r.label)}</th>' for r in runs)
@@ -698,10 +835,14 @@ def _flip_table(runs: Sequence[Run]) -> list[str]:
     for f in fl:
         cells = "".join(f'<td class="num">{"–" if o is None else f"{o[0]}/{o[1]}"}</td>' for o in f.outcomes)
         cls = {"better": "flip-up", "worse": "flip-down"}.get(f.direction, "")
-        rows.append(f'<tr class="flip" data-task="{_e(f.task_id)}"><th>{_e(f.task_id)}</th>{cells}'
-                    f'<td class="{cls}">{_e(f.direction)}</td></tr>')
-    out.append(f'<table class="flips"><thead><tr><th>task</th>{heads}<th>change</th></tr></thead>'
-               f'<tbody>{"".join(rows)}</tbody></table><p class="note">Cells: passed / scored trials.</p>')
+        rows.append(
+            f'<tr class="flip" data-task="{_e(f.task_id)}"><th>{_e(f.task_id)}</th>{cells}'
+            f'<td class="{cls}">{_e(f.direction)}</td></tr>'
+        )
+    out.append(
+        f'<table class="flips"><thead><tr><th>task</th>{heads}<th>change</th></tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table><p class="note">Cells: passed / scored trials.</p>'
+    )
     return out
 
 
@@ -723,20 +864,36 @@ def _grid(run: Run) -> str:
             links = "".join(
                 f'<a class="c {s.cell}" href="#s{run.first_index + s.index}" title="task {_e(tid)} · trial '
                 f'{"–" if c is None else c} · reward {_f(s.reward, 2)} · {_e(s.termination)}">'
-                f'{_CELL_MARK[s.cell]}</a>'
-                for s in by.get((tid, c), ()))
+                f"{_CELL_MARK[s.cell]}</a>"
+                for s in by.get((tid, c), ())
+            )
             cells.append(f"<td>{links}</td>")
         rows.append(f'<tr><th class="t">{_e(tid)}</th>{"".join(cells)}</tr>')
-    legend = " ".join(f'<a class="c {k}">{_CELL_MARK[k]}</a> {name}' for k, name in
-                      (("p", "pass"), ("f", "fail"), ("h", "partial"), ("n", "not scored"),
-                       ("x", "infrastructure error")))
-    return (f'<h3>Task × trial: {_e(run.label)}</h3><p class="note legend">{legend}. Click a cell for the '
-            f'simulation.</p><div class="grid" data-run="{run.number}"><table><thead><tr><th class="t">task'
-            f'</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+    legend = " ".join(
+        f'<a class="c {k}">{_CELL_MARK[k]}</a> {name}'
+        for k, name in (
+            ("p", "pass"),
+            ("f", "fail"),
+            ("h", "partial"),
+            ("n", "not scored"),
+            ("x", "infrastructure error"),
+        )
+    )
+    return (
+        f'<h3>Task × trial: {_e(run.label)}</h3><p class="note legend">{legend}. Click a cell for the '
+        f'simulation.</p><div class="grid" data-run="{run.number}"><table><thead><tr><th class="t">task'
+        f"</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
-def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: int = BOOTSTRAP_SAMPLES,
-                 seed: int = BOOTSTRAP_SEED, compress: bool = False) -> str:
+def build_report(
+    runs: Sequence[Run],
+    *,
+    title: Optional[str] = None,
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    compress: bool = False,
+) -> str:
     """The report's HTML for runs read by :func:`load_run` (in order: the first is the baseline of flips).
 
     ``compress``: the details go in gzip-compressed chunks of :data:`CHUNK` simulations (base64), unpacked by
@@ -750,30 +907,38 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
     summaries = [summarise(r, samples, seed) for r in runs]
     script = _asset("report.js")
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'")
+    csp = f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'"
     title = title or "tau2-gym report: " + ", ".join(r.label for r in runs)
     total = sum(len(r.sims) for r in runs)
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">', '<link rel="icon" href="data:,">',
-           f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head><body>",
-           f"<h1>{_e(title)}</h1>",
-           f'<p class="muted">{total} simulation(s) in {len(runs)} run(s). Built by tau2-gym; no network needed.</p>',
-           "<noscript><p class=\"warn\">Per-simulation details need JavaScript; the summary does not.</p></noscript>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">',
+        f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="muted">{total} simulation(s) in {len(runs)} run(s). Built by tau2-gym; no network needed.</p>',
+        '<noscript><p class="warn">Per-simulation details need JavaScript; the summary does not.</p></noscript>',
+    ]
     rrows = []
     for n, (r, s) in enumerate(zip(runs, summaries)):
         skipped = ""
         if r.skipped:
             more = f" (first: {r.skipped[0]})"
             skipped = f'<span class="warn">{len(r.skipped)} unparseable simulation(s) skipped{_e(more)}</span>'
-        rrows.append(f'<tr><td>{n + 1}</td><td title="{_e(r.path)}">{_e(r.label)}</td><td>{_e(r.domain)}</td>'
-                     f"<td>{_e(r.data_version)}</td><td>{_e(r.timestamp)}</td>"
-                     f"<td>{_e(r.agent)}</td><td>{_e(r.user)}</td><td class=\"num\">{r.num_trials}</td>"
-                     f'<td class="num">{s.simulations}</td><td data-run="{n}" class="skipped">{skipped}</td></tr>')
-    out.append('<h2>Runs</h2><table class="runs"><thead><tr><th>#</th><th>file</th><th>domain</th><th>data</th>'
-               '<th>written</th><th>agent</th>'
-               '<th>user</th><th class="num">trials</th><th class="num">simulations</th><th>notes</th></tr></thead>'
-               f'<tbody>{"".join(rrows)}</tbody></table>')
+        rrows.append(
+            f'<tr><td>{n + 1}</td><td title="{_e(r.path)}">{_e(r.label)}</td><td>{_e(r.domain)}</td>'
+            f"<td>{_e(r.data_version)}</td><td>{_e(r.timestamp)}</td>"
+            f'<td>{_e(r.agent)}</td><td>{_e(r.user)}</td><td class="num">{r.num_trials}</td>'
+            f'<td class="num">{s.simulations}</td><td data-run="{n}" class="skipped">{skipped}</td></tr>'
+        )
+    out.append(
+        '<h2>Runs</h2><table class="runs"><thead><tr><th>#</th><th>file</th><th>domain</th><th>data</th>'
+        "<th>written</th><th>agent</th>"
+        '<th>user</th><th class="num">trials</th><th class="num">simulations</th><th>notes</th></tr></thead>'
+        f"<tbody>{''.join(rrows)}</tbody></table>"
+    )
     by_domain: dict[str, list[int]] = {}
     for i, r in enumerate(runs):
         by_domain.setdefault(r.domain, []).append(i)
@@ -784,14 +949,18 @@ def build_report(runs: Sequence[Run], *, title: Optional[str] = None, samples: i
         details = [d for r in runs for d in r.details]
         out.append(f'<script type="application/json" id="chunks">{_script_json({"size": CHUNK})}</script>')
         for k in range(0, len(details), CHUNK):
-            text = "[" + ",".join(_detail_json(d, _json_text) for d in details[k:k + CHUNK]) + "]"
+            text = "[" + ",".join(_detail_json(d, _json_text) for d in details[k : k + CHUNK]) + "]"
             data = gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
-            out.append(f'<script type="application/octet-stream" data-encoding="gzip+base64" id="c{k // CHUNK}">'
-                       f'{base64.b64encode(data).decode("ascii")}</script>')
+            out.append(
+                f'<script type="application/octet-stream" data-encoding="gzip+base64" id="c{k // CHUNK}">'
+                f"{base64.b64encode(data).decode('ascii')}</script>"
+            )
     else:
         for r in runs:
-            out.extend(f'<script type="application/json" id="s{r.first_index + j}">{_detail_json(d, _script_json)}</script>'
-                       for j, d in enumerate(r.details))
+            out.extend(
+                f'<script type="application/json" id="s{r.first_index + j}">{_detail_json(d, _script_json)}</script>'
+                for j, d in enumerate(r.details)
+            )
     out.append(f"<script>{script}</script></body></html>")
     return "\n".join(out)
 
@@ -805,9 +974,15 @@ class ReportResult:
     runs: list[Run]
 
 
-def write_report(paths: Sequence[Union[str, os.PathLike]], output: Union[str, os.PathLike], *,
-                 title: Optional[str] = None, samples: int = BOOTSTRAP_SAMPLES,
-                 seed: int = BOOTSTRAP_SEED, compress: bool = False) -> ReportResult:
+def write_report(
+    paths: Sequence[Union[str, os.PathLike]],
+    output: Union[str, os.PathLike],
+    *,
+    title: Optional[str] = None,
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    compress: bool = False,
+) -> ReportResult:
     """Read every input (any unreadable one raises :class:`ReportError` before anything is written), then write
     the report atomically."""
     if not paths:
@@ -829,8 +1004,13 @@ def write_report(paths: Sequence[Union[str, os.PathLike]], output: Union[str, os
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return ReportResult(output=out, simulations=sum(len(r.sims) for r in runs),
-                        skipped=sum(len(r.skipped) for r in runs), bytes=len(text.encode("utf-8")), runs=runs)
+    return ReportResult(
+        output=out,
+        simulations=sum(len(r.sims) for r in runs),
+        skipped=sum(len(r.skipped) for r in runs),
+        bytes=len(text.encode("utf-8")),
+        runs=runs,
+    )
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:

@@ -40,9 +40,11 @@ def _grading_view(task: Any) -> Any:
     st = task.initial_state
     init = None
     if st is not None:
-        init = [st.initialization_data.model_dump(mode="json") if st.initialization_data is not None else None,
-                [a.model_dump(mode="json") for a in st.initialization_actions or ()],
-                [(m.role, m.content) for m in st.message_history or ()]]
+        init = [
+            st.initialization_data.model_dump(mode="json") if st.initialization_data is not None else None,
+            [a.model_dump(mode="json") for a in st.initialization_actions or ()],
+            [(m.role, m.content) for m in st.message_history or ()],
+        ]
     return crit, init
 
 
@@ -65,9 +67,19 @@ def _stored_reward(reward_info: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optional[bool], evaluation_type: str,
-                 progress: bool = False, label: str = "", data_version: Optional[str] = None,
-                 fresh_tasks: bool = False, check: Optional[FileCheck] = None) -> Tally:
+def rescore_file(
+    raw: Any,
+    *,
+    data_dir: Optional[str],
+    judge: Any,
+    strict: Optional[bool],
+    evaluation_type: str,
+    progress: bool = False,
+    label: str = "",
+    data_version: Optional[str] = None,
+    fresh_tasks: bool = False,
+    check: Optional[FileCheck] = None,
+) -> Tally:
     """Re-score every simulation of a parsed results file in place; return its tally.
 
     Only what scoring needs is required (:func:`tau2_gym.core.results_file.read_for_scoring`); missing run metadata is
@@ -78,8 +90,9 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
     if not isinstance(raw, dict):
         raise InputError(f"a results file holds a JSON object, not {type(raw).__name__}")
     if "simulations" not in raw and ("simulation_index" in raw or "format_version" in raw):
-        raise InputError("directory-format results (a simulations/ folder) are not supported; pass a single-file "
-                         "results JSON")
+        raise InputError(
+            "directory-format results (a simulations/ folder) are not supported; pass a single-file results JSON"
+        )
     read = read_for_scoring(raw)  # SchemaError (a ResultsFileError) lists every problem at once
     domain_name = read.domain_name
     check = check if check is not None else FileCheck(recorded=None)
@@ -148,9 +161,17 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
                 sim["info"] = info
                 tally.add(task_id, sim.get("termination_reason"), EXCLUDED)
                 continue
-            sim["reward_info"] = evaluate_simulation(domain, task, messages, parsed.termination_reason.value,
-                                                     solo=solo, judge=judge, strict=strict,
-                                                     evaluation_type=evaluation_type, diagnostics=info)
+            sim["reward_info"] = evaluate_simulation(
+                domain,
+                task,
+                messages,
+                parsed.termination_reason.value,
+                solo=solo,
+                judge=judge,
+                strict=strict,
+                evaluation_type=evaluation_type,
+                diagnostics=info,
+            )
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
             info[ERROR_KEY] = f"{type(exc).__name__}: {exc}"
@@ -158,10 +179,14 @@ def rescore_file(raw: Any, *, data_dir: Optional[str], judge: Any, strict: Optio
             sim["info"] = info  # an upstream ``info: null`` without notes stays null
         tally.add(task_id, sim.get("termination_reason"), sim.get("reward_info"))
         tally.note(index, task_id, sim.get("trial"), old, sim.get("reward_info"), info)
-    raw["info"]["rescored"] = {"by": "tau2-gym eval", "data_version": domain.data_version_record(),
-                               "strict_replay": strict, "fresh_tasks": fresh_tasks or check.no_tasks,
-                               "evaluation_type": evaluation_type,
-                               "judge": getattr(judge, "name", type(judge).__name__)}
+    raw["info"]["rescored"] = {
+        "by": "tau2-gym eval",
+        "data_version": domain.data_version_record(),
+        "strict_replay": strict,
+        "fresh_tasks": fresh_tasks or check.no_tasks,
+        "evaluation_type": evaluation_type,
+        "judge": getattr(judge, "name", type(judge).__name__),
+    }
     tally.data = domain.source
     return tally
 
@@ -173,14 +198,18 @@ def plan_outputs(inputs: list[Path], output: Optional[str]) -> list[Optional[Pat
     out = Path(output)
     as_dir = out.is_dir() or output.endswith(("/", "\\")) or len(inputs) > 1
     if len(inputs) > 1 and out.name.endswith((".json", ".json.gz", ".gz")):
-        raise InputError(f"{len(inputs)} inputs: --output must be a folder (each output keeps its input's name), "
-                         f"not the file {output!r}")
+        raise InputError(
+            f"{len(inputs)} inputs: --output must be a folder (each output keeps its input's name), "
+            f"not the file {output!r}"
+        )
     targets = [out / p.name for p in inputs] if as_dir else [out]
     seen: dict[Path, Path] = {}
     for src, dst in zip(inputs, targets):
         if dst in seen:
-            raise InputError(f"inputs {str(seen[dst])!r} and {str(src)!r} would both be written to {str(dst)!r}; "
-                             "give them different file names")
+            raise InputError(
+                f"inputs {str(seen[dst])!r} and {str(src)!r} would both be written to {str(dst)!r}; "
+                "give them different file names"
+            )
         seen[dst] = src
         _check_writable(dst)
         if dst.exists() and src.exists() and dst.resolve() == src.resolve():

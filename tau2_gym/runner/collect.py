@@ -52,8 +52,18 @@ from tau2_gym.scoring.metrics import nl_unjudged
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["RolloutConfig", "RolloutReport", "Collection", "collect", "acollect", "run_collection", "trial_seeds",
-           "log_path", "read_log", "INFRASTRUCTURE_ERROR"]
+__all__ = [
+    "RolloutConfig",
+    "RolloutReport",
+    "Collection",
+    "collect",
+    "acollect",
+    "run_collection",
+    "trial_seeds",
+    "log_path",
+    "read_log",
+    "INFRASTRUCTURE_ERROR",
+]
 
 #: one episode to run: (task, trial, seed)
 Unit = tuple[Task, int, int]
@@ -75,8 +85,10 @@ class RolloutReport:
     interrupted: bool = False
 
     def __repr__(self) -> str:  # short: asyncio.run formats the main task's result when it restores SIGINT
-        return (f"RolloutReport({len(self.simulations)} episodes, ran={self.ran}, resumed={self.resumed}, "
-                f"failed={self.failed}, mean_reward={self.mean_reward}, output={str(self.output)!r})")
+        return (
+            f"RolloutReport({len(self.simulations)} episodes, ran={self.ran}, resumed={self.resumed}, "
+            f"failed={self.failed}, mean_reward={self.mean_reward}, output={str(self.output)!r})"
+        )
 
     @property
     def data_version(self) -> Optional[dict]:
@@ -90,8 +102,11 @@ class RolloutReport:
 
     @property
     def rewards(self) -> list[float]:
-        return [float(s["reward_info"]["reward"]) for s in self.simulations
-                if s.get("reward_info") and s.get("termination_reason") != INFRASTRUCTURE_ERROR]
+        return [
+            float(s["reward_info"]["reward"])
+            for s in self.simulations
+            if s.get("reward_info") and s.get("termination_reason") != INFRASTRUCTURE_ERROR
+        ]
 
     @property
     def mean_reward(self) -> Optional[float]:
@@ -107,8 +122,10 @@ def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str
             by_id = {t.id: t for t in dom.tasks(config.task_set, None)}
             missing = [i for i in config.task_ids if i not in by_id]
             if missing:
-                raise ValueError(f"task ids {missing} are not in the {config.domain!r} task set "
-                                 f"{config.task_set or dom.spec.default_task_set!r}")
+                raise ValueError(
+                    f"task ids {missing} are not in the {config.domain!r} task set "
+                    f"{config.task_set or dom.spec.default_task_set!r}"
+                )
             out = [by_id[i] for i in config.task_ids]
         else:
             out = list(dom.tasks(config.task_set, config.task_split))
@@ -149,8 +166,10 @@ def select_for_run(cfg: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]
 def ids_in_split_order(config: RolloutConfig) -> list[str]:
     """``config.task_ids`` as ``tau2 run`` takes them: they filter the split, in the split's order; an id outside
     the split is refused."""
-    pool = [t.id for t in select_tasks(RolloutConfig(**{**config.__dict__, "task_ids": None, "num_tasks": None,
-                                                        "output": None}))]
+    pool = [
+        t.id
+        for t in select_tasks(RolloutConfig(**{**config.__dict__, "task_ids": None, "num_tasks": None, "output": None}))
+    ]
     missing = [i for i in config.task_ids or () if i not in set(pool)]
     if missing:
         raise ValueError(f"--task-ids {missing} are not in split {config.task_split!r} of {config.domain!r}")
@@ -204,8 +223,16 @@ class Collection:
         results["info"].update(extra_info or {})
         if self.out_path is not None:
             write_json_atomic(self.out_path, results)
-        return RolloutReport(simulations=runs, results=results, output=self.out_path, log=self.log_path,
-                             ran=self.ran, resumed=self.resumed, failed=self.failed, interrupted=interrupted)
+        return RolloutReport(
+            simulations=runs,
+            results=results,
+            output=self.out_path,
+            log=self.log_path,
+            ran=self.ran,
+            resumed=self.resumed,
+            failed=self.failed,
+            interrupted=interrupted,
+        )
 
 
 async def run_collection(collection: Collection, execute: Executor) -> bool:
@@ -275,8 +302,14 @@ def local_executor(runner: EpisodeRunner, concurrency: int) -> Executor:
     return execute
 
 
-async def acollect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
-                   config: Optional[RolloutConfig] = None, **settings: Any) -> RolloutReport:
+async def acollect(
+    tasks: Optional[Sequence[Union[Task, str]]],
+    policy: Any,
+    user: Any = None,
+    *,
+    config: Optional[RolloutConfig] = None,
+    **settings: Any,
+) -> RolloutReport:
     """Async :func:`collect` (for callers already inside an event loop)."""
     cfg = config if config is not None else RolloutConfig()
     if settings:
@@ -306,8 +339,14 @@ async def _close_loop_clients(*objs: Any) -> None:
                 logger.debug("closing %s's client: %s", type(obj).__name__, exc)
 
 
-def collect(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
-            config: Optional[RolloutConfig] = None, **settings: Any) -> RolloutReport:
+def collect(
+    tasks: Optional[Sequence[Union[Task, str]]],
+    policy: Any,
+    user: Any = None,
+    *,
+    config: Optional[RolloutConfig] = None,
+    **settings: Any,
+) -> RolloutReport:
     """Run every (task, trial) episode of the selection concurrently and return/write the results.
 
     Args:

@@ -54,11 +54,20 @@ class EpisodeRunner:
         self.policy = policy
         self.user = user
         self.judge = judge
-        self.setup = EpisodeSetup(self.domain, solo=config.solo, max_steps=config.max_steps,
-                                  max_errors=config.max_errors, enforce_protocol=config.enforce_protocol,
-                                  agent_can_stop=config.agent_can_stop, timeout=config.timeout,
-                                  parser=config.parser or "auto", reply_parser=config.parser, judge=judge,
-                                  evaluate=config.evaluate, strict_replay=config.strict_replay)
+        self.setup = EpisodeSetup(
+            self.domain,
+            solo=config.solo,
+            max_steps=config.max_steps,
+            max_errors=config.max_errors,
+            enforce_protocol=config.enforce_protocol,
+            agent_can_stop=config.agent_can_stop,
+            timeout=config.timeout,
+            parser=config.parser or "auto",
+            reply_parser=config.parser,
+            judge=judge,
+            evaluate=config.evaluate,
+            strict_replay=config.strict_replay,
+        )
         self.agent_can_stop = self.setup.agent_can_stop
         self.tools = list(self.setup.tools)
         self.policy_inline = _offline(policy)
@@ -89,8 +98,7 @@ class EpisodeRunner:
                         raise RuntimeError(f"task {task.id!r} needs a user simulator but none was given")
                     episode.answer(await self._user_turn(request))
                 else:
-                    episode.act(await self._agent_turn(episode.agent_request({"domain": cfg.domain,
-                                                                              "trial": trial})))
+                    episode.act(await self._agent_turn(episode.agent_request({"domain": cfg.domain, "trial": trial})))
         finally:
             done = getattr(self.policy, "episode_done", None)
             if done is not None:
@@ -105,8 +113,11 @@ class EpisodeRunner:
             run["info"]["error"] = episode.loop.error
         rejected = episode.rejected_reply
         if rejected is not None:  # the reply that ended the episode: its usage and (captured) tokens
-            run["info"]["rejected_agent_reply"] = {"raw_data": rejected["raw_data"], "usage": rejected.get("usage"),
-                                                   "cost": rejected.get("cost")}
+            run["info"]["rejected_agent_reply"] = {
+                "raw_data": rejected["raw_data"],
+                "usage": rejected.get("usage"),
+                "cost": rejected.get("cost"),
+            }
             run["agent_usage"] = sum_usage([run.get("agent_usage"), rejected.get("usage")])  # it was paid for
             run["agent_cost"] = float(run.get("agent_cost") or 0.0) + float(rejected.get("cost") or 0.0)
         return run
@@ -125,18 +136,47 @@ class EpisodeRunner:
             except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
                 last, tb = exc, traceback.format_exc()
                 if attempt + 1 < attempts:
-                    logger.warning("task %s trial %d failed (attempt %d/%d): %s: %s", task.id, trial, attempt + 1,
-                                   attempts, type(exc).__name__, exc)
+                    logger.warning(
+                        "task %s trial %d failed (attempt %d/%d): %s: %s",
+                        task.id,
+                        trial,
+                        attempt + 1,
+                        attempts,
+                        type(exc).__name__,
+                        exc,
+                    )
                     await asyncio.sleep(cfg.retry_delay)
-        logger.error("task %s trial %d failed after %d attempts: %s: %s", task.id, trial, attempts,
-                     type(last).__name__, last)
+        logger.error(
+            "task %s trial %d failed after %d attempts: %s: %s", task.id, trial, attempts, type(last).__name__, last
+        )
         now = datetime.now().isoformat()
-        return {"id": str(uuid.uuid4()), "task_id": task.id, "timestamp": now, "start_time": now, "end_time": now,
-                "duration": 0.0, "termination_reason": INFRASTRUCTURE_ERROR, "agent_cost": None, "user_cost": None,
-                "agent_usage": None, "user_usage": None, "mode": HALF_DUPLEX, "policy": self.domain.policy(cfg.solo, task),
-                "reward_info": None, "messages": [], "trial": trial, "seed": seed, "skipped": False,
-                "info": {"error": str(last), "error_type": type(last).__name__, "error_traceback": tb,
-                         "failed_after_attempts": attempts, "data_version": self.domain.data_version_record()}}
+        return {
+            "id": str(uuid.uuid4()),
+            "task_id": task.id,
+            "timestamp": now,
+            "start_time": now,
+            "end_time": now,
+            "duration": 0.0,
+            "termination_reason": INFRASTRUCTURE_ERROR,
+            "agent_cost": None,
+            "user_cost": None,
+            "agent_usage": None,
+            "user_usage": None,
+            "mode": HALF_DUPLEX,
+            "policy": self.domain.policy(cfg.solo, task),
+            "reward_info": None,
+            "messages": [],
+            "trial": trial,
+            "seed": seed,
+            "skipped": False,
+            "info": {
+                "error": str(last),
+                "error_type": type(last).__name__,
+                "error_traceback": tb,
+                "failed_after_attempts": attempts,
+                "data_version": self.domain.data_version_record(),
+            },
+        }
 
     # --------------------------------------------------------------- the results file
 
@@ -145,13 +185,21 @@ class EpisodeRunner:
         cfg = self.config
         agent = self.policy.info() if hasattr(self.policy, "info") else {}
         user = self.user.info() if self.user is not None and hasattr(self.user, "info") else {}
-        return {"task_set": cfg.task_set, "data_version": self.domain.source.version.name,
-                "data": self.domain.source.name, "seed": cfg.seed, "max_steps": cfg.max_steps, "max_errors": cfg.max_errors,
-                "solo": cfg.solo, "agent_can_stop": self.agent_can_stop, "enforce_protocol": cfg.enforce_protocol,
-                "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
-                "agent": [agent.get("implementation"), agent.get("llm")],
-                "user": [user.get("implementation"), user.get("llm")],
-                **({"domain_options": cfg.domain_options} if cfg.domain_options else {})}
+        return {
+            "task_set": cfg.task_set,
+            "data_version": self.domain.source.version.name,
+            "data": self.domain.source.name,
+            "seed": cfg.seed,
+            "max_steps": cfg.max_steps,
+            "max_errors": cfg.max_errors,
+            "solo": cfg.solo,
+            "agent_can_stop": self.agent_can_stop,
+            "enforce_protocol": cfg.enforce_protocol,
+            "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
+            "agent": [agent.get("implementation"), agent.get("llm")],
+            "user": [user.get("implementation"), user.get("llm")],
+            **({"domain_options": cfg.domain_options} if cfg.domain_options else {}),
+        }
 
     def results_info(self, seed_list: list[int]) -> dict[str, Any]:
         cfg = self.config
@@ -163,8 +211,11 @@ class EpisodeRunner:
             user_info = dict(self.user.info())
         else:
             user_info = {"implementation": "dummy_user", "llm": None, "llm_args": None}
-        agent_info = dict(self.policy.info()) if hasattr(self.policy, "info") else {
-            "implementation": type(self.policy).__name__, "llm": None, "llm_args": None}
+        agent_info = (
+            dict(self.policy.info())
+            if hasattr(self.policy, "info")
+            else {"implementation": type(self.policy).__name__, "llm": None, "llm_args": None}
+        )
         if cfg.solo and agent_info.get("implementation") != "llm_agent_solo":
             # upstream's evaluate-trajs reads a file as solo only from this name (with dummy_user); our agent's
             # own name is kept beside it
@@ -188,6 +239,10 @@ class EpisodeRunner:
         }
 
     def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:
-        return {"timestamp": datetime.now().isoformat(), "info": self.results_info(seed_list),
-                "tasks": [t.model_dump(mode="json") for t in self.tasks], "simulations": runs,
-                "simulation_index": None}  # upstream fills it only in its "dir" storage format
+        return {
+            "timestamp": datetime.now().isoformat(),
+            "info": self.results_info(seed_list),
+            "tasks": [t.model_dump(mode="json") for t in self.tasks],
+            "simulations": runs,
+            "simulation_index": None,
+        }  # upstream fills it only in its "dir" storage format

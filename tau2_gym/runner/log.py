@@ -14,8 +14,16 @@ from tau2_gym.runner.config import RolloutConfig
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["LOG_FORMAT", "INFRASTRUCTURE_ERROR", "EpisodeLog", "log_path", "open_log", "output_paths", "read_log",
-           "record_key"]
+__all__ = [
+    "LOG_FORMAT",
+    "INFRASTRUCTURE_ERROR",
+    "EpisodeLog",
+    "log_path",
+    "open_log",
+    "output_paths",
+    "read_log",
+    "record_key",
+]
 
 LOG_FORMAT = 1
 INFRASTRUCTURE_ERROR = "infrastructure_error"  # the ending of an episode whose run failed (re-run on resume)
@@ -58,7 +66,7 @@ def read_log(path: Union[str, os.PathLike], repair: bool = False) -> tuple[Optio
         try:
             obj = json.loads(line) if line.strip() else None
         except json.JSONDecodeError:
-            if data.find(b"\n", nl + 1) < 0 and not data[nl + 1:].strip():
+            if data.find(b"\n", nl + 1) < 0 and not data[nl + 1 :].strip():
                 break  # the last line is garbage: a torn write
             raise ValueError(f"{str(path)!r} line at byte {pos} is not JSON; the log is damaged") from None
         pos = nl + 1
@@ -73,8 +81,9 @@ def read_log(path: Union[str, os.PathLike], repair: bool = False) -> tuple[Optio
         if old is None or old.get("termination_reason") == INFRASTRUCTURE_ERROR:
             records[key] = obj
     if repair and good_end < len(data):
-        logger.warning("%s: cutting off a torn last line (%d bytes) left by an interrupted write", path,
-                       len(data) - good_end)
+        logger.warning(
+            "%s: cutting off a torn last line (%d bytes) left by an interrupted write", path, len(data) - good_end
+        )
         with open(path, "r+b") as fh:
             fh.truncate(good_end)
             fh.flush()
@@ -102,8 +111,9 @@ class EpisodeLog:
         except OSError:
             os.close(self.fd)
             self.fd = -1
-            raise RuntimeError(f"another rollout is writing {str(path)!r}; wait for it to end or use another "
-                               "output path") from None
+            raise RuntimeError(
+                f"another rollout is writing {str(path)!r}; wait for it to end or use another output path"
+            ) from None
 
     def start(self, header: dict) -> None:
         """Write the header line into a new (empty) log."""
@@ -146,8 +156,9 @@ def output_paths(cfg: RolloutConfig) -> tuple[Optional[Path], Optional[Path]]:
     """(results file, its .jsonl log) of the run, or (None, None) without an output."""
     out_path = Path(cfg.output) if cfg.output else None
     if out_path is not None and out_path.name.endswith(".jsonl"):
-        raise ValueError(f"output={cfg.output!r} must be the results file (.json or .json.gz); its .jsonl log "
-                         "is kept beside it")
+        raise ValueError(
+            f"output={cfg.output!r} must be the results file (.json or .json.gz); its .jsonl log is kept beside it"
+        )
     return out_path, (log_path(out_path) if out_path is not None else None)
 
 
@@ -159,21 +170,37 @@ def open_log(cfg: RolloutConfig, lpath: Path, signature: dict) -> tuple[EpisodeL
         header, records = read_log(lpath, repair=True)
         if header is not None:
             if header.get("domain") != cfg.domain:
-                raise ValueError(f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
-                                 "Use another output path (or delete the old files) to start over.")
+                raise ValueError(
+                    f"{str(lpath)!r} logs a {header.get('domain')!r} run; this run is {cfg.domain!r}. "
+                    "Use another output path (or delete the old files) to start over."
+                )
             logged = header.get("run", {})
-            changed = {k: (logged.get(k), v) for k, v in signature.items()  # keys older logs lack: not compared
-                       if k in logged and logged.get(k) != v}
+            changed = {
+                k: (logged.get(k), v)
+                for k, v in signature.items()  # keys older logs lack: not compared
+                if k in logged and logged.get(k) != v
+            }
             if changed and not cfg.allow_config_change:
                 diff = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                raise ValueError(f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
-                                 "two runs in one results file. Use another output path, or pass "
-                                 "allow_config_change=True (--allow-config-change) to append anyway.")
+                raise ValueError(
+                    f"{str(lpath)!r} logs a run with other settings ({diff}): resuming would mix "
+                    "two runs in one results file. Use another output path, or pass "
+                    "allow_config_change=True (--allow-config-change) to append anyway."
+                )
             if changed:
-                logger.warning("resuming %s with different settings (logged -> now): %s; the results file will "
-                               "mix both", lpath, changed)
-        log.start({"tau2_gym_rollout": LOG_FORMAT, "domain": cfg.domain, "run": signature,
-                   "created": datetime.now().isoformat()})
+                logger.warning(
+                    "resuming %s with different settings (logged -> now): %s; the results file will mix both",
+                    lpath,
+                    changed,
+                )
+        log.start(
+            {
+                "tau2_gym_rollout": LOG_FORMAT,
+                "domain": cfg.domain,
+                "run": signature,
+                "created": datetime.now().isoformat(),
+            }
+        )
     except BaseException:
         log.close()
         raise

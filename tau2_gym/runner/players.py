@@ -18,14 +18,26 @@ from tau2_gym.players.users import resolve_user
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 from tau2_gym.players.users.scripted import OracleUser
 
-__all__ = ["DEFAULT_LLM", "LLM_AGENTS", "LLM_USERS", "UNSUPPORTED_AGENTS", "PlayerSettings", "build_player",
-           "build_policy", "build_user", "judge_with_cache", "llm_settings"]
+__all__ = [
+    "DEFAULT_LLM",
+    "LLM_AGENTS",
+    "LLM_USERS",
+    "UNSUPPORTED_AGENTS",
+    "PlayerSettings",
+    "build_player",
+    "build_policy",
+    "build_user",
+    "judge_with_cache",
+    "llm_settings",
+]
 
 DEFAULT_LLM = "gpt-4.1-2025-04-14"
 LLM_AGENTS = ("llm_agent", "llm_agent_solo")
 LLM_USERS = ("user_simulator",)
-UNSUPPORTED_AGENTS = {"llm_agent_gt": "upstream's ground-truth-guided LLM agent is not implemented here; use "
-                                      "--agent llm_agent, or --agent oracle for the gold actions"}
+UNSUPPORTED_AGENTS = {
+    "llm_agent_gt": "upstream's ground-truth-guided LLM agent is not implemented here; use "
+    "--agent llm_agent, or --agent oracle for the gold actions"
+}
 
 
 @dataclass
@@ -37,8 +49,9 @@ class PlayerSettings:
     llm_args: dict = field(default_factory=dict, metadata={"help": "tau2 run's LLM args (sampling, api_base, ...)."})
     base_url: Optional[str] = field(default=None, metadata={"help": "endpoint, e.g. http://localhost:8000/v1."})
     api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "env var holding the endpoint's key."})
-    request_retries: Optional[int] = field(default=None, metadata={"help": "retries per request (None: num_retries "
-                                                                              "of the LLM args, else 3)."})
+    request_retries: Optional[int] = field(
+        default=None, metadata={"help": "retries per request (None: num_retries of the LLM args, else 3)."}
+    )
     request_timeout: float = field(default=120.0, metadata={"help": "seconds per LLM request."})
     max_concurrency: int = field(default=32, metadata={"help": "requests in flight at once."})
     capture_tokens: Optional[str] = field(default=None, metadata={"help": "agent: token capture mode."})
@@ -55,14 +68,21 @@ def llm_settings(settings: PlayerSettings, notes: Optional[list[str]] = None) ->
     api_base = args.pop("api_base", None) or args.pop("base_url", None)
     base_url = settings.base_url or api_base
     api_key = args.pop("api_key", None)
-    model = settings.llm[len("openai/"):] if settings.llm.startswith("openai/") else settings.llm
+    model = settings.llm[len("openai/") :] if settings.llm.startswith("openai/") else settings.llm
     args, dropped = tau2_run_args(model, args)  # what tau2 run's litellm (drop_params=True) would send
     if dropped and notes is not None:
-        notes.append(f"note: {settings.flag} {sorted(dropped)} not sent to {model!r}: tau2 run's litellm drops them "
-                     f"for the {model_family(model)!r} model family (see tau2_gym.llm.params)")
-    out: dict[str, Any] = {"model": model, "api_key": api_key, "base_url": base_url,
-                           "api_key_env": settings.api_key_env, "timeout": settings.request_timeout,
-                           "temperature": args.pop("temperature", None)}
+        notes.append(
+            f"note: {settings.flag} {sorted(dropped)} not sent to {model!r}: tau2 run's litellm drops them "
+            f"for the {model_family(model)!r} model family (see tau2_gym.llm.params)"
+        )
+    out: dict[str, Any] = {
+        "model": model,
+        "api_key": api_key,
+        "base_url": base_url,
+        "api_key_env": settings.api_key_env,
+        "timeout": settings.request_timeout,
+        "temperature": args.pop("temperature", None),
+    }
     for name in ("top_p", "max_tokens", "seed"):
         if name in args:
             out[name] = args.pop(name)
@@ -82,8 +102,9 @@ def build_policy(settings: PlayerSettings, solo: bool = False, notes: Optional[l
     if settings.kind in UNSUPPORTED_AGENTS:
         raise ValueError(f"--agent {settings.kind}: {UNSUPPORTED_AGENTS[settings.kind]}")
     if settings.kind in LLM_AGENTS:
-        return OpenAIAgentPolicy(OpenAIAgentConfig(**llm_settings(settings, notes),
-                                                   capture_tokens=settings.capture_tokens))
+        return OpenAIAgentPolicy(
+            OpenAIAgentConfig(**llm_settings(settings, notes), capture_tokens=settings.capture_tokens)
+        )
     if settings.capture_tokens:
         raise ValueError(f"--capture-tokens needs an LLM agent (--agent llm_agent); {settings.kind!r} has no tokens")
     return ScriptedPolicy(settings.kind)
@@ -120,8 +141,9 @@ def _is_player(obj: Any) -> bool:
 def build_player(spec: Any, kind: str, solo: bool = False) -> Any:
     """A policy (``kind="policy"``) or customer from what ``collect`` accepts -- an object, a scripted name, a spec
     string -- or from a zero-argument factory (a class, a ``functools.partial``), called here."""
-    if isinstance(spec, type) or (spec is not None and not isinstance(spec, str) and not _is_player(spec)
-                                  and callable(spec)):
+    if isinstance(spec, type) or (
+        spec is not None and not isinstance(spec, str) and not _is_player(spec) and callable(spec)
+    ):
         spec = spec()
     if kind == "policy":
         return ScriptedPolicy(spec) if isinstance(spec, str) else spec
@@ -130,4 +152,3 @@ def build_player(spec: Any, kind: str, solo: bool = False) -> Any:
     if spec is None:
         return OracleUser()
     return resolve_user(spec) if isinstance(spec, str) else spec
-

@@ -40,7 +40,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.tasks import Task
 from tau2_gym.llm.cache import cache_info, sum_stats
-from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, select_for_run, run_collection
+from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, run_collection, select_for_run
 from tau2_gym.runner.episodes import EpisodeRunner
 from tau2_gym.runner.log import record_key
 from tau2_gym.runner.players import build_player
@@ -155,14 +155,20 @@ class ActorPool:
         self.load.pop(slot, None)
         self.deaths += 1
         self.requeued += len(lost)
-        logger.warning("Ray actor %d died (%s: %s); re-queueing its %d unfinished episode(s)", slot,
-                       type(error).__name__, str(error).splitlines()[0] if str(error) else "", len(lost))
+        logger.warning(
+            "Ray actor %d died (%s: %s); re-queueing its %d unfinished episode(s)",
+            slot,
+            type(error).__name__,
+            str(error).splitlines()[0] if str(error) else "",
+            len(lost),
+        )
         if self.restarts_left > 0:
             self.restarts_left -= 1
             self.start()
         elif not self.actors:
-            raise RuntimeError(f"every Ray actor died and the restart budget is spent; last error: "
-                               f"{type(error).__name__}: {error}") from error
+            raise RuntimeError(
+                f"every Ray actor died and the restart budget is spent; last error: {type(error).__name__}: {error}"
+            ) from error
         return [item for _, item in lost]
 
     def cache_stats(self, timeout: float = 30.0) -> list[dict]:
@@ -224,8 +230,9 @@ async def _stream(ray: Any, pool: ActorPool, queue: collections.deque, deliver: 
                     queue.extendleft(reversed(pool.died(ref, exc)))
                     continue
                 if exc is not None:  # the actor is fine but the call raised: a bug, not an episode's failure
-                    raise RuntimeError(f"episode {pool.inflight[ref][1]} failed on its Ray actor: "
-                                       f"{type(exc).__name__}: {exc}") from exc
+                    raise RuntimeError(
+                        f"episode {pool.inflight[ref][1]} failed on its Ray actor: {type(exc).__name__}: {exc}"
+                    ) from exc
                 pool.done(ref)
                 key = record_key(run)
                 if key in written:  # cannot happen (one call per unfinished item); never write twice
@@ -244,16 +251,27 @@ def _check_picklable(ray: Any, obj: Any, name: str) -> None:
     try:
         ray.cloudpickle.dumps(obj)
     except Exception as exc:  # noqa: BLE001 - any pickling failure gets the same advice
-        raise TypeError(f"the {name} ({type(obj).__name__}) cannot be sent to Ray actors ({type(exc).__name__}: "
-                        f"{exc}); pass a zero-argument factory instead, e.g. functools.partial("
-                        f"{type(obj).__name__}, config), so that each actor builds its own") from None
+        raise TypeError(
+            f"the {name} ({type(obj).__name__}) cannot be sent to Ray actors ({type(exc).__name__}: "
+            f"{exc}); pass a zero-argument factory instead, e.g. functools.partial("
+            f"{type(obj).__name__}, config), so that each actor builds its own"
+        ) from None
 
 
-async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
-                       config: Optional[RolloutConfig] = None, num_actors: int = 2, address: Optional[str] = None,
-                       actor_options: Optional[dict] = None, max_actor_restarts: Optional[int] = None,
-                       init_kwargs: Optional[dict] = None, on_pool: Optional[Callable[[Any], None]] = None,
-                       **settings: Any) -> RolloutReport:
+async def acollect_ray(
+    tasks: Optional[Sequence[Union[Task, str]]],
+    policy: Any,
+    user: Any = None,
+    *,
+    config: Optional[RolloutConfig] = None,
+    num_actors: int = 2,
+    address: Optional[str] = None,
+    actor_options: Optional[dict] = None,
+    max_actor_restarts: Optional[int] = None,
+    init_kwargs: Optional[dict] = None,
+    on_pool: Optional[Callable[[Any], None]] = None,
+    **settings: Any,
+) -> RolloutReport:
     """:func:`~tau2_gym.runner.collect.collect` with the episodes run by ``num_actors`` Ray actors.
 
     Args:
@@ -293,26 +311,40 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
         if not units:
             return
         if not ray.is_initialized():
-            ray.init(address=None if address in (None, "local") else address, include_dashboard=False,
-                     log_to_driver=True, **(init_kwargs or {}))
+            ray.init(
+                address=None if address in (None, "local") else address,
+                include_dashboard=False,
+                log_to_driver=True,
+                **(init_kwargs or {}),
+            )
             started_ray = True
         elif address not in (None, "local"):
             logger.warning("this process is already connected to Ray; address=%r is not used", address)
         options = {"num_cpus": 1, **(actor_options or {})}
         cpus = ray.cluster_resources().get("CPU", 0.0)
         if min(num_actors, len(units)) * float(options.get("num_cpus") or 0) > cpus:
-            logger.warning("%d actor(s) x num_cpus=%s exceed the cluster's %s CPUs: the rest wait until CPUs "
-                           "free up (or join); for LLM-bound actors pass actor_options={'num_cpus': 0.25}",
-                           min(num_actors, len(units)), options.get("num_cpus"), cpus)
+            logger.warning(
+                "%d actor(s) x num_cpus=%s exceed the cluster's %s CPUs: the rest wait until CPUs "
+                "free up (or join); for LLM-bound actors pass actor_options={'num_cpus': 0.25}",
+                min(num_actors, len(units)),
+                options.get("num_cpus"),
+                cpus,
+            )
         for obj, name in ((policy, "policy"), (user, "user simulator"), (cfg.judge, "judge")):
             _check_picklable(ray, obj, name)
-        actor_cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)},
-                                     "output": None, "progress": False})
+        actor_cfg = RolloutConfig(
+            **{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "output": None, "progress": False}
+        )
         tasks_ref = ray.put(selected)
         remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency), **options)
         restarts = num_actors if max_actor_restarts is None else max_actor_restarts
-        pool = ActorPool(ray, lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
-                         min(num_actors, len(units)), max(1, cfg.concurrency), restarts)
+        pool = ActorPool(
+            ray,
+            lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
+            min(num_actors, len(units)),
+            max(1, cfg.concurrency),
+            restarts,
+        )
         if on_pool is not None:
             on_pool(pool)
         await _stream(ray, pool, collections.deque((t.id, trial, seed) for t, trial, seed in units), deliver)
@@ -338,8 +370,14 @@ async def acollect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any,
     return report
 
 
-def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any = None, *,
-                config: Optional[RolloutConfig] = None, **settings: Any) -> RolloutReport:
+def collect_ray(
+    tasks: Optional[Sequence[Union[Task, str]]],
+    policy: Any,
+    user: Any = None,
+    *,
+    config: Optional[RolloutConfig] = None,
+    **settings: Any,
+) -> RolloutReport:
     """:func:`acollect_ray` from synchronous code (inside a running event loop, e.g. a notebook, ``await
     acollect_ray(...)``). Ctrl-C stops the run after saving what finished (run again to resume)."""
     try:
@@ -347,6 +385,5 @@ def collect_ray(tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: 
     except RuntimeError:
         pass
     else:
-        raise RuntimeError("collect_ray() cannot run inside a running event loop; use `await acollect_ray(...)` "
-                           "there")
+        raise RuntimeError("collect_ray() cannot run inside a running event loop; use `await acollect_ray(...)` there")
     return asyncio.run(acollect_ray(tasks, policy, user, config=config, **settings))

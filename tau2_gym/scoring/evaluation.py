@@ -27,14 +27,25 @@ from tau2_gym.core.db_diff import environment_diff
 from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.environment import Environment, pair_tool_calls
 from tau2_gym.core.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
-from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 from tau2_gym.core.tasks import Action, RewardType, Task
+from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
 SCORED_TERMINATIONS = frozenset({"agent_stop", "user_stop"})
-KNOWN_TERMINATIONS = frozenset({
-    "user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error", "judge_stop",
-    "timeout", "infrastructure_error", "context_window_exceeded", "unexpected_error",
-})
+KNOWN_TERMINATIONS = frozenset(
+    {
+        "user_stop",
+        "agent_stop",
+        "max_steps",
+        "too_many_errors",
+        "agent_error",
+        "user_error",
+        "judge_stop",
+        "timeout",
+        "infrastructure_error",
+        "context_window_exceeded",
+        "unexpected_error",
+    }
+)
 
 _DB = RewardType.DB.value
 _EA = RewardType.ENV_ASSERTION.value
@@ -71,10 +82,18 @@ class EvaluationError(RuntimeError):
 # ------------------------------------------------------------------------------------ record shape
 
 
-def _reward_info(reward: float, *, db_check: Optional[dict] = None, env_assertions: Optional[list] = None,
-                 action_checks: Optional[list] = None, nl_assertions: Optional[list] = None,
-                 communicate_checks: Optional[list] = None, reward_basis: Any = (_DB,),
-                 reward_breakdown: Optional[dict] = None, info: Optional[dict] = None) -> dict[str, Any]:
+def _reward_info(
+    reward: float,
+    *,
+    db_check: Optional[dict] = None,
+    env_assertions: Optional[list] = None,
+    action_checks: Optional[list] = None,
+    nl_assertions: Optional[list] = None,
+    communicate_checks: Optional[list] = None,
+    reward_basis: Any = (_DB,),
+    reward_breakdown: Optional[dict] = None,
+    info: Optional[dict] = None,
+) -> dict[str, Any]:
     """A reward_info dict with upstream's field order and defaults (``reward_basis`` defaults to [DB])."""
     return {
         "reward": reward,
@@ -91,8 +110,11 @@ def _reward_info(reward: float, *, db_check: Optional[dict] = None, env_assertio
 
 def premature_reward_info(termination_reason: str) -> dict[str, Any]:
     """The record of a simulation that did not end by agent_stop / user_stop (reward 0, nothing replayed)."""
-    return _reward_info(0.0, reward_basis=None, info={
-        "note": f"Simulation terminated prematurely. Termination reason: {termination_reason}"})
+    return _reward_info(
+        0.0,
+        reward_basis=None,
+        info={"note": f"Simulation terminated prematurely. Termination reason: {termination_reason}"},
+    )
 
 
 # ------------------------------------------------------------------------------ per-task cache
@@ -124,14 +146,16 @@ class _TaskPlan:
         if writes is _UNSET:
             has, mutating = env._has_tool, env._is_mutating_tool
             try:
-                writes = [(c.requestor, c.name, c.arguments) for c, _ in pair_tool_calls(self.task.history)
-                          if has(c.name) and mutating(c.name)]
+                writes = [
+                    (c.requestor, c.name, c.arguments)
+                    for c, _ in pair_tool_calls(self.task.history)
+                    if has(c.name) and mutating(c.name)
+                ]
             except (ValueError, TypeError):
                 writes = None
             crit = self.task.evaluation_criteria
             if writes is not None and crit is not None and crit.actions:
-                writes += [(a.requestor, a.name, a.arguments) for a in crit.actions
-                           if has(a.name) and mutating(a.name)]
+                writes += [(a.requestor, a.name, a.arguments) for a in crit.actions if has(a.name) and mutating(a.name)]
             self.writes = writes
         return writes
 
@@ -175,13 +199,16 @@ def _same_writes(live: list[ToolCall], gold: list[tuple[str, Any, Any]]) -> bool
     if len(live) != len(gold):
         return False
     for call, (requestor, name, arguments) in zip(live, gold):
-        if not (_identical(call.requestor, requestor) and _identical(call.name, name)
-                and _identical(call.arguments, arguments)):
+        if not (
+            _identical(call.requestor, requestor)
+            and _identical(call.name, name)
+            and _identical(call.arguments, arguments)
+        ):
             return False
     return True
 
 
-_plans: "OrderedDict[tuple[int, int], _TaskPlan]" = OrderedDict()
+_plans: OrderedDict[tuple[int, int], _TaskPlan] = OrderedDict()
 _plans_lock = threading.Lock()
 _PLAN_CACHE_SIZE = 8192
 
@@ -255,16 +282,24 @@ def _same_db(a: Any, b: Any) -> bool:
     return a.hash() == b.hash()
 
 
-def _env_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage], solo: bool,
-                   strict: bool, hashes: bool, live_env: Optional[Environment] = None) -> dict[str, Any]:
+def _env_component(
+    domain: LoadedDomain,
+    task: Task,
+    plan: _TaskPlan,
+    messages: list[AnyMessage],
+    solo: bool,
+    strict: bool,
+    hashes: bool,
+    live_env: Optional[Environment] = None,
+) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
     if crit.actions is None and crit.env_assertions is None:
-        return _reward_info(1.0, db_check={"db_match": True, "db_reward": 1.0},
-                            info={"note": "No expected actions or env assertions"})
+        return _reward_info(
+            1.0, db_check={"db_match": True, "db_reward": 1.0}, info={"note": "No expected actions or env assertions"}
+        )
     writes = None
-    if (live_env is not None and live_env.domain is domain and live_env.solo_mode == solo
-            and not crit.env_assertions):
+    if live_env is not None and live_env.domain is domain and live_env.solo_mode == solo and not crit.env_assertions:
         writes = live_env.replayed_writes(messages)
     if writes is not None:
         predicted = live_env  # provably the state the replay would rebuild; assertions (which may change
@@ -278,16 +313,20 @@ def _env_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: 
     if gold_writes is not None and _same_writes(writes, gold_writes):
         db_match = True  # the same writes from the same start: the same state (deterministic tools)
     else:  # DB equality is decided before the env assertions run (they may sync and so change the state)
-        db_match = (_same_db(_db_of(gold.tools), _db_of(predicted.tools))
-                    and _same_db(_db_of(gold.user_tools), _db_of(predicted.user_tools)))
+        db_match = _same_db(_db_of(gold.tools), _db_of(predicted.tools)) and _same_db(
+            _db_of(gold.user_tools), _db_of(predicted.user_tools)
+        )
     info = None
     if not db_match:  # say *what* differs, before the assertions run (they may sync and so change a state)
         info = environment_diff(gold, predicted)
     if hashes:
         info = info or {}
-        info["hashes"] = {"gold_agent": gold.get_db_hash(), "gold_user": gold.get_user_db_hash(),
-                           "predicted_agent": predicted.get_db_hash(),
-                           "predicted_user": predicted.get_user_db_hash()}
+        info["hashes"] = {
+            "gold_agent": gold.get_db_hash(),
+            "gold_user": gold.get_user_db_hash(),
+            "predicted_agent": predicted.get_db_hash(),
+            "predicted_user": predicted.get_user_db_hash(),
+        }
     db_reward = 1.0 if db_match else 0.0
     checks = []
     ea_reward = 1.0
@@ -304,8 +343,14 @@ def _env_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: 
     if _EA in plan.basis_set:
         breakdown[_EA] = ea_reward
         reward *= ea_reward
-    return _reward_info(reward, db_check={"db_match": db_match, "db_reward": db_reward}, env_assertions=checks,
-                        reward_basis=plan.basis, reward_breakdown=breakdown, info=info)
+    return _reward_info(
+        reward,
+        db_check={"db_match": db_match, "db_reward": db_reward},
+        env_assertions=checks,
+        reward_basis=plan.basis,
+        reward_breakdown=breakdown,
+        info=info,
+    )
 
 
 def _tool_calls(messages: Iterable[AnyMessage]) -> list:
@@ -356,8 +401,9 @@ def _matches_any(action: Action, calls: Iterable[ToolCall]) -> bool:
     return False
 
 
-def _action_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage],
-                      solo: bool) -> dict[str, Any]:
+def _action_component(
+    domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage], solo: bool
+) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
     actions = crit.actions
@@ -375,8 +421,9 @@ def _action_component(domain: LoadedDomain, task: Task, plan: _TaskPlan, message
         candidates = calls if by_name is None or type(action.name) is not str else by_name.get(action.name, ())
         found = _matches_any(action, candidates)
         all_met = all_met and found
-        checks.append({"action": dump, "action_match": found, "action_reward": 1.0 if found else 0.0,
-                       "tool_type": tool_type})
+        checks.append(
+            {"action": dump, "action_match": found, "action_reward": 1.0 if found else 0.0, "tool_type": tool_type}
+        )
     reward = 1.0 if all_met else 0.0
     return _reward_info(reward, action_checks=checks, reward_breakdown={_ACTION: reward})
 
@@ -386,10 +433,10 @@ def _communicate_component(task: Task, messages: list[AnyMessage]) -> dict[str, 
     assert crit is not None
     wanted = crit.communicate_info
     if not wanted:
-        return _reward_info(1.0, info={"note": "No communicate_info to evaluate"},
-                            reward_breakdown={_COMM: 1.0})
-    texts = [m.content for m in messages
-             if isinstance(m, AssistantMessage) and m.content is not None and m.content.strip()]
+        return _reward_info(1.0, info={"note": "No communicate_info to evaluate"}, reward_breakdown={_COMM: 1.0})
+    texts = [
+        m.content for m in messages if isinstance(m, AssistantMessage) and m.content is not None and m.content.strip()
+    ]
     lowered = [t.lower().replace(",", "") for t in texts]
     checks = []
     all_met = True
@@ -398,11 +445,17 @@ def _communicate_component(task: Task, messages: list[AnyMessage]) -> dict[str, 
         hit = next((i for i, t in enumerate(lowered) if needle in t), None)
         if hit is None:
             all_met = False
-            checks.append({"info": info_str, "met": False,
-                           "justification": f"Information '{info_str}' not communicated."})
+            checks.append(
+                {"info": info_str, "met": False, "justification": f"Information '{info_str}' not communicated."}
+            )
         else:
-            checks.append({"info": info_str, "met": True, "justification":
-                           f"Information '{info_str}' communicated in the message:\n '{texts[hit]}'"})
+            checks.append(
+                {
+                    "info": info_str,
+                    "met": True,
+                    "justification": f"Information '{info_str}' communicated in the message:\n '{texts[hit]}'",
+                }
+            )
     reward = 1.0 if all_met else 0.0
     return _reward_info(reward, communicate_checks=checks, reward_breakdown={_COMM: reward})
 
@@ -412,20 +465,25 @@ def _nl_component(domain: LoadedDomain, task: Task, messages: list[AnyMessage], 
     assert crit is not None
     assertions = crit.nl_assertions
     if not assertions:
-        return _reward_info(1.0, nl_assertions=[], info={"note": "No nl_assertions to evaluate"},
-                            reward_breakdown={_NL: 1.0})
+        return _reward_info(
+            1.0, nl_assertions=[], info={"note": "No nl_assertions to evaluate"}, reward_breakdown={_NL: 1.0}
+        )
     if judge is None or getattr(judge, "skip", False):
         counts_as = getattr(judge, "counts_as", "fail")
         reward = 1.0 if counts_as == "pass" else 0.0
-        return _reward_info(reward, info={"note": nl_skipped_note(counts_as), "skipped": True, "counted_as": counts_as},
-                            reward_breakdown={_NL: reward})
+        return _reward_info(
+            reward,
+            info={"note": nl_skipped_note(counts_as), "skipped": True, "counted_as": counts_as},
+            reward_breakdown={_NL: reward},
+        )
     try:
         checks = judge.assess(messages, list(assertions), source=domain.source)
     except EvaluationError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any judge failure must surface, never score silently
-        raise EvaluationError(f"NL judge {getattr(judge, 'name', type(judge).__name__)!r} failed: "
-                              f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        raise EvaluationError(
+            f"NL judge {getattr(judge, 'name', type(judge).__name__)!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     reward = 1.0 if all(c["met"] for c in checks) else 0.0
     return _reward_info(reward, nl_assertions=checks, reward_breakdown={_NL: reward})
 
@@ -433,11 +491,20 @@ def _nl_component(domain: LoadedDomain, task: Task, messages: list[AnyMessage], 
 # ------------------------------------------------------------------------------------ entry point
 
 
-def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMessage], termination_reason: Any, *,
-                        solo: bool = False, judge: Optional[Any] = None, strict: bool = True,
-                        evaluation_type: EvaluationType | str = EvaluationType.ALL,
-                        hashes: bool = False, live_env: Optional[Environment] = None,
-                        diagnostics: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def evaluate_simulation(
+    domain: LoadedDomain,
+    task: Task,
+    messages: list[AnyMessage],
+    termination_reason: Any,
+    *,
+    solo: bool = False,
+    judge: Optional[Any] = None,
+    strict: bool = True,
+    evaluation_type: EvaluationType | str = EvaluationType.ALL,
+    hashes: bool = False,
+    live_env: Optional[Environment] = None,
+    diagnostics: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
     """Score one simulation exactly as upstream's ``evaluate_simulation`` (HEAD) does.
 
     ``messages`` is the stored trajectory (task history included); ``solo`` is the mode it ran in;
@@ -452,8 +519,9 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
     """
     reason = getattr(termination_reason, "value", termination_reason)
     if reason not in KNOWN_TERMINATIONS:
-        raise EvaluationError(f"task {task.id!r}: unknown termination_reason {reason!r}; "
-                              f"expected one of {sorted(KNOWN_TERMINATIONS)}")
+        raise EvaluationError(
+            f"task {task.id!r}: unknown termination_reason {reason!r}; expected one of {sorted(KNOWN_TERMINATIONS)}"
+        )
     if reason not in SCORED_TERMINATIONS:
         return premature_reward_info(reason)
     crit = task.evaluation_criteria
@@ -462,16 +530,18 @@ def evaluate_simulation(domain: LoadedDomain, task: Task, messages: list[AnyMess
     try:
         etype = EvaluationType(evaluation_type)
     except ValueError:
-        raise EvaluationError(f"unknown evaluation type {evaluation_type!r}; expected one of "
-                              f"{[e.value for e in EvaluationType]}") from None
+        raise EvaluationError(
+            f"unknown evaluation type {evaluation_type!r}; expected one of {[e.value for e in EvaluationType]}"
+        ) from None
     try:
-        return _without_diagnostics(_evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env),
-                                    diagnostics)
+        return _without_diagnostics(
+            _evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env), diagnostics
+        )
     except EvaluationError as exc:
         if str(exc).startswith("task "):
             raise
         raise type(exc)(f"task {task.id!r}: {exc}") from exc  # keeps JudgeError etc. recognisable
-    except Exception as exc:  # noqa: BLE001 - upstream raises here too; say which simulation and why
+    except Exception as exc:
         raise EvaluationError(f"task {task.id!r}: {type(exc).__name__}: {exc}") from exc
 
 
@@ -490,8 +560,17 @@ def _without_diagnostics(reward_info: dict[str, Any], diagnostics: Optional[dict
     return {**reward_info, "info": info or None}
 
 
-def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etype: EvaluationType, solo: bool,
-              judge: Any, strict: bool, hashes: bool, live_env: Optional[Environment] = None) -> dict[str, Any]:
+def _evaluate(
+    domain: LoadedDomain,
+    task: Task,
+    messages: list[AnyMessage],
+    etype: EvaluationType,
+    solo: bool,
+    judge: Any,
+    strict: bool,
+    hashes: bool,
+    live_env: Optional[Environment] = None,
+) -> dict[str, Any]:
     plan = _plan(domain, task)
     if etype is EvaluationType.ENV:
         return _env_component(domain, task, plan, messages, solo, strict, hashes, live_env)
@@ -529,8 +608,10 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
         evaluated = {_DB, _EA, _ACTION, _COMM} | ({_NL} if nl is not None else set())
         missing = basis - evaluated
         if missing:
-            raise EvaluationError(f"Task reward_basis includes {sorted(missing)} but these were not evaluated. "
-                                  f"evaluation_type={etype.value}")
+            raise EvaluationError(
+                f"Task reward_basis includes {sorted(missing)} but these were not evaluated. "
+                f"evaluation_type={etype.value}"
+            )
         if basis & _ENV_BASES:
             include(env)
         if _ACTION in basis:
@@ -540,8 +621,12 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
         if _COMM in basis:
             include(comm)
         reward_basis = plan.basis
-    info = {"env": env["info"], "nl": nl["info"] if nl is not None else None,
-            "communicate": comm["info"], "action": action["info"]}
+    info = {
+        "env": env["info"],
+        "nl": nl["info"] if nl is not None else None,
+        "communicate": comm["info"],
+        "action": action["info"],
+    }
     if env["info"] and "db_diff" in env["info"]:  # one place for the diff, whatever the evaluation type
         env_info = info["env"] = dict(env["info"])
         for key in ("db_diff", "db_diff_truncated"):
@@ -562,8 +647,11 @@ def _evaluate(domain: LoadedDomain, task: Task, messages: list[AnyMessage], etyp
 
 
 _IGNORE_BASIS = (EvaluationType.ALL_IGNORE_BASIS, EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS)
-_WITH_NL = (EvaluationType.ALL_WITH_NL_ASSERTIONS, EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS,
-            EvaluationType.NL_ASSERTIONS)
+_WITH_NL = (
+    EvaluationType.ALL_WITH_NL_ASSERTIONS,
+    EvaluationType.ALL_WITH_NL_ASSERTIONS_IGNORE_BASIS,
+    EvaluationType.NL_ASSERTIONS,
+)
 
 
 def _runs_nl(etype: EvaluationType, basis: frozenset, nl_under_all: bool) -> bool:
@@ -573,7 +661,9 @@ def _runs_nl(etype: EvaluationType, basis: frozenset, nl_under_all: bool) -> boo
     return etype is EvaluationType.ALL and nl_under_all and _NL in basis
 
 
-def needs_nl_judge(domain: LoadedDomain, task: Task, evaluation_type: EvaluationType | str = EvaluationType.ALL) -> bool:
+def needs_nl_judge(
+    domain: LoadedDomain, task: Task, evaluation_type: EvaluationType | str = EvaluationType.ALL
+) -> bool:
     """Whether scoring ``task`` asks a judge (its NL assertions are judged and there are some)."""
     crit = task.evaluation_criteria
     if crit is None or not crit.nl_assertions:
@@ -587,5 +677,14 @@ def is_success(reward_info: Optional[dict[str, Any]]) -> bool:
     return reward_info is not None and abs(float(reward_info["reward"]) - 1.0) <= 1e-6
 
 
-__all__ = ["evaluate_simulation", "EvaluationType", "EvaluationError", "premature_reward_info", "is_success",
-           "clear_cache", "needs_nl_judge", "nl_skipped_note", "NO_JUDGE_CHOICES"]
+__all__ = [
+    "evaluate_simulation",
+    "EvaluationType",
+    "EvaluationError",
+    "premature_reward_info",
+    "is_success",
+    "clear_cache",
+    "needs_nl_judge",
+    "nl_skipped_note",
+    "NO_JUDGE_CHOICES",
+]

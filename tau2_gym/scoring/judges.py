@@ -61,8 +61,9 @@ def _upstream_templates(source: Optional[DataSource]) -> Optional[tuple[prose.St
     return system, user
 
 
-def judge_prompts(messages: Iterable[Any], nl_assertions: list[str],
-                  source: Optional[DataSource] = None) -> tuple[str, str]:
+def judge_prompts(
+    messages: Iterable[Any], nl_assertions: list[str], source: Optional[DataSource] = None
+) -> tuple[str, str]:
     """(system, user) texts of the NL judge call, byte-identical to upstream's when sources are present."""
     trajectory_str = "\n".join(f"{m.role}: {m.content}" for m in messages)
     templates = _upstream_templates(source)
@@ -87,9 +88,13 @@ def parse_judge_reply(text: Any) -> list[dict[str, Any]]:
     out = []
     for item in data.get("results", []):
         try:
-            check = NLAssertionCheck.model_validate({"nl_assertion": item["expectedOutcome"],
-                                                     "met": item["metExpectation"],
-                                                     "justification": item["reasoning"]})
+            check = NLAssertionCheck.model_validate(
+                {
+                    "nl_assertion": item["expectedOutcome"],
+                    "met": item["metExpectation"],
+                    "justification": item["reasoning"],
+                }
+            )
         except (KeyError, TypeError) as exc:
             raise JudgeError(f"judge result item lacks {exc}; item: {str(item)[:200]!r}") from exc
         except ValueError as exc:  # pydantic ValidationError
@@ -110,14 +115,15 @@ class Judge:
     def complete(self, system: str, user: str) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def assess(self, messages: list[Any], nl_assertions: list[str],
-               source: Optional[DataSource] = None) -> list[dict[str, Any]]:
+    def assess(
+        self, messages: list[Any], nl_assertions: list[str], source: Optional[DataSource] = None
+    ) -> list[dict[str, Any]]:
         system, user = judge_prompts(messages, nl_assertions, source)
         try:
             reply = self.complete(system, user)
         except JudgeError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any backend failure is a judge failure
+        except Exception as exc:
             raise JudgeError(f"judge {self.name!r} failed: {type(exc).__name__}: {exc}") from exc
         return parse_judge_reply(reply)
 
@@ -140,17 +146,20 @@ class NoneJudge(Judge):
         self.explicit = explicit
         self.name = counts_as if explicit else "none"
 
-    def assess(self, messages: list[Any], nl_assertions: list[str],
-               source: Optional[DataSource] = None) -> list[dict[str, Any]]:
+    def assess(
+        self, messages: list[Any], nl_assertions: list[str], source: Optional[DataSource] = None
+    ) -> list[dict[str, Any]]:
         raise JudgeError("no judge is configured; the evaluator scores NL assertions by the no-judge choice instead")
 
 
 def no_judge_warning(where: str, needing: int, total: int) -> str:
     """The construction-time message when tasks that need a judge meet the default (no judge, fail)."""
-    return (f"{where}: {needing} of {total} tasks need an NL-assertion judge for their reward and no judge is "
-            "configured: they are scored as failed (NL factor 0). Choose judge='openai:MODEL[,base_url=...]' or "
-            "'hf:MODEL' to grade them, judge='pass' to count them as passed, judge='exclude' to leave them out, "
-            "or judge='fail' to keep this default without this warning.")
+    return (
+        f"{where}: {needing} of {total} tasks need an NL-assertion judge for their reward and no judge is "
+        "configured: they are scored as failed (NL factor 0). Choose judge='openai:MODEL[,base_url=...]' or "
+        "'hf:MODEL' to grade them, judge='pass' to count them as passed, judge='exclude' to leave them out, "
+        "or judge='fail' to keep this default without this warning."
+    )
 
 
 class CallableJudge(Judge):
@@ -185,7 +194,7 @@ class OpenAIJudgeConfig(LLMConfig):
 
     model: str = field(default=UPSTREAM_DEFAULT_MODEL, metadata=_help("model name sent to the endpoint"))
 
-    def build(self) -> "OpenAIJudge":
+    def build(self) -> OpenAIJudge:
         return OpenAIJudge(self)
 
 
@@ -198,7 +207,7 @@ class HFJudgeConfig:
     dtype: str = field(default="auto", metadata=_help("torch dtype name, or 'auto'"))
     max_new_tokens: int = field(default=1024, metadata=_help("generation budget of one verdict"))
 
-    def build(self) -> "HFJudge":
+    def build(self) -> HFJudge:
         if not self.model:
             raise JudgeError("hf judge needs a model: hf:<model id or folder>")
         return HFJudge(self)
@@ -223,10 +232,12 @@ def config_help(cls: type) -> str:
 
 
 def judge_specs_help() -> str:
-    return ("--judge fail | pass | exclude | openai:MODEL[,key=value...] | hf:MODEL[,key=value...]\n"
-            "  fail (the default, 'none'): tasks whose reward needs NL assertions score 0, with a warning; pass: they\n"
-            "  count as passed; exclude: they are left out of task pools and summaries\n"
-            + "\n".join(config_help(c) for c in _KINDS.values()))
+    return (
+        "--judge fail | pass | exclude | openai:MODEL[,key=value...] | hf:MODEL[,key=value...]\n"
+        "  fail (the default, 'none'): tasks whose reward needs NL assertions score 0, with a warning; pass: they\n"
+        "  count as passed; exclude: they are left out of task pools and summaries\n"
+        + "\n".join(config_help(c) for c in _KINDS.values())
+    )
 
 
 def _coerce(value: str, annotation: Any) -> Any:
@@ -329,14 +340,17 @@ class OpenAIJudge(Judge):
 
     def complete(self, system: str, user: str) -> str:
         if self.client.api_key() is None and self.config.base_url is None:
-            raise JudgeError(f"the openai judge needs an API key in ${self.config.api_key_env} "
-                             "(or a base_url of a local endpoint that needs none)")
+            raise JudgeError(
+                f"the openai judge needs an API key in ${self.config.api_key_env} "
+                "(or a base_url of a local endpoint that needs none)"
+            )
         request = self.client.request_kwargs([{"role": "system", "content": system}, {"role": "user", "content": user}])
         try:
             return self.client.complete(request, self._text).value
         except LLMError as exc:
-            raise JudgeError(f"{self.name} at {exc.where} failed after {exc.attempts} attempt(s): "
-                             f"{exc.reason}") from exc
+            raise JudgeError(
+                f"{self.name} at {exc.where} failed after {exc.attempts} attempt(s): {exc.reason}"
+            ) from exc
 
     def close(self) -> None:
         self.client.close()
@@ -370,7 +384,7 @@ class HFJudge(Judge):
                 model = AutoModelForCausalLM.from_pretrained(self.config.model, dtype=dtype)
             except TypeError:  # transformers < 4.56 calls it torch_dtype
                 model = AutoModelForCausalLM.from_pretrained(self.config.model, torch_dtype=dtype)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise JudgeError(f"cannot load the hf judge model {self.config.model!r}: {exc}") from exc
         self._model = model.to(device).eval()
         self._device = device
@@ -391,14 +405,32 @@ class HFJudge(Judge):
         if mask is not None:
             mask = mask.to(self._device)
         with torch.no_grad():
-            out = self._model.generate(input_ids=input_ids, attention_mask=mask, do_sample=False,
-                                       max_new_tokens=self.config.max_new_tokens,
-                                       pad_token_id=tok.pad_token_id if tok.pad_token_id is not None
-                                       else tok.eos_token_id)
-        return tok.decode(out[0, input_ids.shape[1]:], skip_special_tokens=True)
+            out = self._model.generate(
+                input_ids=input_ids,
+                attention_mask=mask,
+                do_sample=False,
+                max_new_tokens=self.config.max_new_tokens,
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+            )
+        return tok.decode(out[0, input_ids.shape[1] :], skip_special_tokens=True)
 
 
-__all__ = ["Judge", "NoneJudge", "CallableJudge", "OpenAIJudge", "HFJudge", "JudgeError", "NoneJudgeConfig",
-           "OpenAIJudgeConfig", "HFJudgeConfig", "parse_judge_spec", "make_judge", "judge_prompts",
-           "parse_judge_reply", "config_help", "judge_specs_help", "no_judge_warning",
-           "apply_no_judge_choice"]
+__all__ = [
+    "Judge",
+    "NoneJudge",
+    "CallableJudge",
+    "OpenAIJudge",
+    "HFJudge",
+    "JudgeError",
+    "NoneJudgeConfig",
+    "OpenAIJudgeConfig",
+    "HFJudgeConfig",
+    "parse_judge_spec",
+    "make_judge",
+    "judge_prompts",
+    "parse_judge_reply",
+    "config_help",
+    "judge_specs_help",
+    "no_judge_warning",
+    "apply_no_judge_choice",
+]

@@ -80,8 +80,9 @@ class Tally:
             self.nl_skipped += 1
         self.rewards[task_id].append(float(reward_info["reward"]))
 
-    def note(self, index: int, task_id: str, trial: Any, old: Optional[float], reward_info: Any,
-             info: Optional[dict] = None) -> None:
+    def note(
+        self, index: int, task_id: str, trial: Any, old: Optional[float], reward_info: Any, info: Optional[dict] = None
+    ) -> None:
         """Compare a new score with the stored one; keep the simulations whose DB check failed, with their
         ``info`` (which holds the field-level DB diff; ``eval --explain``)."""
         if not isinstance(reward_info, dict) or reward_info is EXCLUDED:
@@ -97,7 +98,7 @@ class Tally:
         if isinstance(db, dict) and db.get("db_match") is False:
             self.db_failures.append((index, task_id, trial, reward_info, info or {}))
 
-    def merge(self, other: "Tally") -> None:
+    def merge(self, other: Tally) -> None:
         self.num_trials += other.num_trials
         for k, v in other.rewards.items():
             self.rewards[k].extend(v)

@@ -18,8 +18,13 @@ from tau2_gym.core.tasks import Task
 logger = logging.getLogger("tau2_gym")
 
 
-def initial_environment(domain: LoadedDomain, task: Task, solo: bool = False,
-                        history: Optional[list[AnyMessage]] = None, strict: bool = True) -> Environment:
+def initial_environment(
+    domain: LoadedDomain,
+    task: Task,
+    solo: bool = False,
+    history: Optional[list[AnyMessage]] = None,
+    strict: bool = True,
+) -> Environment:
     """Fresh environment with the task's init data and init actions, then ``history`` replayed.
 
     ``history`` defaults to the task's own message history (what the orchestrator starts from).
@@ -35,8 +40,9 @@ def initial_environment(domain: LoadedDomain, task: Task, solo: bool = False,
     return env
 
 
-def predicted_environment(domain: LoadedDomain, task: Task, trajectory: list[AnyMessage], solo: bool = False,
-                          strict: bool = True) -> Environment:
+def predicted_environment(
+    domain: LoadedDomain, task: Task, trajectory: list[AnyMessage], solo: bool = False, strict: bool = True
+) -> Environment:
     """The environment a stored trajectory produced (the trajectory includes the task's history)."""
     return initial_environment(domain, task, solo=solo, history=trajectory, strict=strict)
 

@@ -33,14 +33,30 @@ from tau2_gym.core.actions import ActionError, to_assistant_message
 
 REWARD_MODES = ("default", "strict", "partial")
 
-__all__ = ["REWARD_MODES", "PARTIAL_WEIGHTS", "INFRASTRUCTURE_TERMINATIONS", "mode_reward", "strict_reward",
-           "partial_reward", "partial_components", "apply_reward_mode", "infrastructure_failure", "TurnDiscount",
-           "InvalidFormatPenalty", "format_errors"]
+__all__ = [
+    "REWARD_MODES",
+    "PARTIAL_WEIGHTS",
+    "INFRASTRUCTURE_TERMINATIONS",
+    "mode_reward",
+    "strict_reward",
+    "partial_reward",
+    "partial_components",
+    "apply_reward_mode",
+    "infrastructure_failure",
+    "TurnDiscount",
+    "InvalidFormatPenalty",
+    "format_errors",
+]
 
 
 #: Weights of the partial-credit mode, by upstream component name (the mean runs over the components present).
-PARTIAL_WEIGHTS: dict[str, float] = {"DB": 1.0, "ENV_ASSERTION": 1.0, "ACTION": 1.0, "COMMUNICATE": 1.0,
-                                     "NL_ASSERTION": 1.0}
+PARTIAL_WEIGHTS: dict[str, float] = {
+    "DB": 1.0,
+    "ENV_ASSERTION": 1.0,
+    "ACTION": 1.0,
+    "COMMUNICATE": 1.0,
+    "NL_ASSERTION": 1.0,
+}
 
 #: Endings caused by the machinery around the policy (the user simulator, the serving stack), not by the policy.
 INFRASTRUCTURE_TERMINATIONS = frozenset({"user_error", "infrastructure_error"})
@@ -102,8 +118,11 @@ def partial_components(reward_info: Any) -> dict[str, float]:
     db = _get(reward_info, "db_check")
     if db and "DB" in _get(reward_info, "reward_basis", ()):
         out["DB"] = float(db["db_reward"])
-    for name, key, field in (("ENV_ASSERTION", "env_assertions", "met"), ("ACTION", "action_checks", "action_match"),
-                             ("COMMUNICATE", "communicate_checks", "met")):
+    for name, key, field in (
+        ("ENV_ASSERTION", "env_assertions", "met"),
+        ("ACTION", "action_checks", "action_match"),
+        ("COMMUNICATE", "communicate_checks", "met"),
+    ):
         score = _fraction(_get(reward_info, key), field)
         if score is not None:
             out[name] = score
@@ -150,7 +169,9 @@ def apply_reward_mode(mode: str, info: dict, reward_info: Any, reward: float) ->
     return mode_reward(mode, reward_info, reward)
 
 
-def infrastructure_failure(termination_reason: Optional[str], info: Optional[Mapping[str, Any]] = None) -> Optional[str]:
+def infrastructure_failure(
+    termination_reason: Optional[str], info: Optional[Mapping[str, Any]] = None
+) -> Optional[str]:
     """Why an episode carries no signal about the policy (None: it does).
 
     ``user_error`` (the user simulator failed or broke the protocol), ``infrastructure_error`` (the run itself
@@ -243,8 +264,11 @@ class InvalidFormatPenalty(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         cfg = getattr(self.env.unwrapped, "config", None)
-        n = 0 if self._over else format_errors(action, self._tools, getattr(cfg, "parser", "auto"),
-                                               getattr(cfg, "tokenizer", None))
+        n = (
+            0
+            if self._over
+            else format_errors(action, self._tools, getattr(cfg, "parser", "auto"), getattr(cfg, "tokenizer", None))
+        )
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._over = bool(terminated or truncated)
         self.count += n

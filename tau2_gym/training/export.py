@@ -38,8 +38,9 @@ METADATA_COLUMNS = ("reward", "task_id", "domain", "split", "data_version")
 ALL_TASKS = "all"  # the split name recorded when no split filter applies
 
 
-def training_split(loaded: Any, split: Optional[str] = "train", *, task_set: Optional[str] = None,
-                   allow_test_split: bool = False) -> tuple[tuple[str, ...], str]:
+def training_split(
+    loaded: Any, split: Optional[str] = "train", *, task_set: Optional[str] = None, allow_test_split: bool = False
+) -> tuple[tuple[str, ...], str]:
     """The task ids a training helper may use, and the split name to record with them.
 
     The guard behind every training helper (export, the TRL dataset builder and rollout function): the default
@@ -59,13 +60,24 @@ def training_split(loaded: Any, split: Optional[str] = "train", *, task_set: Opt
         ids, recorded = tuple(i for i in all_ids if i in wanted), split
     else:
         raise SplitGuardError(f"domain {name!r} has no task split {split!r}; splits: {sorted(splits)}")
-    check_not_test(loaded, ids, task_set=task_set, allow_test_split=allow_test_split,
-                   what=f"split {recorded!r}" if recorded != ALL_TASKS else "all tasks")
+    check_not_test(
+        loaded,
+        ids,
+        task_set=task_set,
+        allow_test_split=allow_test_split,
+        what=f"split {recorded!r}" if recorded != ALL_TASKS else "all tasks",
+    )
     return ids, recorded
 
 
-def check_not_test(loaded: Any, task_ids: Iterable[str], *, task_set: Optional[str] = None,
-                   allow_test_split: bool = False, what: str = "the selected tasks") -> None:
+def check_not_test(
+    loaded: Any,
+    task_ids: Iterable[str],
+    *,
+    task_set: Optional[str] = None,
+    allow_test_split: bool = False,
+    what: str = "the selected tasks",
+) -> None:
     """Raise :class:`SplitGuardError` when any of ``task_ids`` is a ``test``-split task (unless allowed)."""
     if allow_test_split:
         return
@@ -76,12 +88,19 @@ def check_not_test(loaded: Any, task_ids: Iterable[str], *, task_set: Optional[s
         raise SplitGuardError(
             f"{what} of domain {loaded.spec.name!r} include {len(leaked)} task(s) of the held-out 'test' split "
             f"({shown}); train on split='train', or pass allow_test_split=True (CLI: --allow-test-split) if you "
-            "really mean to train on test tasks")
+            "really mean to train on test tasks"
+        )
 
 
-def export_rows(paths: Iterable[str | os.PathLike[str]], *, split: Optional[str] = "train",
-                min_reward: Optional[float] = None, domain: Optional[str] = None,
-                data_version: Optional[str] = None, allow_test_split: bool = False) -> list[dict[str, Any]]:
+def export_rows(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    split: Optional[str] = "train",
+    min_reward: Optional[float] = None,
+    domain: Optional[str] = None,
+    data_version: Optional[str] = None,
+    allow_test_split: bool = False,
+) -> list[dict[str, Any]]:
     """Rows of the ``messages`` format: system prompt + conversation (OpenAI messages), ``tools`` as a JSON
     string of schemas, ``reward``, ``task_id``, ``domain``, ``split`` (what the filter kept: see
     :func:`training_split`), ``data_version``. Unscored runs are dropped. ``split=None`` keeps every task;
@@ -112,8 +131,17 @@ def export_rows(paths: Iterable[str | os.PathLike[str]], *, split: Optional[str]
             if min_reward is not None and reward < min_reward:
                 continue
             messages = [{"role": "system", "content": system}] + to_openai_messages(sim.messages)
-            rows.append({"messages": messages, "tools": tools, "reward": reward, "task_id": sim.task_id,
-                         "domain": name, "split": recorded, "data_version": version})
+            rows.append(
+                {
+                    "messages": messages,
+                    "tools": tools,
+                    "reward": reward,
+                    "task_id": sim.task_id,
+                    "domain": name,
+                    "split": recorded,
+                    "data_version": version,
+                }
+            )
     return rows
 
 
@@ -126,17 +154,23 @@ def load_tokenizer(tokenizer: Any) -> Any:
     return tokenizer
 
 
-def tokenize_rows(rows: Iterable[dict[str, Any]], tokenizer: Any, *, chat_template: Optional[str] = None,
-                  chat_template_kwargs: Optional[dict[str, Any]] = None,
-                  data_version: Optional[str] = None) -> list[dict[str, Any]]:
+def tokenize_rows(
+    rows: Iterable[dict[str, Any]],
+    tokenizer: Any,
+    *,
+    chat_template: Optional[str] = None,
+    chat_template_kwargs: Optional[dict[str, Any]] = None,
+    data_version: Optional[str] = None,
+) -> list[dict[str, Any]]:
     """``messages`` rows -> ``tokens`` rows: ``input_ids`` and ``assistant_masks`` (1 exactly on the policy's
     tokens, each turn through its end-of-turn token) plus the rows' metadata. The greeting and any task
     history before the policy's first turn are prompt (mask 0), as in the rollout's first observation."""
 
     tok = load_tokenizer(tokenizer)
     try:
-        renderer = ChatRenderer(tok, stop_ids=stop_token_ids(tok), chat_template=chat_template,
-                                chat_template_kwargs=chat_template_kwargs)
+        renderer = ChatRenderer(
+            tok, stop_ids=stop_token_ids(tok), chat_template=chat_template, chat_template_kwargs=chat_template_kwargs
+        )
     except TemplateError as exc:
         raise ExportError(f"cannot render with this tokenizer: {exc}") from exc
     openings: dict[tuple[str, str], int] = {}
@@ -152,14 +186,25 @@ def tokenize_rows(rows: Iterable[dict[str, Any]], tokenizer: Any, *, chat_templa
             if "no policy turn" in str(exc):
                 continue
             raise
-        out.append({"input_ids": ids, "assistant_masks": mask,
-                    **{k: v for k, v in row.items() if k not in ("messages", "tools")}})
+        out.append(
+            {
+                "input_ids": ids,
+                "assistant_masks": mask,
+                **{k: v for k, v in row.items() if k not in ("messages", "tools")},
+            }
+        )
     return out
 
 
-def export_dataset(paths: Iterable[str | os.PathLike[str]], output: str | os.PathLike[str], *,
-                   format: str = "messages", tokenizer: Any = None, chat_template: Optional[str] = None,
-                   **kwargs: Any):
+def export_dataset(
+    paths: Iterable[str | os.PathLike[str]],
+    output: str | os.PathLike[str],
+    *,
+    format: str = "messages",
+    tokenizer: Any = None,
+    chat_template: Optional[str] = None,
+    **kwargs: Any,
+):
     """Write :func:`export_rows` (``format="messages"``) or their :func:`tokenize_rows` (``"tokens"``, needs
     ``tokenizer``: an object or a local path) as a ``datasets.Dataset`` to ``output`` and return it."""
     if format not in ("messages", "tokens"):
@@ -170,8 +215,10 @@ def export_dataset(paths: Iterable[str | os.PathLike[str]], output: str | os.Pat
     try:
         import datasets
     except ImportError:
-        raise ExportError("writing a dataset needs the datasets package: pip install 'tau2-gym[trl]' "
-                          "(or export_rows() for plain rows)") from None
+        raise ExportError(
+            "writing a dataset needs the datasets package: pip install 'tau2-gym[trl]' "
+            "(or export_rows() for plain rows)"
+        ) from None
     if format == "tokens":
         rows = tokenize_rows(rows, tokenizer, chat_template=chat_template, data_version=kwargs.get("data_version"))
     if not rows:

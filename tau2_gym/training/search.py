@@ -39,8 +39,18 @@ from tau2_gym.players.agents.scripted import OracleAgent
 from tau2_gym.scoring.evaluation import evaluate_simulation
 from tau2_gym.training.hf.policy import PolicyRunner, hf_runner, to_action
 
-__all__ = ["Policy", "TurnSearch", "SearchResult", "best_of_n", "search_turn", "branch_score", "reward_if_stopped",
-           "oracle_policy", "HFTurnPolicy", "clone_env"]
+__all__ = [
+    "Policy",
+    "TurnSearch",
+    "SearchResult",
+    "best_of_n",
+    "search_turn",
+    "branch_score",
+    "reward_if_stopped",
+    "oracle_policy",
+    "HFTurnPolicy",
+    "clone_env",
+]
 
 #: ``policy(observation, info, rng) -> action``
 Policy = Callable[[Any, dict, np.random.Generator], Any]
@@ -51,6 +61,7 @@ UNKNOWN: Score = (0.0, 0.0)
 @dataclass
 class TurnSearch:
     """One agent turn of a search: the candidates tried, their branch scores, and the one taken."""
+
     turn: int
     candidates: list[Any]
     scores: list[Score]
@@ -66,6 +77,7 @@ class TurnSearch:
 @dataclass
 class SearchResult:
     """A searched episode: its final step, the actions taken, and per-turn search records and costs."""
+
     reward: float
     terminated: bool
     truncated: bool
@@ -88,10 +100,16 @@ class SearchResult:
         return self.branches / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"reward": self.reward, "termination_reason": self.info.get("termination_reason"),
-                "turns": len(self.turns), "branches": self.branches, "branch_steps": self.branch_steps,
-                "clone_seconds": round(self.clone_seconds, 6), "seconds": round(self.seconds, 6),
-                "branches_per_second": round(self.branches_per_second, 1)}
+        return {
+            "reward": self.reward,
+            "termination_reason": self.info.get("termination_reason"),
+            "turns": len(self.turns),
+            "branches": self.branches,
+            "branch_steps": self.branch_steps,
+            "clone_seconds": round(self.clone_seconds, 6),
+            "seconds": round(self.seconds, 6),
+            "branches_per_second": round(self.branches_per_second, 1),
+        }
 
 
 def branch_score(reward: float, info: dict[str, Any]) -> Score:
@@ -103,8 +121,12 @@ def branch_score(reward: float, info: dict[str, Any]) -> Score:
         if db is not None:
             total += 1
             passed += bool(db.get("db_match"))
-        for key, flag in (("env_assertions", "met"), ("action_checks", "action_match"),
-                          ("communicate_checks", "met"), ("nl_assertions", "met")):
+        for key, flag in (
+            ("env_assertions", "met"),
+            ("action_checks", "action_match"),
+            ("communicate_checks", "met"),
+            ("nl_assertions", "met"),
+        ):
             for check in record.get(key) or ():
                 total += 1
                 passed += bool(check.get(flag))
@@ -120,17 +142,35 @@ def reward_if_stopped(env: Any) -> Score:
     if loop is None:
         return UNKNOWN
     try:
-        record = evaluate_simulation(base.domain, loop.task, loop.messages(), "user_stop", solo=base.config.solo,
-                                     judge=base.judge, strict=False, live_env=loop.env)
+        record = evaluate_simulation(
+            base.domain,
+            loop.task,
+            loop.messages(),
+            "user_stop",
+            solo=base.config.solo,
+            judge=base.judge,
+            strict=False,
+            live_env=loop.env,
+        )
     except Exception:  # noqa: BLE001 - a value estimate, never a crash mid-search
         return UNKNOWN
     return branch_score(float(record["reward"]), {"reward_info": record})
 
 
-def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy, *, n: int = 4,
-                depth: Optional[int] = None, seed: Any = 0, value: Optional[Callable[[Any], Score]] = reward_if_stopped,
-                max_branch_turns: int = 200, timing: Optional[dict[str, float]] = None,
-                vector: Any = None) -> TurnSearch:
+def search_turn(
+    env: Any,
+    observation: Any,
+    info: dict[str, Any],
+    policy: Policy,
+    *,
+    n: int = 4,
+    depth: Optional[int] = None,
+    seed: Any = 0,
+    value: Optional[Callable[[Any], Score]] = reward_if_stopped,
+    max_branch_turns: int = 200,
+    timing: Optional[dict[str, float]] = None,
+    vector: Any = None,
+) -> TurnSearch:
     """Try ``n`` sampled actions at the current agent turn of ``env`` (which is left as it is).
 
     Branch ``j`` is a clone of ``env`` that takes candidate ``j`` (sampled by ``policy`` with the generator
@@ -164,8 +204,9 @@ def search_turn(env: Any, observation: Any, info: dict[str, Any], policy: Policy
         if vector is None:
             branch.close()
     chosen = max(range(n), key=lambda j: (scores[j], -j))
-    return TurnSearch(turn=-1, candidates=candidates, scores=scores, chosen=chosen, branch_steps=steps,
-                      finished=finished)
+    return TurnSearch(
+        turn=-1, candidates=candidates, scores=scores, chosen=chosen, branch_steps=steps, finished=finished
+    )
 
 
 def _timed_clone(make: Callable[[], Any], timing: Optional[dict[str, float]]) -> Any:
@@ -176,8 +217,9 @@ def _timed_clone(make: Callable[[], Any], timing: Optional[dict[str, float]]) ->
     return out
 
 
-def _branches_one_by_one(env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int,
-                         timing: Optional[dict], vector: Any) -> tuple[list, list, int]:
+def _branches_one_by_one(
+    env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int, timing: Optional[dict], vector: Any
+) -> tuple[list, list, int]:
     """Each branch cloned (with its wrappers) and played to its end or cut-off before the next one starts."""
     candidates, ends, steps = [], [], 0
     for rng in rngs:
@@ -195,8 +237,9 @@ def _branches_one_by_one(env: Any, observation: Any, info: dict, policy: Policy,
     return candidates, ends, steps
 
 
-def _branches_in_vector(env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int,
-                        timing: Optional[dict], vector: Any) -> tuple[list, list, int]:
+def _branches_in_vector(
+    env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int, timing: Optional[dict], vector: Any
+) -> tuple[list, list, int]:
     """All branches in sub-envs of ``vector``, stepped together (user turns batched per round)."""
     n = len(rngs)
     if vector.num_envs < n:
@@ -216,9 +259,18 @@ def _branches_in_vector(env: Any, observation: Any, info: dict, policy: Policy, 
     return candidates, ends, steps
 
 
-def best_of_n(env: Any, policy: Policy, *, n: int = 4, depth: Optional[int] = None, seed: int = 0,
-              options: Optional[dict] = None, value: Optional[Callable[[Any], Score]] = reward_if_stopped,
-              max_turns: int = 200, vector: Any = None) -> SearchResult:
+def best_of_n(
+    env: Any,
+    policy: Policy,
+    *,
+    n: int = 4,
+    depth: Optional[int] = None,
+    seed: int = 0,
+    options: Optional[dict] = None,
+    value: Optional[Callable[[Any], Score]] = reward_if_stopped,
+    max_turns: int = 200,
+    vector: Any = None,
+) -> SearchResult:
     """Play one episode of ``env`` (bare or wrapped, reset here with ``seed`` and ``options``) choosing every
     agent action by :func:`search_turn`: ``n`` branches per turn, rolled out ``depth`` agent turns (None: to
     the end). The chosen action is then taken in ``env`` itself, which ends holding the searched episode
@@ -237,8 +289,9 @@ def best_of_n(env: Any, policy: Policy, *, n: int = 4, depth: Optional[int] = No
         result.reward, result.terminated, result.truncated, result.info = reward, term, trunc, info
     turn = 0
     while not (term or trunc) and turn < max_turns:
-        record = search_turn(env, obs, info, policy, n=n, depth=depth, seed=[seed, turn], value=value,
-                             timing=timing, vector=vector)
+        record = search_turn(
+            env, obs, info, policy, n=n, depth=depth, seed=[seed, turn], value=value, timing=timing, vector=vector
+        )
         record.turn = turn
         result.turns.append(record)
         result.branches += n
@@ -280,8 +333,9 @@ def _decoded(raw: Any) -> Any:
         return raw
 
 
-class oracle_policy:  # noqa: N801 - used like a function: oracle_policy(epsilon=0.3)
-    """A scripted policy for demos, tests and benches: the oracle agent's plan (:class:`~tau2_gym.players.agents.scripted.OracleAgent`:
+class oracle_policy:
+    """A scripted policy for demos, tests and benches: the oracle agent's plan
+    (:class:`~tau2_gym.players.agents.scripted.OracleAgent`:
     the gold actions, then the closing message) -- except that with probability ``epsilon`` it says ``slip``
     instead (the oracle customer then hangs up, and the episode usually fails).
 
@@ -326,11 +380,20 @@ class HFTurnPolicy:
     JSON or the tokenizer's own tool-call format). Sampling is seeded from the ``rng`` it is given
     (``torch.manual_seed``: torch's global generator), so a search with it is reproducible from its seed.
     ``generation``: :class:`~tau2_gym.training.hf.generation.HFGenerator` arguments (``temperature``, ``top_p``, ...);
-    or pass any :class:`~tau2_gym.training.hf.generation.Generator` backend as ``generator=`` (``model`` is then unused).
+    or pass any :class:`~tau2_gym.training.hf.generation.Generator` backend as ``generator=`` (``model`` is then
+    unused).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 256, parser: Any = "auto",
-                 generator: Any = None, **generation: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_new_tokens: int = 256,
+        parser: Any = "auto",
+        generator: Any = None,
+        **generation: Any,
+    ) -> None:
 
         if generator is not None:
             self.runner = PolicyRunner(generator, tokenizer, parser=parser, max_new_tokens=max_new_tokens)
@@ -340,7 +403,6 @@ class HFTurnPolicy:
 
     def __call__(self, observation: Any, info: dict[str, Any], rng: np.random.Generator) -> Any:
         import torch
-
 
         runner = self.runner
         tools = list(info.get("tools") or [])
@@ -353,4 +415,3 @@ class HFTurnPolicy:
             tokens = tokens[:-1]
         text = runner.tokenizer.decode(tokens, skip_special_tokens=False)
         return to_action(runner._parse(text, context, tools), text)
-

@@ -4,7 +4,8 @@ produces -- one trainer-side code path for in-process and served policies.
 With ``--capture-tokens vllm`` (or ``sglang``, ``auto``) every agent reply of a rollout keeps, on its message's
 ``raw_data``, the server's ``prompt_token_ids`` (the whole conversation as the server's chat template rendered
 it, with the generation prompt), ``completion_token_ids`` and ``completion_logprobs``
-(:func:`tau2_gym.players.agents.openai_agent.token_record` reads vLLM's and SGLang's fields into these names). :func:`server_trajectory` stitches
+(:func:`tau2_gym.players.agents.openai_agent.token_record` reads vLLM's and SGLang's fields into these names).
+:func:`server_trajectory` stitches
 one episode's replies into a :class:`~tau2_gym.training.hf.policy.Trajectory`:
 
 - ``prompt_ids``: the first reply's prompt;
@@ -51,8 +52,11 @@ def _replies(run: dict) -> list[dict]:
 
 def _ids(value: Any, what: str, where: str) -> list[int]:
     if not isinstance(value, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
-        bad = value if not isinstance(value, list) else next(
-            t for t in value if not isinstance(t, int) or isinstance(t, bool))
+        bad = (
+            value
+            if not isinstance(value, list)
+            else next(t for t in value if not isinstance(t, int) or isinstance(t, bool))
+        )
         raise TokenTrajectoryError(f"{where}: the {what} token ids are not a list of integers (found {bad!r:.60})")
     return value
 
@@ -74,8 +78,10 @@ def server_trajectory(run: dict) -> Any:
     task = run.get("task_id")
     replies = _replies(run)
     if not replies:
-        raise TokenTrajectoryError(f"task {task!r}: no agent reply carries captured tokens (run with "
-                                   "--capture-tokens vllm|sglang|auto against a server that returns token ids)")
+        raise TokenTrajectoryError(
+            f"task {task!r}: no agent reply carries captured tokens (run with "
+            "--capture-tokens vllm|sglang|auto against a server that returns token ids)"
+        )
     traj: Optional[Trajectory] = None
     context: list[int] = []
     for k, raw in enumerate(replies):
@@ -87,19 +93,23 @@ def server_trajectory(run: dict) -> Any:
                 f"{where}: the server sent no {'prompt' if prompt is None else 'completion'} token ids ("
                 + (f"it answered like {source}; " if source else "")
                 + "vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with "
-                  "return_prompt_token_ids / return_token_ids; OpenAI's API returns no ids)")
+                "return_prompt_token_ids / return_token_ids; OpenAI's API returns no ids)"
+            )
         prompt, ids = _ids(prompt, "prompt", where), _ids(ids, "completion", where)
         lps = _logprobs(lps, len(ids), where)
         if traj is None:
             traj = Trajectory(task_id=task, prompt_ids=list(prompt))
         else:
-            if prompt[:len(context)] != context:
-                at = next((i for i, (a, b) in enumerate(zip(prompt, context)) if a != b), min(len(prompt), len(context)))
+            if prompt[: len(context)] != context:
+                at = next(
+                    (i for i, (a, b) in enumerate(zip(prompt, context)) if a != b), min(len(prompt), len(context))
+                )
                 raise TokenTrajectoryError(
                     f"task {task!r}, agent reply {k}: the server's prompt does not extend the previous prompt and "
                     f"reply (they differ at token {at} of {len(context)}): its chat template is not "
-                    "prefix-preserving, or it re-serialised the previous reply differently from the sampled tokens")
-            env = list(prompt[len(context):])
+                    "prefix-preserving, or it re-serialised the previous reply differently from the sampled tokens"
+                )
+            env = list(prompt[len(context) :])
             traj.completion_ids += env
             traj.env_mask += [0] * len(env)
             traj.logprobs += [0.0] * len(env)
@@ -113,8 +123,11 @@ def server_trajectory(run: dict) -> Any:
         message = choice.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         text = content if isinstance(content, str) else ""
-        traj.turns.append(TurnRecord(start=start, end=len(traj.completion_ids), text=text,
-                                     finish_reason=str(choice.get("finish_reason"))))
+        traj.turns.append(
+            TurnRecord(
+                start=start, end=len(traj.completion_ids), text=text, finish_reason=str(choice.get("finish_reason"))
+            )
+        )
         context = list(prompt) + list(ids)
     assert traj is not None
     reward_info = run.get("reward_info")

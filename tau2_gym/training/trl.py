@@ -17,7 +17,8 @@ Two ways in:
    as an NL judge error) is masked out of the gradient (reward ``None``, the TRL convention, and an all-zero
    ``env_mask``), counted and logged, never trained on as a policy failure; a malformed tool call is the
    policy's (``agent_error``, reward 0, trained on). Split guard: prompts must name tasks of the training
-   split (``train`` by default; ``test`` tasks only with ``allow_test_split=True``). The model sees the exact tau2 conversation: the domain's tool
+   split (``train`` by default; ``test`` tasks only with ``allow_test_split=True``). The model sees the exact tau2
+   conversation: the domain's tool
    schemas, the customer's messages as ``user`` turns, tool results as ``tool`` turns.
    Generation uses the trainer's model (``model.generate`` with the trainer's sampling settings) or,
    with ``use_vllm=True``, TRL's vLLM backend (server or colocate mode), one batched request per turn.
@@ -62,9 +63,20 @@ from tau2_gym.training.hf.policy import PolicyRunner, Trajectory
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "build_dataset", "task_prompt", "parse_task_prompt", "make_rollout_func", "Tau2Rollout", "tau2_reward",
-    "rollout_output", "make_environment_factory", "Tau2ToolEnv", "TRLLocalGenerator", "TRLVLLMGenerator",
-    "SEND_MESSAGE_TOOL", "masked_reason", "INFRASTRUCTURE_REASONS",
+    "build_dataset",
+    "task_prompt",
+    "parse_task_prompt",
+    "make_rollout_func",
+    "Tau2Rollout",
+    "tau2_reward",
+    "rollout_output",
+    "make_environment_factory",
+    "Tau2ToolEnv",
+    "TRLLocalGenerator",
+    "TRLVLLMGenerator",
+    "SEND_MESSAGE_TOOL",
+    "masked_reason",
+    "INFRASTRUCTURE_REASONS",
 ]
 
 SEND_MESSAGE_TOOL = "send_message_to_user"
@@ -91,21 +103,34 @@ def parse_task_prompt(prompt: Any) -> tuple[str, str]:
             value = None
     if isinstance(value, dict) and all(isinstance(value.get(k), str) for k in _TASK_KEYS):
         return value["tau2_domain"], value["tau2_task_id"]
-    raise ValueError(f"prompt {str(prompt)[:200]!r} does not name a tau2 task; build the dataset with "
-                     "tau2_gym.training.trl.build_dataset (prompts made by task_prompt(domain, task_id))")
+    raise ValueError(
+        f"prompt {str(prompt)[:200]!r} does not name a tau2 task; build the dataset with "
+        "tau2_gym.training.trl.build_dataset (prompts made by task_prompt(domain, task_id))"
+    )
 
 
-def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_set: Optional[str] = None,
-                  task_ids: Optional[Sequence[str]] = None, data_dir: Optional[str] = None, repeats: int = 1,
-                  environment: bool = False, solo: bool = False, data_version: Optional[str] = None,
-                  judge: Any = None, allow_test_split: bool = False) -> Any:
+def build_dataset(
+    domain: str = "mock",
+    *,
+    split: Optional[str] = "train",
+    task_set: Optional[str] = None,
+    task_ids: Optional[Sequence[str]] = None,
+    data_dir: Optional[str] = None,
+    repeats: int = 1,
+    environment: bool = False,
+    solo: bool = False,
+    data_version: Optional[str] = None,
+    judge: Any = None,
+    allow_test_split: bool = False,
+) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
     The split defaults to ``train``; tasks of the ``test`` split (``split="test"``, ``None`` = all, ``"base"``,
     or such ``task_ids``) are refused unless ``allow_test_split=True`` (see
     :func:`tau2_gym.training.export.training_split`; a domain without train/test splits, such as mock, gives all tasks).
 
-    Columns: ``prompt``, ``task_id``, ``domain``, ``split`` (recorded). For ``rollout_func`` training (default) the prompt is
+    Columns: ``prompt``, ``task_id``, ``domain``, ``split`` (recorded). For ``rollout_func`` training (default) the
+    prompt is
     :func:`task_prompt`; with ``environment=True`` (TRL's ``environment_factory``) it is the agent's
     opening view -- system prompt, greeting or task history -- ending with an empty user message that the
     environment's ``reset`` fills with the customer's first message. ``data_version`` / ``data_dir`` choose
@@ -113,7 +138,6 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_
     whose reward needs one, the default (no judge) warns when there are such tasks.
     """
     from datasets import Dataset
-
 
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1; got {repeats}")
@@ -124,18 +148,22 @@ def build_dataset(domain: str = "mock", *, split: Optional[str] = "train", task_
     if task_ids is not None:  # a subset of the split, in the caller's order
         outside = [str(t) for t in task_ids if str(t) not in set(ids)]
         if outside:
-            raise ValueError(f"task_ids {outside[:5]} of domain {domain!r} are not in split {recorded!r}; "
-                             "choose the split that holds them (test tasks need allow_test_split=True)")
+            raise ValueError(
+                f"task_ids {outside[:5]} of domain {domain!r} are not in split {recorded!r}; "
+                "choose the split that holds them (test tasks need allow_test_split=True)"
+            )
         ids = tuple(str(t) for t in task_ids)
     tasks = [by_id[i] for i in ids]
     if solo:
-
         tasks = [t for t in tasks if solo_task_error(t) is None]
     if not tasks:
         raise ValueError(f"no tasks for domain {domain!r} (task_set={task_set!r}, split={split!r})")
 
-    tasks = list(apply_no_judge_choice(loaded, tasks, judge if hasattr(judge, "assess") else make_judge(judge),
-                                       f"dataset of {domain!r}"))
+    tasks = list(
+        apply_no_judge_choice(
+            loaded, tasks, judge if hasattr(judge, "assess") else make_judge(judge), f"dataset of {domain!r}"
+        )
+    )
     rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": []}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
@@ -162,9 +190,14 @@ def opening_messages(loaded: Any, task: Any, solo: bool = False) -> list[dict[st
 # ----------------------------------------------------------------------------------------- rewards
 
 
-def tau2_reward(prompts: Any = None, completions: Any = None, tau2_reward: Optional[list] = None,
-                tau2_masked: Optional[list] = None, log_metric: Optional[Callable[[str, float], None]] = None,
-                **kwargs: Any) -> list[Optional[float]]:
+def tau2_reward(
+    prompts: Any = None,
+    completions: Any = None,
+    tau2_reward: Optional[list] = None,
+    tau2_masked: Optional[list] = None,
+    log_metric: Optional[Callable[[str, float], None]] = None,
+    **kwargs: Any,
+) -> list[Optional[float]]:
     """TRL reward function: the reward the rollout function computed for each episode (the env's reward under
     its ``reward_mode``; upstream's raw reward is the ``upstream_reward`` field).
 
@@ -195,8 +228,9 @@ def masked_reason(t: Trajectory) -> Optional[str]:
     return infrastructure_failure(t.termination_reason, t.info)
 
 
-def rollout_output(trajectories: Sequence[Trajectory], stop_id: int,
-                   splits: Optional[Sequence[Optional[str]]] = None) -> dict[str, list]:
+def rollout_output(
+    trajectories: Sequence[Trajectory], stop_id: int, splits: Optional[Sequence[Optional[str]]] = None
+) -> dict[str, list]:
     """The dict a TRL ``rollout_func`` returns for these trajectories (one entry each, in order).
 
     An episode that ended before the policy's first turn gets a one-token completion (``stop_id``, masked
@@ -204,9 +238,19 @@ def rollout_output(trajectories: Sequence[Trajectory], stop_id: int,
     gets reward ``None`` and an all-zero ``env_mask``: it is masked out of the gradient, never a policy failure.
     ``splits`` (recorded per episode as ``split``) are the training splits the tasks were checked against.
     """
-    out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                            "tau2_reward": [], "upstream_reward": [], "tau2_masked": [], "reward_info": [],
-                            "termination_reason": [], "task_id": [], "split": []}
+    out: dict[str, list] = {
+        "prompt_ids": [],
+        "completion_ids": [],
+        "logprobs": [],
+        "env_mask": [],
+        "tau2_reward": [],
+        "upstream_reward": [],
+        "tau2_masked": [],
+        "reward_info": [],
+        "termination_reason": [],
+        "task_id": [],
+        "split": [],
+    }
     splits = list(splits) if splits is not None else [None] * len(trajectories)
     for t, split in zip(trajectories, splits):
         completion, mask, logprobs = list(t.completion_ids), list(t.env_mask), list(t.logprobs)
@@ -241,8 +285,9 @@ class TRLLocalGenerator:
     """Generates with the trainer's own model (as TRL does without vLLM): unwrapped once per rollout,
     sampling with the trainer's temperature / top-p / top-k / min-p / repetition penalty."""
 
-    def __init__(self, trainer: Any, *, batch_size: Optional[int] = None,
-                 logits_processor: Optional[Sequence[Any]] = None) -> None:
+    def __init__(
+        self, trainer: Any, *, batch_size: Optional[int] = None, logits_processor: Optional[Sequence[Any]] = None
+    ) -> None:
         self.trainer = trainer
         self.tokenizer = _tokenizer_of(trainer)
         self.stop_ids = frozenset(int(i) for i in trainer.eos_token_ids)
@@ -261,19 +306,33 @@ class TRLLocalGenerator:
         t = self.trainer
         args = t.args
         with ExitStack() as stack:
-            model = stack.enter_context(unwrap_model_for_generation(
-                t.model_wrapped, t.accelerator, gather_deepspeed3_params=args.ds3_gather_for_generation,
-                generation_kwargs=getattr(t, "generation_kwargs", None),
-                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs))
+            model = stack.enter_context(
+                unwrap_model_for_generation(
+                    t.model_wrapped,
+                    t.accelerator,
+                    gather_deepspeed3_params=args.ds3_gather_for_generation,
+                    generation_kwargs=getattr(t, "generation_kwargs", None),
+                    gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+                )
+            )
             stack.enter_context(torch.no_grad())
             dist = getattr(t, "_dist", None)
             if dist is not None:
                 stack.enter_context(dist.summon_full_params(t.model_wrapped, recurse=False))
             self._hf = HFGenerator(
-                model, self.tokenizer, do_sample=True, temperature=t.temperature, top_p=t.top_p, top_k=t.top_k,
-                min_p=t.min_p, repetition_penalty=t.repetition_penalty, batch_size=self.batch_size,
-                stop_ids=self.stop_ids, generation_config=getattr(t, "generation_config", None),
-                logits_processor=self.logits_processor)
+                model,
+                self.tokenizer,
+                do_sample=True,
+                temperature=t.temperature,
+                top_p=t.top_p,
+                top_k=t.top_k,
+                min_p=t.min_p,
+                repetition_penalty=t.repetition_penalty,
+                batch_size=self.batch_size,
+                stop_ids=self.stop_ids,
+                generation_config=getattr(t, "generation_config", None),
+                logits_processor=self.logits_processor,
+            )
             try:
                 yield
             finally:
@@ -348,13 +407,26 @@ class TRLVLLMGenerator:
 
 class Tau2Rollout:
     """The ``rollout_func`` object (see :func:`make_rollout_func`); keeps a pool of envs per domain."""
-    def __init__(self, *, env_kwargs: Optional[dict[str, Any]] = None, max_new_tokens: int = 512,
-                 max_turns: Optional[int] = None, parser: Union[str, Callable[..., Any]] = "auto",
-                 chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
-                 seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
-                 logits_processor: Optional[Sequence[Any]] = None,
-                 env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True,
-                 split: Optional[str] = "train", allow_test_split: bool = False, group_seed: bool = True) -> None:
+
+    def __init__(
+        self,
+        *,
+        env_kwargs: Optional[dict[str, Any]] = None,
+        max_new_tokens: int = 512,
+        max_turns: Optional[int] = None,
+        parser: Union[str, Callable[..., Any]] = "auto",
+        chat_template: Optional[str] = None,
+        chat_template_kwargs: Optional[dict[str, Any]] = None,
+        seed: Optional[int] = None,
+        use_vllm: Optional[bool] = None,
+        batch_size: Optional[int] = None,
+        logits_processor: Optional[Sequence[Any]] = None,
+        env_factory: Optional[Callable[[str], Any]] = None,
+        vectorize: bool = True,
+        split: Optional[str] = "train",
+        allow_test_split: bool = False,
+        group_seed: bool = True,
+    ) -> None:
         self.env_kwargs = dict(env_kwargs or {})
         self.env_kwargs.setdefault("obs_format", "messages")
         if self.env_kwargs["obs_format"] != "messages":
@@ -389,25 +461,25 @@ class Tau2Rollout:
         ``allow_test_split=True``)."""
         allowed = self._allowed.get(domain)
         if allowed is None:
-
             kw = self.env_kwargs
             loaded = load_domain(domain, kw.get("data_dir"), kw.get("data_version"), options=kw.get("domain_options"))
-            ids, recorded = training_split(loaded, self.split, task_set=kw.get("task_set"),
-                                           allow_test_split=self.allow_test_split)
+            ids, recorded = training_split(
+                loaded, self.split, task_set=kw.get("task_set"), allow_test_split=self.allow_test_split
+            )
             allowed = self._allowed[domain] = (frozenset(ids), recorded)
         ids, recorded = allowed
         if task_id not in ids:
-
-            raise SplitGuardError(f"task {task_id!r} of domain {domain!r} is not in the training split "
-                                  f"{recorded!r}; build the dataset with build_dataset(split=...) of the same split "
-                                  "(test tasks need allow_test_split=True on both)")
+            raise SplitGuardError(
+                f"task {task_id!r} of domain {domain!r} is not in the training split "
+                f"{recorded!r}; build the dataset with build_dataset(split=...) of the same split "
+                "(test tasks need allow_test_split=True on both)"
+            )
         return recorded
 
     def _kwargs(self) -> dict[str, Any]:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
         user = self.env_kwargs.get("user")
         if isinstance(user, str) and user not in ("oracle", "oracle_user"):
-
             self.env_kwargs["user"] = resolve_user(user)
         return dict(self.env_kwargs)
 
@@ -415,7 +487,6 @@ class Tau2Rollout:
         if self.env_factory is not None:
             return self.env_factory(domain)
         import gymnasium as gym
-
 
         kwargs = self._kwargs()
         solo = bool(kwargs.pop("solo", False))
@@ -426,7 +497,6 @@ class Tau2Rollout:
         vec = self._vectors.get(key)
         if vec is None:
             import gymnasium as gym
-
 
             kwargs = self._kwargs()
             solo = bool(kwargs.pop("solo", False))
@@ -458,9 +528,16 @@ class Tau2Rollout:
         kwargs = self.chat_template_kwargs
         if kwargs is None:
             kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
-        return PolicyRunner(generator, _tokenizer_of(trainer), parser=self.parser,
-                            max_new_tokens=min(self.max_new_tokens, budget), max_completion_tokens=budget,
-                            max_turns=self.max_turns, chat_template=self.chat_template, chat_template_kwargs=kwargs)
+        return PolicyRunner(
+            generator,
+            _tokenizer_of(trainer),
+            parser=self.parser,
+            max_new_tokens=min(self.max_new_tokens, budget),
+            max_completion_tokens=budget,
+            max_turns=self.max_turns,
+            chat_template=self.chat_template,
+            chat_template_kwargs=kwargs,
+        )
 
     def episode_seeds(self, refs: Sequence[tuple[str, str]], trainer: Any = None) -> list[Optional[int]]:
         """The reset seeds of one call's episodes (``refs``: their (domain, task id)); counts the call.
@@ -481,8 +558,10 @@ class Tau2Rollout:
             base = 0 if base is None else int(base)
             step = getattr(getattr(trainer, "state", None), "global_step", None)
             key = [base, step if isinstance(step, int) else None, call]
-            return [int.from_bytes(hashlib.sha256(json.dumps(key + [d, t]).encode()).digest()[:4], "big")
-                    & 0x7FFFFFFF for d, t in refs]
+            return [
+                int.from_bytes(hashlib.sha256(json.dumps(key + [d, t]).encode()).digest()[:4], "big") & 0x7FFFFFFF
+                for d, t in refs
+            ]
         if self.seed is None:
             return [None] * len(refs)
         return [self.seed + start + i for i in range(len(refs))]
@@ -505,20 +584,35 @@ class Tau2Rollout:
         reasons = Counter(why for why in out["tau2_masked"] if why)
         if reasons:
             self.masked.update(reasons)
-            logger.warning("masked %d of %d episodes out of the gradient (infrastructure, not the policy): %s; "
-                           "run total %s of %d", sum(reasons.values()), len(trajectories), dict(reasons),
-                           dict(self.masked), self.episodes)
+            logger.warning(
+                "masked %d of %d episodes out of the gradient (infrastructure, not the policy): %s; run total %s of %d",
+                sum(reasons.values()),
+                len(trajectories),
+                dict(reasons),
+                dict(self.masked),
+                self.episodes,
+            )
         return out
 
 
-def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_tokens: int = 512,
-                      max_turns: Optional[int] = None, parser: Union[str, Callable[..., Any]] = "auto",
-                      chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
-                      seed: Optional[int] = None, use_vllm: Optional[bool] = None, batch_size: Optional[int] = None,
-                      logits_processor: Optional[Sequence[Any]] = None,
-                      env_factory: Optional[Callable[[str], Any]] = None, vectorize: bool = True,
-                      split: Optional[str] = "train", allow_test_split: bool = False,
-                      group_seed: bool = True) -> Tau2Rollout:
+def make_rollout_func(
+    *,
+    env_kwargs: Optional[dict[str, Any]] = None,
+    max_new_tokens: int = 512,
+    max_turns: Optional[int] = None,
+    parser: Union[str, Callable[..., Any]] = "auto",
+    chat_template: Optional[str] = None,
+    chat_template_kwargs: Optional[dict[str, Any]] = None,
+    seed: Optional[int] = None,
+    use_vllm: Optional[bool] = None,
+    batch_size: Optional[int] = None,
+    logits_processor: Optional[Sequence[Any]] = None,
+    env_factory: Optional[Callable[[str], Any]] = None,
+    vectorize: bool = True,
+    split: Optional[str] = "train",
+    allow_test_split: bool = False,
+    group_seed: bool = True,
+) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
     Args:
@@ -555,17 +649,36 @@ def make_rollout_func(*, env_kwargs: Optional[dict[str, Any]] = None, max_new_to
     evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
     counted in ``rollout.masked`` and in TRL's logs (see :func:`tau2_reward`).
     """
-    return Tau2Rollout(env_kwargs=env_kwargs, max_new_tokens=max_new_tokens, max_turns=max_turns, parser=parser,
-                       chat_template=chat_template, chat_template_kwargs=chat_template_kwargs, seed=seed,
-                       use_vllm=use_vllm, batch_size=batch_size, logits_processor=logits_processor,
-                       env_factory=env_factory, vectorize=vectorize, split=split,
-                       allow_test_split=allow_test_split, group_seed=group_seed)
+    return Tau2Rollout(
+        env_kwargs=env_kwargs,
+        max_new_tokens=max_new_tokens,
+        max_turns=max_turns,
+        parser=parser,
+        chat_template=chat_template,
+        chat_template_kwargs=chat_template_kwargs,
+        seed=seed,
+        use_vllm=use_vllm,
+        batch_size=batch_size,
+        logits_processor=logits_processor,
+        env_factory=env_factory,
+        vectorize=vectorize,
+        split=split,
+        allow_test_split=allow_test_split,
+        group_seed=group_seed,
+    )
 
 
 # ----------------------------------------------------------------------------------------- environment_factory
 
-_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict,
-                               "array": list, "null": type(None)}
+_JSON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+    "null": type(None),
+}
 
 
 def _hint(schema: Any) -> Any:
@@ -610,7 +723,7 @@ def _tool_method(schema: dict) -> Callable[..., str]:
     props = params.get("properties") or {}
     required = set(params.get("required") or [])
 
-    def method(self: "Tau2ToolEnv", **arguments: Any) -> str:
+    def method(self: Tau2ToolEnv, **arguments: Any) -> str:
         return self._call_tool(name, arguments)
 
     sig_params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
@@ -635,7 +748,7 @@ def _tool_method(schema: dict) -> Callable[..., str]:
 
 
 def _send_message_method() -> Callable[..., str]:
-    def send_message_to_user(self, message: str) -> str:  # noqa: ANN001 - an unannotated self is skipped by TRL
+    def send_message_to_user(self, message: str) -> str:
         """Send a message to the customer and return the customer's reply.
 
         Args:
@@ -662,7 +775,6 @@ class Tau2ToolEnv:
     def __init__(self) -> None:
         import gymnasium as gym
 
-
         kwargs = dict(self.env_kwargs)
         solo = bool(kwargs.pop("solo", False))
         kwargs["obs_format"] = "messages"
@@ -677,15 +789,22 @@ class Tau2ToolEnv:
         self.info: dict = {}
         self.messages: list[dict] = []
 
-    def reset(self, task_id: Optional[str] = None, prompt: Any = None, seed: Optional[int] = None,
-              **row: Any) -> Optional[str]:
+    def reset(
+        self, task_id: Optional[str] = None, prompt: Any = None, seed: Optional[int] = None, **row: Any
+    ) -> Optional[str]:
         self._reset_state()
         obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
         self.messages = obs
         if info.get("episode_over"):
             self._step("")
-        seen = len(prompt) - 1 if isinstance(prompt, list) and prompt and prompt[-1].get("role") == "user" \
-            and not prompt[-1].get("content") else None
+        seen = (
+            len(prompt) - 1
+            if isinstance(prompt, list)
+            and prompt
+            and prompt[-1].get("role") == "user"
+            and not prompt[-1].get("content")
+            else None
+        )
         if seen is None:
             return None
         texts = [m.get("content") or "" for m in self.messages[seen:] if m.get("role") == "user"]
@@ -707,7 +826,7 @@ class Tau2ToolEnv:
         """Step the env; returns the messages that followed the agent's action."""
         before = len(self.messages)
         obs, reward, terminated, truncated, info = self.env.step(action)
-        new = obs[before + 1:] if isinstance(obs, list) and len(obs) > before else []
+        new = obs[before + 1 :] if isinstance(obs, list) and len(obs) > before else []
         if isinstance(obs, list):
             self.messages = obs
         if terminated or truncated:
@@ -721,8 +840,13 @@ class Tau2ToolEnv:
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
         if self.ended:
             return self.ENDED
-        new = self._step({"role": "assistant", "content": None,
-                          "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]})
+        new = self._step(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}],
+            }
+        )
         results = [m.get("content") or "" for m in new if m.get("role") == "tool"]
         if results:
             return "\n".join(results)
@@ -747,20 +871,26 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     """
     import gymnasium as gym
 
-
     kwargs = dict(env_kwargs)
     solo = bool(kwargs.pop("solo", False))
-    probe = gym.make(env_id(domain, solo), disable_env_checker=True, **{k: v for k, v in kwargs.items()
-                                                                       if k not in ("user",)})
+    probe = gym.make(
+        env_id(domain, solo), disable_env_checker=True, **{k: v for k, v in kwargs.items() if k not in ("user",)}
+    )
     tools = probe.unwrapped.tools
     shared = dict(env_kwargs)
     user = shared.get("user")
     if isinstance(user, str) and user not in ("oracle", "oracle_user"):  # one simulator for all instances
-
         shared["user"] = resolve_user(user)
     members: dict[str, Any] = {"env_kwargs": shared, "domain": domain}
-    reserved = set(dir(Tau2ToolEnv)) | {"env", "ended", "reward", "reward_info", "termination_reason", "info",
-                                        "messages"}
+    reserved = set(dir(Tau2ToolEnv)) | {
+        "env",
+        "ended",
+        "reward",
+        "reward_info",
+        "termination_reason",
+        "info",
+        "messages",
+    }
     for schema in tools:
         name = schema["function"]["name"]
         if name in reserved or name.startswith("_"):

@@ -20,22 +20,22 @@ import traceback
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LOGURU_LEVEL", "ERROR")
 
-from loguru import logger  # noqa: E402
+from loguru import logger
 
 logger.remove()
 logger.add(sys.stderr, level="CRITICAL")
 
-from tau2.data_model.message import ToolCall  # noqa: E402
-from tau2.data_model.simulation import SimulationRun  # noqa: E402
-from tau2.data_model.tasks import Task  # noqa: E402
-from tau2.domains.banking_knowledge.environment import get_environment  # noqa: E402
-from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation  # noqa: E402
-from tau2.runner.build import _derive_read_log_allowlist  # noqa: E402
-
-import tau2.evaluator.evaluator_nl_assertions as _nl  # noqa: E402
-from tau2.data_model.message import AssistantMessage  # noqa: E402
-
-from driver_eval import stub_judge_reply  # noqa: E402  (the NL judge stub the eval driver uses)
+import tau2.evaluator.evaluator_nl_assertions as _nl
+from driver_eval import stub_judge_reply
+from tau2.data_model.message import (
+    AssistantMessage,
+    ToolCall,
+)
+from tau2.data_model.simulation import SimulationRun
+from tau2.data_model.tasks import Task
+from tau2.domains.banking_knowledge.environment import get_environment
+from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
+from tau2.runner.build import _derive_read_log_allowlist
 
 
 def _fake_generate(model, messages, **kwargs):
@@ -67,8 +67,12 @@ def init(env, task):
 
 def job_schemas(job):
     env = make(job["config"])
-    out = {"agent": [t.openai_schema for t in env.get_tools()],
-           "user": [t.openai_schema for t in env.get_user_tools()], "policy": env.get_policy(), "task_policies": {}}
+    out = {
+        "agent": [t.openai_schema for t in env.get_tools()],
+        "user": [t.openai_schema for t in env.get_user_tools()],
+        "policy": env.get_policy(),
+        "task_policies": {},
+    }
     for t in job.get("tasks") or []:
         task = Task.model_validate(t)
         out["task_policies"][task.id] = make(job["config"], task).get_policy()
@@ -81,8 +85,12 @@ def job_calls(job):
     init(env, task)
     out = {"init": [env.get_db_hash(), env.get_user_db_hash()], "calls": []}
     for c in job["calls"]:
-        tc = ToolCall(id=c.get("id", "c"), name=c["name"], arguments=c.get("arguments", {}),
-                      requestor=c.get("requestor", "assistant"))
+        tc = ToolCall(
+            id=c.get("id", "c"),
+            name=c["name"],
+            arguments=c.get("arguments", {}),
+            requestor=c.get("requestor", "assistant"),
+        )
         rec = {}
         try:
             tm = env.get_response(tc)
@@ -110,12 +118,26 @@ def job_gold(job):
 
 def job_eval(job):
     task = Task.model_validate(job["task"])
-    sim = SimulationRun(id="sim", task_id=task.id, start_time="2026-01-01T00:00:00", end_time="2026-01-01T00:00:01",
-                        duration=1.0, termination_reason=job["termination"], messages=job["messages"])
+    sim = SimulationRun(
+        id="sim",
+        task_id=task.id,
+        start_time="2026-01-01T00:00:00",
+        end_time="2026-01-01T00:00:01",
+        duration=1.0,
+        termination_reason=job["termination"],
+        messages=job["messages"],
+    )
     kw = {"retrieval_variant": job["config"], "read_log_allowlist": _derive_read_log_allowlist(task)}
     try:
-        ri = evaluate_simulation(simulation=sim, task=task, evaluation_type=EvaluationType.ALL, solo_mode=False,
-                                 domain="banking_knowledge", env_kwargs=kw, strict_replay=job.get("strict", True))
+        ri = evaluate_simulation(
+            simulation=sim,
+            task=task,
+            evaluation_type=EvaluationType.ALL,
+            solo_mode=False,
+            domain="banking_knowledge",
+            env_kwargs=kw,
+            strict_replay=job.get("strict", True),
+        )
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"reward_info": ri.model_dump(mode="json")}

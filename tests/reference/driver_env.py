@@ -17,14 +17,14 @@ import traceback
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LOGURU_LEVEL", "ERROR")
 
-from loguru import logger  # noqa: E402
+from loguru import logger
 
 logger.remove()
 logger.add(sys.stderr, level="ERROR")
 
-from tau2.data_model.message import ToolCall  # noqa: E402
-from tau2.data_model.tasks import EnvAssertion, Task  # noqa: E402
-from tau2.registry import registry  # noqa: E402
+from tau2.data_model.message import ToolCall
+from tau2.data_model.tasks import EnvAssertion, Task
+from tau2.registry import registry
 
 
 def make_env(domain, solo=False):
@@ -56,8 +56,12 @@ def job_calls(job):
     init_env(env, job.get("task"))
     out = {"init_agent_hash": env.get_db_hash(), "init_user_hash": env.get_user_db_hash(), "calls": []}
     for c in job["calls"]:
-        tc = ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {}),
-                      requestor=c.get("requestor", "assistant"))
+        tc = ToolCall(
+            id=c.get("id", ""),
+            name=c["name"],
+            arguments=c.get("arguments", {}),
+            requestor=c.get("requestor", "assistant"),
+        )
         rec = {}
         try:
             tm = env.get_response(tc)

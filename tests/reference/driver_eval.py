@@ -28,7 +28,7 @@ def stub_judge_reply(system: str, user: str) -> str:
     """A deterministic judge: some assertions met, some not, sometimes an empty result list."""
     digest = hashlib.sha256((system + "\x00" + user).encode("utf-8")).hexdigest()
     marker = "expectedOutcomes:"
-    tail = user[user.rindex(marker) + len(marker):].strip() if marker in user else "[]"
+    tail = user[user.rindex(marker) + len(marker) :].strip() if marker in user else "[]"
     try:
         outcomes = ast.literal_eval(tail)
     except (ValueError, SyntaxError):
@@ -38,8 +38,13 @@ def stub_judge_reply(system: str, user: str) -> str:
     results = []
     for o in outcomes:
         h = int(hashlib.sha256((digest + o).encode("utf-8")).hexdigest()[:8], 16)
-        results.append({"expectedOutcome": o, "reasoning": f"stub verdict, prompt digest {digest[:16]}",
-                        "metExpectation": h % 4 != 0})
+        results.append(
+            {
+                "expectedOutcome": o,
+                "reasoning": f"stub verdict, prompt digest {digest[:16]}",
+                "metExpectation": h % 4 != 0,
+            }
+        )
     return json.dumps({"results": results})
 
 
@@ -64,18 +69,28 @@ def main() -> None:
     nl_mod.generate = fake_generate
 
     def simulation(job, task_id):
-        return SimulationRun(id="sim", task_id=task_id, start_time="2026-01-01T00:00:00",
-                             end_time="2026-01-01T00:00:01", duration=1.0,
-                             termination_reason=job["termination"], messages=job["messages"])
+        return SimulationRun(
+            id="sim",
+            task_id=task_id,
+            start_time="2026-01-01T00:00:00",
+            end_time="2026-01-01T00:00:01",
+            duration=1.0,
+            termination_reason=job["termination"],
+            messages=job["messages"],
+        )
 
     def job_eval(job):
         task = Task.model_validate(job["task"])
         sim = simulation(job, task.id)
         try:
-            ri = evaluate_simulation(simulation=sim, task=task,
-                                     evaluation_type=EvaluationType(job.get("evaluation_type", "all")),
-                                     solo_mode=job.get("solo", False), domain=job["domain"],
-                                     strict_replay=job.get("strict", True))
+            ri = evaluate_simulation(
+                simulation=sim,
+                task=task,
+                evaluation_type=EvaluationType(job.get("evaluation_type", "all")),
+                solo_mode=job.get("solo", False),
+                domain=job["domain"],
+                strict_replay=job.get("strict", True),
+            )
         except Exception as exc:  # upstream raising is a result to compare
             return {"error": f"{type(exc).__name__}: {exc}"}
         return {"reward_info": ri.model_dump(mode="json")}
@@ -88,8 +103,13 @@ def main() -> None:
             best = float("inf")
             for _ in range(job.get("repeat", 1)):
                 t0 = time.perf_counter()
-                evaluate_simulation(simulation=sim, task=task, evaluation_type=EvaluationType.ALL,
-                                    solo_mode=s.get("solo", False), domain=job["domain"])
+                evaluate_simulation(
+                    simulation=sim,
+                    task=task,
+                    evaluation_type=EvaluationType.ALL,
+                    solo_mode=s.get("solo", False),
+                    domain=job["domain"],
+                )
                 best = min(best, time.perf_counter() - t0)
             out.append(best)
         return {"seconds": out}

@@ -28,15 +28,16 @@ import traceback
 def stub_judge_reply(system: str, user: str) -> str:
     """Deterministic NL judge: every expected outcome is met (both sides use this very function)."""
     marker = "expectedOutcomes:"
-    tail = user[user.rindex(marker) + len(marker):].strip() if marker in user else "[]"
+    tail = user[user.rindex(marker) + len(marker) :].strip() if marker in user else "[]"
     import ast
 
     try:
         outcomes = ast.literal_eval(tail)
     except (ValueError, SyntaxError):
         outcomes = []
-    return json.dumps({"results": [{"expectedOutcome": o, "reasoning": "stub", "metExpectation": True}
-                                   for o in outcomes]})
+    return json.dumps(
+        {"results": [{"expectedOutcome": o, "reasoning": "stub", "metExpectation": True} for o in outcomes]}
+    )
 
 
 def _canon_call(c: dict) -> dict:
@@ -69,9 +70,19 @@ def canonical_message(m: dict) -> dict:
     d = {"role": m["role"], "content": m.get("content")}
     if m["role"] in ("assistant", "user"):
         calls = m.get("tool_calls")
-        d["tool_calls"] = None if calls is None else [
-            {"id": c.get("id", ""), "name": c["name"], "arguments": c.get("arguments", {}),
-             "requestor": c.get("requestor", "assistant")} for c in calls]
+        d["tool_calls"] = (
+            None
+            if calls is None
+            else [
+                {
+                    "id": c.get("id", ""),
+                    "name": c["name"],
+                    "arguments": c.get("arguments", {}),
+                    "requestor": c.get("requestor", "assistant"),
+                }
+                for c in calls
+            ]
+        )
     if m["role"] == "tool":
         d.update({"id": m.get("id"), "requestor": m.get("requestor"), "error": bool(m.get("error"))})
     return d
@@ -105,7 +116,8 @@ def main() -> None:
     from tau2.utils.llm_utils import to_litellm_messages
 
     nl_mod.generate = lambda model, messages, **kw: AssistantMessage(
-        role="assistant", content=stub_judge_reply(messages[0].content, messages[1].content))
+        role="assistant", content=stub_judge_reply(messages[0].content, messages[1].content)
+    )
 
     class Side:
         def __init__(self, name, script):
@@ -127,9 +139,15 @@ def main() -> None:
                 raise ValueError(d["raise"])
             calls = d.get("tool_calls")
             return AssistantMessage(
-                role="assistant", content=d.get("content"), cost=d.get("cost"),
-                tool_calls=[ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {}))
-                            for c in calls] if calls else None)
+                role="assistant",
+                content=d.get("content"),
+                cost=d.get("cost"),
+                tool_calls=[
+                    ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {})) for c in calls
+                ]
+                if calls
+                else None,
+            )
 
     class StoppingAgent(LLMAgent):
         """upstream's LLMAgent that stops like upstream's gym agent (``done`` call or ###STOP### text)."""
@@ -157,13 +175,16 @@ def main() -> None:
                 tools = tools + (env.get_user_tools() or [])
             except Exception:
                 pass
-            agent = LLMSoloAgent(tools=tools, domain_policy=env.get_policy(), llm="scripted", llm_args={},
-                                 task=task)
+            agent = LLMSoloAgent(tools=tools, domain_policy=env.get_policy(), llm="scripted", llm_args={}, task=task)
             user = DummyUser()
         else:
             if job.get("agent_can_stop"):
-                agent = StoppingAgent(tools=env.get_tools() + [as_tool(gym_done)], domain_policy=env.get_policy(),
-                                      llm="scripted", llm_args={})
+                agent = StoppingAgent(
+                    tools=env.get_tools() + [as_tool(gym_done)],
+                    domain_policy=env.get_policy(),
+                    llm="scripted",
+                    llm_args={},
+                )
             else:
                 agent = LLMAgent(tools=env.get_tools(), domain_policy=env.get_policy(), llm="scripted", llm_args={})
             try:
@@ -171,27 +192,44 @@ def main() -> None:
             except Exception:
                 user_tools = None
             user = UserSimulator(llm="scripted", instructions=str(task.user_scenario), tools=user_tools, llm_args={})
-        orch = Orchestrator(domain=domain, agent=agent, user=user, environment=env, task=task,
-                            max_steps=job.get("max_steps", 100), max_errors=job.get("max_errors", 10),
-                            solo_mode=solo, validate_communication=bool(job.get("enforce_protocol", False)))
+        orch = Orchestrator(
+            domain=domain,
+            agent=agent,
+            user=user,
+            environment=env,
+            task=task,
+            max_steps=job.get("max_steps", 100),
+            max_errors=job.get("max_errors", 10),
+            solo_mode=solo,
+            validate_communication=bool(job.get("enforce_protocol", False)),
+        )
         out = {"agent_views": agent_side.views, "user_views": user_side.views}
         try:
             sim = orch.run()
         except Exception as exc:
             out["exception"] = f"{type(exc).__name__}: {exc}"
             sim = None
-        out.update({"agent_system": agent_side.system, "user_system": user_side.system,
-                    "agent_tools": agent_side.tools, "user_tools": user_side.tools,
-                    "agent_final_view": agent_side.final, "user_final_view": user_side.final})
+        out.update(
+            {
+                "agent_system": agent_side.system,
+                "user_system": user_side.system,
+                "agent_tools": agent_side.tools,
+                "user_tools": user_side.tools,
+                "agent_final_view": agent_side.final,
+                "user_final_view": user_side.final,
+            }
+        )
         if sim is None:
             return out
-        out["termination_reason"] = sim.termination_reason.value if hasattr(sim.termination_reason, "value") \
-            else sim.termination_reason
+        out["termination_reason"] = (
+            sim.termination_reason.value if hasattr(sim.termination_reason, "value") else sim.termination_reason
+        )
         out["messages"] = [canonical_message(m.model_dump(mode="json")) for m in sim.messages]
         out["timestamps_sorted"] = [m.timestamp for m in sim.messages] == sorted(m.timestamp for m in sim.messages)
         try:
-            ri = evaluate_simulation(simulation=sim, task=task, evaluation_type=EvaluationType.ALL,
-                                     solo_mode=solo, domain=domain)
+            ri = evaluate_simulation(
+                simulation=sim, task=task, evaluation_type=EvaluationType.ALL, solo_mode=solo, domain=domain
+            )
             out["reward_info"] = ri.model_dump(mode="json")
         except Exception as exc:
             out["evaluation_error"] = f"{type(exc).__name__}: {exc}"

@@ -20,16 +20,16 @@ import traceback
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LOGURU_LEVEL", "ERROR")
 
-from loguru import logger  # noqa: E402
+from loguru import logger
 
 logger.remove()
 logger.add(sys.stderr, level="ERROR")
 
-from tau2.data_model.message import ToolCall  # noqa: E402
-from tau2.domains.retail.data_model import RetailDB  # noqa: E402
-from tau2.domains.retail.environment import get_environment  # noqa: E402
-from tau2.domains.retail.utils import RETAIL_DB_PATH  # noqa: E402
-from tau2.utils import load_file  # noqa: E402
+from tau2.data_model.message import ToolCall
+from tau2.domains.retail.data_model import RetailDB
+from tau2.domains.retail.environment import get_environment
+from tau2.domains.retail.utils import RETAIL_DB_PATH
+from tau2.utils import load_file
 
 _initial_hash = None
 _raw_db = None
@@ -51,8 +51,12 @@ def job_calls(job):
     current = _initial_hash
     out = []
     for c in job["calls"]:
-        tc = ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {}),
-                      requestor=c.get("requestor", "assistant"))
+        tc = ToolCall(
+            id=c.get("id", ""),
+            name=c["name"],
+            arguments=c.get("arguments", {}),
+            requestor=c.get("requestor", "assistant"),
+        )
         msg = env.get_response(tc)
         mutating = env.tools.has_tool(tc.name) and env.tools.tool_mutates_state(tc.name)
         if mutating:

@@ -35,18 +35,34 @@ def main() -> None:
         out = []
         for sim in results.simulations:
             reason = getattr(sim.termination_reason, "value", sim.termination_reason)
-            row = {"task_id": sim.task_id, "trial": sim.trial, "seed": sim.seed, "termination_reason": reason,
-                   "reward": None, "db_match": None}
+            row = {
+                "task_id": sim.task_id,
+                "trial": sim.trial,
+                "seed": sim.seed,
+                "termination_reason": reason,
+                "reward": None,
+                "db_match": None,
+            }
             if reason != "infrastructure_error":
-                ri = evaluate_simulation(simulation=sim, task=tasks[sim.task_id], evaluation_type=EvaluationType.ALL,
-                                         solo_mode=solo, domain=domain)
+                ri = evaluate_simulation(
+                    simulation=sim,
+                    task=tasks[sim.task_id],
+                    evaluation_type=EvaluationType.ALL,
+                    solo_mode=solo,
+                    domain=domain,
+                )
                 row["reward"] = ri.reward
                 row["db_match"] = ri.db_check.db_match if ri.db_check is not None else None
             out.append(row)
         metrics = compute_metrics(results)
-        return {"simulations": out, "metrics": {"avg_reward": metrics.avg_reward,
-                                                "pass_hat_ks": {str(k): v for k, v in metrics.pass_hat_ks.items()},
-                                                "infra_error_count": metrics.infra_error_count}}
+        return {
+            "simulations": out,
+            "metrics": {
+                "avg_reward": metrics.avg_reward,
+                "pass_hat_ks": {str(k): v for k, v in metrics.pass_hat_ks.items()},
+                "infra_error_count": metrics.infra_error_count,
+            },
+        }
 
     jobs = json.load(sys.stdin)["jobs"]
     results = []

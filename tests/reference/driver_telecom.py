@@ -26,18 +26,18 @@ import uuid
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LOGURU_LEVEL", "ERROR")
 
-from loguru import logger  # noqa: E402
+from loguru import logger
 
 logger.remove()
 logger.add(sys.stderr, level="ERROR")
 
-from driver_env import job_schemas  # noqa: E402
-from tau2.data_model.message import ToolCall  # noqa: E402
-from tau2.data_model.tasks import EnvAssertion, EnvFunctionCall  # noqa: E402
-from tau2.domains.telecom import user_tools as up_user_tools  # noqa: E402
-from tau2.domains.telecom.user_data_model import PerformanceLevel, VpnDetails  # noqa: E402
-from tau2.environment.environment import Environment  # noqa: E402
-from tau2.registry import registry  # noqa: E402
+from driver_env import job_schemas
+from tau2.data_model.message import ToolCall
+from tau2.data_model.tasks import EnvAssertion, EnvFunctionCall
+from tau2.domains.telecom import user_tools as up_user_tools
+from tau2.domains.telecom.user_data_model import PerformanceLevel, VpnDetails
+from tau2.environment.environment import Environment
+from tau2.registry import registry
 
 _counter = [0]
 
@@ -53,7 +53,8 @@ uuid.uuid4 = _fake_uuid4
 def pristine():
     """Undo process-level leaks so each job sees a fresh upstream process."""
     up_user_tools.TelecomUserTools.default_vpn_details = VpnDetails(
-        server_address="192.168.1.1", protocol="OpenVPN", server_performance=PerformanceLevel.EXCELLENT)
+        server_address="192.168.1.1", protocol="OpenVPN", server_performance=PerformanceLevel.EXCELLENT
+    )
     _counter[0] = 0
 
 
@@ -65,7 +66,7 @@ def value_repr(value):
     """Tool-message text of a helper's return value (tuples/None included)."""
     try:
         return Environment.to_json_str(value)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"<unserialisable {type(exc).__name__}>"
 
 
@@ -90,8 +91,10 @@ def job_task_plan(job):
         ev = t.evaluation_criteria
         out[tid] = {
             "init": [a.model_dump(mode="json") for a in (st.initialization_actions or [])],
-            "calls": [{"id": a.action_id, "name": a.name, "arguments": a.arguments, "requestor": a.requestor}
-                      for a in (ev.actions or [])],
+            "calls": [
+                {"id": a.action_id, "name": a.name, "arguments": a.arguments, "requestor": a.requestor}
+                for a in (ev.actions or [])
+            ],
             "assertions": [a.model_dump(mode="json") for a in (ev.env_assertions or [])],
         }
     return out
@@ -109,23 +112,27 @@ def job_episode(job):
         rec = {}
         try:
             rec["value"] = value_repr(env.run_env_function_call(EnvFunctionCall.model_validate(a)))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec["exception"] = _exc(exc)
         rec["hashes"] = [env.get_db_hash(), env.get_user_db_hash()]
         out["init"].append(rec)
     for c in job.get("calls") or []:
-        tc = ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {}),
-                      requestor=c.get("requestor", "assistant"))
+        tc = ToolCall(
+            id=c.get("id", ""),
+            name=c["name"],
+            arguments=c.get("arguments", {}),
+            requestor=c.get("requestor", "assistant"),
+        )
         rec = {}
         try:
             tm = env.get_response(tc)
             rec["content"] = tm.content
             rec["error"] = tm.error
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec["exception"] = _exc(exc)
         try:
             env.sync_tools()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec["sync_exception"] = _exc(exc)
         rec["hashes"] = [env.get_db_hash(), env.get_user_db_hash()]
         out["calls"].append(rec)
@@ -134,7 +141,7 @@ def job_episode(job):
         try:
             value = env.run_env_function_call(EnvAssertion.model_validate(a))
             rec["value"] = value if isinstance(value, bool) else f"<{type(value).__name__}>"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rec["exception"] = _exc(exc)
         out["assertions"].append(rec)
     return out
@@ -155,7 +162,7 @@ def main():
     for job in req["jobs"]:
         try:
             results.append({"ok": JOBS[job["kind"]](job)})
-        except Exception:  # noqa: BLE001
+        except Exception:
             results.append({"failed": traceback.format_exc()})
     json.dump({"results": results}, sys.stdout)
 

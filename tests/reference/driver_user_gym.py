@@ -34,7 +34,8 @@ def main() -> None:
     from tau2.gym.gym_agent import UserGymEnv
 
     nl_mod.generate = lambda model, messages, **kw: AssistantMessage(
-        role="assistant", content=stub_judge_reply(messages[0].content, messages[1].content))
+        role="assistant", content=stub_judge_reply(messages[0].content, messages[1].content)
+    )
 
     class Script:
         def __init__(self, script):
@@ -45,14 +46,23 @@ def main() -> None:
             self.i += 1
             calls = d.get("tool_calls")
             return AssistantMessage(
-                role="assistant", content=d.get("content"),
-                tool_calls=[ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {}))
-                            for c in calls] if calls else None)
+                role="assistant",
+                content=d.get("content"),
+                tool_calls=[
+                    ToolCall(id=c.get("id", ""), name=c["name"], arguments=c.get("arguments", {})) for c in calls
+                ]
+                if calls
+                else None,
+            )
 
     def episode(job, all_messages):
         agent_mod.generate = Script(job["agent_script"])
-        env = UserGymEnv(domain=job["domain"], task_id=job["task_id"], max_steps=job.get("max_steps", 100),
-                         all_messages_as_observation=all_messages)
+        env = UserGymEnv(
+            domain=job["domain"],
+            task_id=job["task_id"],
+            max_steps=job.get("max_steps", 100),
+            all_messages_as_observation=all_messages,
+        )
         obs, info = env.reset()
         out = {"observations": [obs], "rewards": []}
         for action in job["user_actions"]:
@@ -74,7 +84,7 @@ def main() -> None:
             res = episode(job, False)
             res["observations_all"] = episode(job, True)["observations"]
             results.append({"ok": res})
-        except Exception:  # noqa: BLE001 - reported per job
+        except Exception:
             results.append({"failed": traceback.format_exc()})
     json.dump({"results": results}, sys.stdout)
 

@@ -20,8 +20,14 @@ from tau2_gym.core.turns import AgentTurnRequest, PolicyError
 from tau2_gym.llm.client import DEFAULT_MODEL, BadToolCall, ChatClient, LLMConfig, LLMError, Reply, chat_message
 from tau2_gym.players.agents.base import AgentPolicy
 
-__all__ = ["OpenAIAgentConfig", "OpenAIAgentPolicy", "DEFAULT_AGENT_MODEL", "token_record", "CAPTURE_MODES",
-           "PolicyError"]
+__all__ = [
+    "OpenAIAgentConfig",
+    "OpenAIAgentPolicy",
+    "DEFAULT_AGENT_MODEL",
+    "token_record",
+    "CAPTURE_MODES",
+    "PolicyError",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +60,22 @@ class OpenAIAgentConfig(LLMConfig):
 
     model: str = field(default=DEFAULT_AGENT_MODEL, metadata={"help": "Agent model name sent to the endpoint."})
     tool_choice: str = field(
-        default="auto", metadata={"help": "tool_choice sent when the agent has tools and the turn asks for none "
-                                          "(upstream: auto; the solo agent's turns ask for required)."})
+        default="auto",
+        metadata={
+            "help": "tool_choice sent when the agent has tools and the turn asks for none "
+            "(upstream: auto; the solo agent's turns ask for required)."
+        },
+    )
     capture_tokens: Optional[str] = field(
-        default=None, metadata={"help": "Keep each reply's token ids/logprobs on the message's raw_data: 'openai' "
-                                        "(requests logprobs + top_logprobs), 'vllm' (also vLLM's return_token_ids and "
-                                        "return_tokens_as_token_ids), 'sglang' (also SGLang's return_token_ids, "
-                                        "return_prompt_token_ids and return_meta_info), 'auto' (the vLLM and SGLang "
-                                        "options together; the reply shows which server answered); None: off."})
+        default=None,
+        metadata={
+            "help": "Keep each reply's token ids/logprobs on the message's raw_data: 'openai' "
+            "(requests logprobs + top_logprobs), 'vllm' (also vLLM's return_token_ids and "
+            "return_tokens_as_token_ids), 'sglang' (also SGLang's return_token_ids, "
+            "return_prompt_token_ids and return_meta_info), 'auto' (the vLLM and SGLang "
+            "options together; the reply shows which server answered); None: off."
+        },
+    )
     top_logprobs: int = field(default=1, metadata={"help": "top_logprobs requested with capture_tokens (0-20)."})
 
     def __post_init__(self) -> None:
@@ -144,9 +158,13 @@ class OpenAIAgentPolicy(AgentPolicy):
             raw = {**raw, **token_record(raw)}
             if raw["completion_logprobs"] is None and not self._warned_tokens:
                 self._warned_tokens = True
-                logger.warning("agent model %s returned no logprobs although capture_tokens=%r was asked: token "
-                               "capture is off for such replies (vLLM: serve with logprobs enabled; the server "
-                               "may not support them)", self.config.model, self.config.capture_tokens)
+                logger.warning(
+                    "agent model %s returned no logprobs although capture_tokens=%r was asked: token "
+                    "capture is off for such replies (vLLM: serve with logprobs enabled; the server "
+                    "may not support them)",
+                    self.config.model,
+                    self.config.capture_tokens,
+                )
         if malformed is not None:
             return self._malformed(reply, raw, malformed)
         return AssistantMessage(content=content, tool_calls=calls, cost=reply.cost, usage=reply.usage, raw_data=raw)
@@ -156,14 +174,26 @@ class OpenAIAgentPolicy(AgentPolicy):
         ``rollout`` alike end the episode on it as ``agent_error``, scored and counted in the average
         (to_assistant_message raises ActionError)."""
         message = dict(reply.raw["choices"][0].get("message") or {})
-        logger.info("agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
-                    self.config.model, reason)
-        return {"role": "assistant", "content": message.get("content"), "tool_calls": message.get("tool_calls"),
-                "usage": reply.usage, "cost": reply.cost, "raw_data": raw}
+        logger.info(
+            "agent model %s sent an unreadable tool call (%s): the episode ends as agent_error",
+            self.config.model,
+            reason,
+        )
+        return {
+            "role": "assistant",
+            "content": message.get("content"),
+            "tool_calls": message.get("tool_calls"),
+            "usage": reply.usage,
+            "cost": reply.cost,
+            "raw_data": raw,
+        }
 
     def info(self) -> dict[str, Any]:
-        return {"implementation": self.implementation, "llm": self.config.model,
-                "llm_args": self.client.recorded_args()}
+        return {
+            "implementation": self.implementation,
+            "llm": self.config.model,
+            "llm_args": self.client.recorded_args(),
+        }
 
     PROBE_TEXT = "tau2-gym token capture probe: reply with one word."
 
@@ -175,21 +205,36 @@ class OpenAIAgentPolicy(AgentPolicy):
         back: ``vllm``, ``sglang``, ``openai`` or None; see :func:`token_record`) and ``error`` (None, or why the
         probe itself failed).
         """
-        kw: dict[str, Any] = {"model": self.config.model, "messages": [{"role": "user", "content": self.PROBE_TEXT}],
-                              "max_tokens": 1}
-        capture = self.request_kwargs(AgentTurnRequest(  # the capture options of a real request
-            episode_id="probe", system_prompt="", messages=[], tools=[], task=None))  # type: ignore[arg-type]
+        kw: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [{"role": "user", "content": self.PROBE_TEXT}],
+            "max_tokens": 1,
+        }
+        capture = self.request_kwargs(
+            AgentTurnRequest(  # the capture options of a real request
+                episode_id="probe", system_prompt="", messages=[], tools=[], task=None
+            )
+        )  # type: ignore[arg-type]
         for name in ("logprobs", "top_logprobs", "extra_body"):
             if name in capture:
                 kw[name] = capture[name]
         try:
             rec = token_record(self.client.send(kw))
         except Exception as exc:  # noqa: BLE001 - reported, the run decides
-            return {"logprobs": False, "token_ids": False, "prompt_token_ids": False, "server": None,
-                    "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        return {"logprobs": rec["completion_logprobs"] is not None,
-                "token_ids": rec["completion_token_ids"] is not None,
-                "prompt_token_ids": rec["prompt_token_ids"] is not None, "server": rec["token_source"], "error": None}
+            return {
+                "logprobs": False,
+                "token_ids": False,
+                "prompt_token_ids": False,
+                "server": None,
+                "error": f"{type(exc).__name__}: {str(exc)[:200]}",
+            }
+        return {
+            "logprobs": rec["completion_logprobs"] is not None,
+            "token_ids": rec["completion_token_ids"] is not None,
+            "prompt_token_ids": rec["prompt_token_ids"] is not None,
+            "server": rec["token_source"],
+            "error": None,
+        }
 
     def close(self) -> None:
         self.client.close()
@@ -223,7 +268,7 @@ def token_record(raw: dict) -> dict[str, Any]:
     source = "vllm" if "prompt_token_ids" in raw or "stop_reason" in choice else None
     if ids is None and tokens and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
         try:
-            ids = [int(t[len("token_id:"):]) for t in tokens]
+            ids = [int(t[len("token_id:") :]) for t in tokens]
         except ValueError:
             ids = None
     meta = choice.get("meta_info")
@@ -238,5 +283,11 @@ def token_record(raw: dict) -> dict[str, Any]:
     prompt_ids = raw.get("prompt_token_ids", choice.get("prompt_token_ids"))
     if source is None and logprobs is not None:
         source = "openai"
-    return {"prompt_token_ids": prompt_ids, "completion_token_ids": ids, "completion_tokens": tokens,
-            "completion_logprobs": logprobs, "completion_top_logprobs": top, "token_source": source}
+    return {
+        "prompt_token_ids": prompt_ids,
+        "completion_token_ids": ids,
+        "completion_tokens": tokens,
+        "completion_logprobs": logprobs,
+        "completion_top_logprobs": top,
+        "token_source": source,
+    }

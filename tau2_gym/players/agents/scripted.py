@@ -27,8 +27,13 @@ CLOSING = "Your request has been taken care of. Is there anything else I can hel
 
 def call_message(name: str, arguments: dict, call_id: str) -> dict[str, Any]:
     """An OpenAI assistant message with one tool call."""
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        ],
+    }
 
 
 def text_message(text: str) -> dict[str, Any]:
@@ -55,6 +60,7 @@ def closing_text(task: Task) -> str:
 
 class ScriptedAgent:
     """Base: a precomputed list of actions, then ``fallback()`` forever."""
+
     name = "scripted"
 
     def __init__(self) -> None:
@@ -97,6 +103,7 @@ class ScriptedAgent:
 
 class OracleAgent(ScriptedAgent):
     """Performs the gold actions in order (asking the user for user-side ones), then communicates."""
+
     name = "oracle"
 
     def steps(self, task: Task) -> list[tuple[str, Any]]:
@@ -125,8 +132,13 @@ class OracleAgent(ScriptedAgent):
                 plan.append(call_message(payload.name, payload.arguments, f"call_{n}"))
                 n += 1
             elif kind == "ask":
-                plan.append(text_message("Please do the following on your device, one at a time: "
-                                         + "; ".join(func_format(a) for a in payload) + "."))
+                plan.append(
+                    text_message(
+                        "Please do the following on your device, one at a time: "
+                        + "; ".join(func_format(a) for a in payload)
+                        + "."
+                    )
+                )
             elif kind == "say":
                 plan.append(text_message(payload))
             else:
@@ -147,6 +159,7 @@ def _last_call(agent: OracleAgent, steps: list[tuple[str, Any]]) -> Optional[int
 
 class SkipLastActionAgent(OracleAgent):
     """Flaw: forgets the last writing gold action of its own (the DB then differs from the gold DB)."""
+
     name = "skip_last_action"
 
     def steps(self, task: Task) -> list[tuple[str, Any]]:
@@ -159,6 +172,7 @@ class SkipLastActionAgent(OracleAgent):
 
 class WrongArgumentsAgent(OracleAgent):
     """Flaw: its last writing gold action gets a corrupted string argument."""
+
     name = "wrong_arguments"
 
     def steps(self, task: Task) -> list[tuple[str, Any]]:
@@ -180,11 +194,13 @@ class WrongArgumentsAgent(OracleAgent):
 
 class GiveUpAgent(ScriptedAgent):
     """Flaw: does nothing and wraps up at once."""
+
     name = "give_up"
 
 
 class HallucinatingAgent(ScriptedAgent):
     """Flaw: keeps calling a tool that does not exist (every call is an error: ends as too_many_errors)."""
+
     name = "hallucinating"
 
     def fallback(self) -> Any:
@@ -222,6 +238,7 @@ class StallingAgent(ScriptedAgent):
 
 class MalformedAgent(ScriptedAgent):
     """Flaw: emits raw text with broken tool-call markup (the episode ends as agent_error)."""
+
     name = "malformed"
 
     def fallback(self) -> Any:
@@ -229,8 +246,14 @@ class MalformedAgent(ScriptedAgent):
 
 
 ORACLE = OracleAgent
-FLAWED_AGENTS = (SkipLastActionAgent, WrongArgumentsAgent, GiveUpAgent, HallucinatingAgent, StallingAgent,
-                 MalformedAgent)
+FLAWED_AGENTS = (
+    SkipLastActionAgent,
+    WrongArgumentsAgent,
+    GiveUpAgent,
+    HallucinatingAgent,
+    StallingAgent,
+    MalformedAgent,
+)
 ALL_AGENTS = (OracleAgent,) + FLAWED_AGENTS
 
 
@@ -242,7 +265,8 @@ def make_agent(name: str) -> ScriptedAgent:
 
 
 class ScriptedPolicy(AgentPolicy):
-    """The scripted agents of :mod:`tau2_gym.players.agents.scripted` (oracle and flawed ones) as a policy: one agent object per
+    """The scripted agents of :mod:`tau2_gym.players.agents.scripted` (oracle and flawed ones) as a policy: one agent
+    object per
     episode id, reset at its first turn with the task (offline, deterministic; no API key)."""
 
     offline = True
@@ -257,8 +281,9 @@ class ScriptedPolicy(AgentPolicy):
         agent = self._agents.get(request.episode_id)
         if agent is None:
             agent = self.factory()
-            agent.reset(request.task, {"solo": request.solo, "domain": request.extra.get("domain"),
-                                       "tools": request.tools})
+            agent.reset(
+                request.task, {"solo": request.solo, "domain": request.extra.get("domain"), "tools": request.tools}
+            )
             self._agents[request.episode_id] = agent
         return agent.act(request.messages, {"tools": request.tools})
 

@@ -12,8 +12,10 @@ __all__ = ["UserSimulator", "UserSimulatorError", "UserTurnRequest", "resolve_us
 def user_from_spec(spec: str) -> UserSimulator:
     """A model-backed simulator from a short string (optional dependencies are imported only here).
 
-    ``openai:<model>`` or ``openai:<model>@<base_url>`` -> :class:`~tau2_gym.players.users.openai_user.OpenAIUserSimulator`
-    (key from ``$OPENAI_API_KEY``); ``hf:<model name or path>`` -> :class:`~tau2_gym.players.users.hf_user.HFUserSimulator`.
+    ``openai:<model>`` or ``openai:<model>@<base_url>`` ->
+    :class:`~tau2_gym.players.users.openai_user.OpenAIUserSimulator`
+    (key from ``$OPENAI_API_KEY``); ``hf:<model name or path>`` ->
+    :class:`~tau2_gym.players.users.hf_user.HFUserSimulator`.
     """
     kind, sep, rest = spec.partition(":")
     if sep and rest and kind == "openai":
@@ -48,5 +50,6 @@ def resolve_user(spec: Any) -> Any:
     try:  # model-backed simulators: "openai:<model>", "hf:<model>"
         return user_from_spec(spec)
     except ValueError as exc:
-        raise ValueError(f"{exc} (the env also accepts a UserSimulator instance, 'oracle' or "
-                         "'package.module:Class')") from None
+        raise ValueError(
+            f"{exc} (the env also accepts a UserSimulator instance, 'oracle' or 'package.module:Class')"
+        ) from None

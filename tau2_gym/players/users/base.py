@@ -14,7 +14,7 @@ episode as ``user_error`` with the reason in ``info`` -- never an exception out 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Sequence, Union
 
 from tau2_gym.core.messages import UserMessage
 from tau2_gym.core.turns import UserSimulatorError, UserTurnRequest

@@ -42,8 +42,7 @@ def _import_hf() -> tuple[Any, Any]:
         import torch
         import transformers
     except ImportError as exc:
-        raise ImportError(
-            "HFUserSimulator needs 'torch' and 'transformers': pip install 'tau2-gym[hf]'") from exc
+        raise ImportError("HFUserSimulator needs 'torch' and 'transformers': pip install 'tau2-gym[hf]'") from exc
     return torch, transformers
 
 
@@ -52,26 +51,39 @@ class HFUserConfig:
     """Settings of :class:`HFUserSimulator`. Print it to see every value."""
 
     model_name_or_path: Optional[str] = field(
-        default=None, metadata={"help": "Hub id or local path; not needed when model and tokenizer objects are passed."})
-    device: Optional[str] = field(default=None, metadata={"help": "Device to move a loaded model to (None: leave where loaded)."})
-    dtype: str = field(default="auto", metadata={"help": "dtype for from_pretrained ('auto', 'bfloat16', 'float32', ...)."})
+        default=None, metadata={"help": "Hub id or local path; not needed when model and tokenizer objects are passed."}
+    )
+    device: Optional[str] = field(
+        default=None, metadata={"help": "Device to move a loaded model to (None: leave where loaded)."}
+    )
+    dtype: str = field(
+        default="auto", metadata={"help": "dtype for from_pretrained ('auto', 'bfloat16', 'float32', ...)."}
+    )
     trust_remote_code: bool = field(default=False, metadata={"help": "Passed to from_pretrained."})
     max_new_tokens: int = field(default=256, metadata={"help": "Generation limit per user turn."})
-    do_sample: bool = field(default=False, metadata={"help": "Sample instead of greedy decoding (upstream: temperature 0.0)."})
+    do_sample: bool = field(
+        default=False, metadata={"help": "Sample instead of greedy decoding (upstream: temperature 0.0)."}
+    )
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature (only with do_sample)."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling (only with do_sample)."})
     top_k: Optional[int] = field(default=None, metadata={"help": "Top-k sampling (only with do_sample)."})
     batch_size: int = field(default=8, metadata={"help": "Requests per model.generate call."})
     parser: Union[str, Callable[..., ParsedCall]] = field(
-        default="auto", metadata={"help": "Tool-call parser: auto, hermes, json, transformers, or a callable."})
+        default="auto", metadata={"help": "Tool-call parser: auto, hermes, json, transformers, or a callable."}
+    )
     on_parse_error: str = field(
-        default="error", metadata={"help": "Malformed tool-call markup: 'error' (user_error) or 'text' (send as text)."})
+        default="error", metadata={"help": "Malformed tool-call markup: 'error' (user_error) or 'text' (send as text)."}
+    )
     skip_special_tokens: bool = field(
-        default=False, metadata={"help": "Drop special tokens when decoding (off: tool-call tags may be special tokens)."})
+        default=False,
+        metadata={"help": "Drop special tokens when decoding (off: tool-call tags may be special tokens)."},
+    )
     chat_template_kwargs: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "Extra apply_chat_template arguments, e.g. {'enable_thinking': False}."})
+        default_factory=dict, metadata={"help": "Extra apply_chat_template arguments, e.g. {'enable_thinking': False}."}
+    )
     generate_kwargs: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "Extra model.generate arguments (e.g. logits_processor)."})
+        default_factory=dict, metadata={"help": "Extra model.generate arguments (e.g. logits_processor)."}
+    )
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -97,8 +109,9 @@ class HFUserSimulator(UserSimulator):
 
     implementation = "hf_user_simulator"
 
-    def __init__(self, config: Optional[HFUserConfig] = None, *, model: Any = None, tokenizer: Any = None,
-                 **overrides: Any) -> None:
+    def __init__(
+        self, config: Optional[HFUserConfig] = None, *, model: Any = None, tokenizer: Any = None, **overrides: Any
+    ) -> None:
         base = config if config is not None else HFUserConfig()
         self.config = dataclasses.replace(base, **overrides) if overrides else base
         self._torch, transformers = _import_hf()
@@ -107,8 +120,9 @@ class HFUserSimulator(UserSimulator):
             if cfg.model_name_or_path is None:
                 raise ValueError("HFUserSimulator needs model_name_or_path, or both model= and tokenizer= objects")
         if tokenizer is None:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(cfg.model_name_or_path,
-                                                                   trust_remote_code=cfg.trust_remote_code)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                cfg.model_name_or_path, trust_remote_code=cfg.trust_remote_code
+            )
         if model is None:
             model = self._load_model(transformers)
         self.model = model
@@ -130,10 +144,12 @@ class HFUserSimulator(UserSimulator):
             dtype = getattr(self._torch, dtype)
         try:
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                cfg.model_name_or_path, dtype=dtype, trust_remote_code=cfg.trust_remote_code)
+                cfg.model_name_or_path, dtype=dtype, trust_remote_code=cfg.trust_remote_code
+            )
         except TypeError:  # transformers < 4.56 spells it torch_dtype
             model = transformers.AutoModelForCausalLM.from_pretrained(
-                cfg.model_name_or_path, torch_dtype=dtype, trust_remote_code=cfg.trust_remote_code)
+                cfg.model_name_or_path, torch_dtype=dtype, trust_remote_code=cfg.trust_remote_code
+            )
         if cfg.device is not None:
             model = model.to(cfg.device)
         return model.eval()
@@ -173,8 +189,10 @@ class HFUserSimulator(UserSimulator):
                 kwargs["tools"] = request.tools
             elif not self._warned_tools:
                 self._warned_tools = True
-                logger.warning("the chat template does not render tools; the user's %d tools are not shown to the model",
-                               len(request.tools))
+                logger.warning(
+                    "the chat template does not render tools; the user's %d tools are not shown to the model",
+                    len(request.tools),
+                )
         prompt = self.tokenizer.apply_chat_template(self._template_messages(request.openai_messages()), **kwargs)
         if not isinstance(prompt, str):
             raise TypeError(f"apply_chat_template(tokenize=False) returned {type(prompt).__name__}, expected str")
@@ -223,7 +241,7 @@ class HFUserSimulator(UserSimulator):
         gc = self._generation_config(seeds)
         with torch.inference_mode():
             out = self.model.generate(**enc, generation_config=gc, **self.config.generate_kwargs)
-        new_tokens = out[:, enc["input_ids"].shape[1]:].tolist()
+        new_tokens = out[:, enc["input_ids"].shape[1] :].tolist()
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         stop = self._stop_ids(gc)
         results = []
@@ -237,8 +255,9 @@ class HFUserSimulator(UserSimulator):
         return results
 
     def _to_message(self, request: UserTurnRequest, prompt: str, text: str, usage: dict, finish: str) -> UserMessage:
-        parsed = parse_tool_calls(text, self.config.parser, self.tokenizer, prefix=prompt, tools=request.tools,
-                                  requestor="user")
+        parsed = parse_tool_calls(
+            text, self.config.parser, self.tokenizer, prefix=prompt, tools=request.tools, requestor="user"
+        )
         content, calls = parsed.content, parsed.tool_calls
         if parsed.error is not None:
             if self.config.on_parse_error == "error":
@@ -264,7 +283,7 @@ class HFUserSimulator(UserSimulator):
         bs = self.config.batch_size
         with self._lock:
             for start in range(0, len(order), bs):
-                chunk = order[start:start + bs]
+                chunk = order[start : start + bs]
                 try:
                     texts = self._generate_texts([prompts[i] for i in chunk], [requests[i].seed for i in chunk])
                 except Exception as exc:  # noqa: BLE001 - one failed batch fails its requests, not the caller
@@ -274,7 +293,7 @@ class HFUserSimulator(UserSimulator):
                 for i, (text, usage, finish) in zip(chunk, texts):
                     try:
                         out[i] = self._to_message(requests[i], prompts[i], text, usage, finish)
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:  # noqa: BLE001 - returned, not raised: one bad reply must not sink the batch
                         out[i] = exc
         return out  # type: ignore[return-value]
 
@@ -302,7 +321,7 @@ class HFUserSimulator(UserSimulator):
                 batch, batcher.pending = batcher.pending, []
                 try:
                     results = await asyncio.to_thread(self.generate_batch, [r for r, _ in batch])
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - every waiting request gets the batch's failure
                     results = [exc] * len(batch)
                 for (_, fut), res in zip(batch, results):
                     if fut.done():

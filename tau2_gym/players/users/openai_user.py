@@ -39,9 +39,11 @@ class OpenAIUserConfig(LLMConfig):
 
     model: str = field(default=DEFAULT_USER_MODEL, metadata={"help": "Model name sent to the endpoint."})
     tool_choice: str = field(
-        default="auto", metadata={"help": "tool_choice sent when the user has tools (upstream: auto)."})
+        default="auto", metadata={"help": "tool_choice sent when the user has tools (upstream: auto)."}
+    )
     cache_dir: Optional[str] = field(
-        default=None, metadata={"help": "Older name of `cache` (a path); wins over `cache` when set."})
+        default=None, metadata={"help": "Older name of `cache` (a path); wins over `cache` when set."}
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -69,8 +71,9 @@ class OpenAIUserSimulator(UserSimulator):
 
     def request_kwargs(self, request: UserTurnRequest) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments for one request (public so callers can log/inspect)."""
-        return self.client.request_kwargs(request.openai_messages(), request.tools, self.config.tool_choice,
-                                          request.seed)
+        return self.client.request_kwargs(
+            request.openai_messages(), request.tools, self.config.tool_choice, request.seed
+        )
 
     @staticmethod
     def _message(reply: Reply[tuple[Optional[str], Optional[list[ToolCall]]]]) -> UserMessage:
@@ -106,5 +109,8 @@ class OpenAIUserSimulator(UserSimulator):
         await self.client.aclose()
 
     def info(self) -> dict[str, Any]:
-        return {"implementation": self.implementation, "llm": self.config.model,
-                "llm_args": self.client.recorded_args()}
+        return {
+            "implementation": self.implementation,
+            "llm": self.config.model,
+            "llm_args": self.client.recorded_args(),
+        }

@@ -20,8 +20,11 @@ from tau2_gym.players.users.base import UserSimulator, UserSimulatorError, UserT
 
 def copy_user_message(msg: UserMessage) -> UserMessage:
     """A fresh UserMessage with the recorded text, calls (tagged as the user's, ids kept), cost and usage."""
-    calls = None if msg.tool_calls is None else [
-        ToolCall(tc.name, dict(tc.arguments), id=tc.id, requestor="user") for tc in msg.tool_calls]
+    calls = (
+        None
+        if msg.tool_calls is None
+        else [ToolCall(tc.name, dict(tc.arguments), id=tc.id, requestor="user") for tc in msg.tool_calls]
+    )
     return UserMessage(content=msg.content, tool_calls=calls, cost=msg.cost, usage=msg.usage, raw_data=msg.raw_data)
 
 
@@ -47,8 +50,9 @@ class PlaybackUser(UserSimulator):
     def generate(self, request: UserTurnRequest) -> UserMessage:
         if request.turn < len(self.turns):
             return copy_user_message(self.turns[request.turn])
-        raise UserSimulatorError(self.end_error or f"playback: the record has no user turn {request.turn + 1} "
-                                                   f"(it holds {len(self.turns)})")
+        raise UserSimulatorError(
+            self.end_error or f"playback: the record has no user turn {request.turn + 1} (it holds {len(self.turns)})"
+        )
 
     def info(self) -> dict[str, Any]:
         return {"implementation": self.implementation, "llm": None, "llm_args": None}

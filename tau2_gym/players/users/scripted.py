@@ -19,22 +19,35 @@ Reply = Union[str, dict, UserMessage, ToolCall, Sequence[ToolCall]]
 def to_user_message(reply: Any) -> UserMessage:
     """A fresh UserMessage from a scripted reply: text, a UserMessage, a ToolCall (list) or a message dict."""
     if isinstance(reply, UserMessage):
-        calls = None if reply.tool_calls is None else [
-            ToolCall(tc.name, dict(tc.arguments), id=tc.id, requestor="user") for tc in reply.tool_calls]
+        calls = (
+            None
+            if reply.tool_calls is None
+            else [ToolCall(tc.name, dict(tc.arguments), id=tc.id, requestor="user") for tc in reply.tool_calls]
+        )
         return UserMessage(content=reply.content, tool_calls=calls, cost=reply.cost, usage=reply.usage)
     if isinstance(reply, str):
         return UserMessage(content=reply)
     if isinstance(reply, ToolCall):
         reply = [reply]
     if isinstance(reply, (list, tuple)):
-        return UserMessage(content=None, tool_calls=[
-            ToolCall(tc.name, dict(tc.arguments), id=tc.id, requestor="user") if isinstance(tc, ToolCall)
-            else ToolCall.from_dict({**tc, "requestor": "user"}) for tc in reply])
+        return UserMessage(
+            content=None,
+            tool_calls=[
+                ToolCall(tc.name, dict(tc.arguments), id=tc.id, requestor="user")
+                if isinstance(tc, ToolCall)
+                else ToolCall.from_dict({**tc, "requestor": "user"})
+                for tc in reply
+            ],
+        )
     if isinstance(reply, dict):
         calls = reply.get("tool_calls")
-        return UserMessage(content=reply.get("content"), cost=reply.get("cost"),
-                           tool_calls=None if calls is None else [
-                               ToolCall.from_dict({**_flat(c), "requestor": "user"}) for c in calls])
+        return UserMessage(
+            content=reply.get("content"),
+            cost=reply.get("cost"),
+            tool_calls=None
+            if calls is None
+            else [ToolCall.from_dict({**_flat(c), "requestor": "user"}) for c in calls],
+        )
     raise TypeError(f"cannot use {type(reply).__name__} as a scripted user reply")
 
 
@@ -42,8 +55,11 @@ def _flat(call: dict) -> dict:
     fn = call.get("function")
     if isinstance(fn, dict):
         args = fn.get("arguments")
-        return {"id": call.get("id", ""), "name": fn.get("name"),
-                "arguments": json.loads(args) if isinstance(args, str) and args.strip() else (args or {})}
+        return {
+            "id": call.get("id", ""),
+            "name": fn.get("name"),
+            "arguments": json.loads(args) if isinstance(args, str) and args.strip() else (args or {}),
+        }
     return call
 
 
@@ -56,8 +72,11 @@ class ScriptedUser(UserSimulator):
 
     implementation = "scripted_user"
 
-    def __init__(self, replies: Union[Sequence[Reply], dict[str, Sequence[Reply]], Callable[[UserTurnRequest], Reply]] = (),
-                 then: Optional[Reply] = STOP) -> None:
+    def __init__(
+        self,
+        replies: Union[Sequence[Reply], dict[str, Sequence[Reply]], Callable[[UserTurnRequest], Reply]] = (),
+        then: Optional[Reply] = STOP,
+    ) -> None:
         self.replies = replies
         self.then = then
 
@@ -119,8 +138,12 @@ class OracleUser(UserSimulator):
         asked = next((m.get("content") or "" for m in reversed(msgs) if m["role"] == "user"), "")
         if pending and pending[0].name in asked:
             action = pending[0]
-            return UserMessage(content=None, tool_calls=[
-                ToolCall(action.name, dict(action.arguments), id=f"user_call_{performed}", requestor="user")])
+            return UserMessage(
+                content=None,
+                tool_calls=[
+                    ToolCall(action.name, dict(action.arguments), id=f"user_call_{performed}", requestor="user")
+                ],
+            )
         if msgs and msgs[-1]["role"] == "tool":
             return UserMessage(content=self.done_text)
         return UserMessage(content=self.stop_text)

@@ -99,35 +99,54 @@ class ChatRenderer:
     trims the rendered history after its last one.
     """
 
-    def __init__(self, tokenizer: Any, *, stop_ids: Iterable[int], chat_template: Optional[str] = None,
-                 chat_template_kwargs: Optional[dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        stop_ids: Iterable[int],
+        chat_template: Optional[str] = None,
+        chat_template_kwargs: Optional[dict[str, Any]] = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.stop_ids = frozenset(stop_ids)
         self.chat_template = chat_template
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         if chat_template is None and getattr(tokenizer, "chat_template", None) is None:
-            raise TemplateError("the tokenizer has no chat_template; set tokenizer.chat_template or pass "
-                                "chat_template=")
+            raise TemplateError(
+                "the tokenizer has no chat_template; set tokenizer.chat_template or pass chat_template="
+            )
         self._init_text_split()
 
-    def render(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
-               add_generation_prompt: bool) -> list[int]:
+    def render(
+        self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *, add_generation_prompt: bool
+    ) -> list[int]:
         """Token ids of ``messages`` (OpenAI format) under the chat template, ``tools`` as JSON schemas."""
         ids = self.tokenizer.apply_chat_template(
-            template_messages(messages), tools=list(tools) if tools else None, chat_template=self.chat_template,
-            add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=False,
-            **self.chat_template_kwargs)
+            template_messages(messages),
+            tools=list(tools) if tools else None,
+            chat_template=self.chat_template,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=True,
+            return_dict=False,
+            **self.chat_template_kwargs,
+        )
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         if ids and isinstance(ids[0], list):  # some processors return a batch of one
             ids = ids[0]
         return list(ids)
 
-    def render_text(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
-                    add_generation_prompt: bool) -> str:
+    def render_text(
+        self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *, add_generation_prompt: bool
+    ) -> str:
         return self.tokenizer.apply_chat_template(
-            template_messages(messages), tools=list(tools) if tools else None, chat_template=self.chat_template,
-            add_generation_prompt=add_generation_prompt, tokenize=False, **self.chat_template_kwargs)
+            template_messages(messages),
+            tools=list(tools) if tools else None,
+            chat_template=self.chat_template,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=False,
+            **self.chat_template_kwargs,
+        )
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None) -> list[int]:
         """The first prompt: the observation with the generation prompt of the policy's first turn."""
@@ -145,12 +164,15 @@ class ChatRenderer:
         before = self.render(messages, tools, add_generation_prompt=False)
         cut = self._last_stop(before)
         if cut is None:
-            raise TemplateError("the chat template ends turns with none of the stop tokens "
-                                f"{sorted(self.stop_ids)}; pass the template's end-of-turn id in stop_ids")
+            raise TemplateError(
+                "the chat template ends turns with none of the stop tokens "
+                f"{sorted(self.stop_ids)}; pass the template's end-of-turn id in stop_ids"
+            )
         return before[cut]
 
-    def turn_suffix(self, messages: Sequence[dict[str, Any]], k: int,
-                    tools: Optional[Sequence[dict]] = None) -> TurnSuffix:
+    def turn_suffix(
+        self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]] = None
+    ) -> TurnSuffix:
         """Tokens after the policy's turn ``messages[k - 1]`` up to the next generation prompt.
 
         ``messages[k:]`` are what the environment and the customer said since (as the agent sees them).
@@ -163,28 +185,33 @@ class ChatRenderer:
         if self._checks_left > 0:  # trust the fast path only once it agreed with the reference a few times
             ref = self.turn_suffix_ids(messages, k, tools)
             if ref != fast:
-                logger.info("tokenizing the new turns alone differs from tokenizing the whole rendering for this "
-                            "tokenizer; using full renderings for the prefix diff")
+                logger.info(
+                    "tokenizing the new turns alone differs from tokenizing the whole rendering for this "
+                    "tokenizer; using full renderings for the prefix diff"
+                )
                 self._stop_texts = None
                 return ref
             self._checks_left -= 1
         return fast
 
-    def turn_suffix_ids(self, messages: Sequence[dict[str, Any]], k: int,
-                        tools: Optional[Sequence[dict]] = None) -> TurnSuffix:
+    def turn_suffix_ids(
+        self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]] = None
+    ) -> TurnSuffix:
         """:meth:`turn_suffix` computed on the token ids of both full renderings (the reference method)."""
         before = self.render(messages[:k], tools, add_generation_prompt=False)
         after = self.render(messages, tools, add_generation_prompt=True)
         cut = self._last_stop(before)
         if cut is None:
-            if after[:len(before)] == before:
-                return TurnSuffix(after[len(before):], True)
-            raise TemplateError("the chat template ends turns with none of the stop tokens "
-                                f"{sorted(self.stop_ids)} and is not prefix-preserving; pass its end-of-turn id "
-                                "in stop_ids or a prefix-preserving chat_template")
-        head = before[:cut + 1]
-        if after[:len(head)] == head:
-            return TurnSuffix(after[len(head):], True)
+            if after[: len(before)] == before:
+                return TurnSuffix(after[len(before) :], True)
+            raise TemplateError(
+                "the chat template ends turns with none of the stop tokens "
+                f"{sorted(self.stop_ids)} and is not prefix-preserving; pass its end-of-turn id "
+                "in stop_ids or a prefix-preserving chat_template"
+            )
+        head = before[: cut + 1]
+        if after[: len(head)] == head:
+            return TurnSuffix(after[len(head) :], True)
         # Not prefix-preserving: start after as many end-of-turn tokens as the history holds.
         n = sum(1 for t in head if t in self.stop_ids)
         seen = 0
@@ -192,9 +219,11 @@ class ChatRenderer:
             if t in self.stop_ids:
                 seen += 1
                 if seen == n:
-                    return TurnSuffix(after[i + 1:], False)
-        raise TemplateError(f"the chat template renders {seen} end-of-turn tokens for a history that had {n}; "
-                            "cannot locate the new turns -- pass a prefix-preserving chat_template")
+                    return TurnSuffix(after[i + 1 :], False)
+        raise TemplateError(
+            f"the chat template renders {seen} end-of-turn tokens for a history that had {n}; "
+            "cannot locate the new turns -- pass a prefix-preserving chat_template"
+        )
 
     # Fast path. The end-of-turn tokens are added tokens, and tokenizers split text on added tokens before
     # anything else, so the ids of the text after one do not depend on the text before it: diffing the two
@@ -231,23 +260,25 @@ class ChatRenderer:
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _assistant_ids_text(self, messages: Sequence[dict[str, Any]], k: int,
-                            tools: Optional[Sequence[dict]]) -> Optional[list[int]]:
+    def _assistant_ids_text(
+        self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]]
+    ) -> Optional[list[int]]:
         """The fast path of :meth:`assistant_ids` for prefix-preserving renderings (None: use the ids)."""
-        head = self.render_text(messages[:k - 1], tools, add_generation_prompt=True)
+        head = self.render_text(messages[: k - 1], tools, add_generation_prompt=True)
         full = self.render_text(messages[:k], tools, add_generation_prompt=False)
         head_ends, full_ends = self._stop_positions(head), self._stop_positions(full)
         start = head_ends[-1] if head_ends else 0
         if not full_ends or full_ends[-1] <= start or not full.startswith(head[:start]):
             return None
         prompt = self.encode(head[start:])
-        turn = self.encode(full[start:full_ends[-1]])
-        if turn[:len(prompt)] != prompt:
+        turn = self.encode(full[start : full_ends[-1]])
+        if turn[: len(prompt)] != prompt:
             return None
-        return turn[len(prompt):]
+        return turn[len(prompt) :]
 
-    def _turn_suffix_text(self, messages: Sequence[dict[str, Any]], k: int,
-                          tools: Optional[Sequence[dict]]) -> TurnSuffix:
+    def _turn_suffix_text(
+        self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]]
+    ) -> TurnSuffix:
         before = self.render_text(messages[:k], tools, add_generation_prompt=False)
         after = self.render_text(messages, tools, add_generation_prompt=True)
         ends = self._stop_positions(before)
@@ -258,13 +289,16 @@ class ChatRenderer:
             return TurnSuffix(self.encode(after[cut:]), True)
         after_ends = self._stop_positions(after)
         if len(after_ends) < len(ends):
-            raise TemplateError(f"the chat template renders {len(after_ends)} end-of-turn tokens for a history "
-                                f"that had {len(ends)}; cannot locate the new turns -- pass a prefix-preserving "
-                                "chat_template")
-        return TurnSuffix(self.encode(after[after_ends[len(ends) - 1]:]), False)
+            raise TemplateError(
+                f"the chat template renders {len(after_ends)} end-of-turn tokens for a history "
+                f"that had {len(ends)}; cannot locate the new turns -- pass a prefix-preserving "
+                "chat_template"
+            )
+        return TurnSuffix(self.encode(after[after_ends[len(ends) - 1] :]), False)
 
-    def assistant_ids(self, messages: Sequence[dict[str, Any]], k: int,
-                      tools: Optional[Sequence[dict]] = None) -> list[int]:
+    def assistant_ids(
+        self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]] = None
+    ) -> list[int]:
         """Tokens the template writes for the assistant message ``messages[k - 1]`` after its generation
         prompt, through its end-of-turn token: what a policy that wrote this message would have generated.
 
@@ -283,25 +317,30 @@ class ChatRenderer:
                 if ref == fast:
                     self._checks_left -= 1
                 else:
-                    logger.info("tokenizing the assistant turn alone differs from tokenizing the whole rendering "
-                                "for this tokenizer; using full renderings")
+                    logger.info(
+                        "tokenizing the assistant turn alone differs from tokenizing the whole rendering "
+                        "for this tokenizer; using full renderings"
+                    )
                     self._stop_texts = None
                 return ref
         return self.assistant_ids_from_ids(messages, k, tools)
 
-    def assistant_ids_from_ids(self, messages: Sequence[dict[str, Any]], k: int,
-                               tools: Optional[Sequence[dict]] = None) -> list[int]:
+    def assistant_ids_from_ids(
+        self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]] = None
+    ) -> list[int]:
         """:meth:`assistant_ids` computed on the token ids of both full renderings (the reference method)."""
-        head = self.render(messages[:k - 1], tools, add_generation_prompt=True)
+        head = self.render(messages[: k - 1], tools, add_generation_prompt=True)
         full = self.render(messages[:k], tools, add_generation_prompt=False)
         cut = self._last_stop(full)
         if cut is None:
-            raise TemplateError("the chat template ends turns with none of the stop tokens "
-                                f"{sorted(self.stop_ids)}; pass the template's end-of-turn id in stop_ids")
-        if full[:len(head)] == head:
-            return full[len(head):cut + 1]
+            raise TemplateError(
+                "the chat template ends turns with none of the stop tokens "
+                f"{sorted(self.stop_ids)}; pass the template's end-of-turn id in stop_ids"
+            )
+        if full[: len(head)] == head:
+            return full[len(head) : cut + 1]
         last = self._last_stop(head)
-        prompt = head[last + 1:] if last is not None else head
+        prompt = head[last + 1 :] if last is not None else head
         n = sum(1 for t in head if t in self.stop_ids)
         seen, start = 0, 0 if n == 0 else None
         for i, t in enumerate(full):
@@ -309,13 +348,16 @@ class ChatRenderer:
                 seen += 1
                 if seen == n:
                     start = i + 1
-        if start is None or full[start:start + len(prompt)] != prompt:
-            raise TemplateError("cannot locate the assistant turn in the chat template's rendering -- pass a "
-                                "prefix-preserving chat_template")
-        return full[start + len(prompt):cut + 1]
+        if start is None or full[start : start + len(prompt)] != prompt:
+            raise TemplateError(
+                "cannot locate the assistant turn in the chat template's rendering -- pass a "
+                "prefix-preserving chat_template"
+            )
+        return full[start + len(prompt) : cut + 1]
 
-    def episode_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *,
-                    first_policy: int = 0) -> tuple[list[int], list[int]]:
+    def episode_ids(
+        self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None, *, first_policy: int = 0
+    ) -> tuple[list[int], list[int]]:
         """``(input_ids, assistant_mask)`` of a finished conversation, built as :class:`PolicyRunner` builds
         a rollout: the prompt (everything before the policy's first turn, generation prompt included), then
         each policy turn (:meth:`assistant_ids`, mask 1) and the env/user tokens after it (:meth:`turn_suffix`,
@@ -326,7 +368,7 @@ class ChatRenderer:
         turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i >= first_policy]
         if not turns:
             raise ValueError("the conversation has no policy turn")
-        ids = self.prompt_ids(messages[:turns[0]], tools)
+        ids = self.prompt_ids(messages[: turns[0]], tools)
         mask = [0] * len(ids)
         for j, nxt in zip(turns, turns[1:] + [None]):
             own = self.assistant_ids(messages, j + 1, tools)
@@ -340,11 +382,19 @@ class ChatRenderer:
 
     def is_prefix_preserving(self, tools: Optional[Sequence[dict]] = None) -> bool:
         """Whether earlier turns render identically whatever follows (probed on a small tool conversation)."""
-        call = {"role": "assistant", "content": None,
-                "tool_calls": [{"type": "function", "function": {"name": "probe", "arguments": {}}}]}
-        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, call,
-                 {"role": "tool", "tool_call_id": "c0", "content": "r"},
-                 {"role": "assistant", "content": "a"}, {"role": "user", "content": "v"}]
+        call = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "probe", "arguments": {}}}],
+        }
+        probe = [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"},
+            call,
+            {"role": "tool", "tool_call_id": "c0", "content": "r"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "v"},
+        ]
         try:
             return all(self.turn_suffix(probe[:n], k, tools).exact for k, n in ((3, 4), (5, 6)))
         except TemplateError:

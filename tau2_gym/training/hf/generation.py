@@ -25,6 +25,7 @@ __all__ = ["Generation", "Generator", "HFGenerator"]
 @dataclass
 class Generation:
     """One generated turn: the sampled ids (ending with the stop token when ``finish_reason == "stop"``)."""
+
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str  # "stop" (ended with a stop token) or "length" (hit its token limit)
@@ -32,6 +33,7 @@ class Generation:
 
 class Generator(Protocol):
     """What :class:`~tau2_gym.training.hf.policy.PolicyRunner` needs from a backend."""
+
     stop_ids: frozenset[int]
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[Generation]:
@@ -53,7 +55,7 @@ def finish_row(row: Sequence[int], logprobs: Sequence[float], stop_ids: frozense
     n = min(len(row), max(limit, 0))
     for i in range(n):
         if row[i] in stop_ids:
-            return Generation(list(row[:i + 1]), [float(x) for x in logprobs[:i + 1]], "stop")
+            return Generation(list(row[: i + 1]), [float(x) for x in logprobs[: i + 1]], "stop")
     return Generation(list(row[:n]), [float(x) for x in logprobs[:n]], "length")
 
 
@@ -84,7 +86,7 @@ class _LogprobRecorder:
 
         steps = new_tokens.shape[1]
         if self._prev is not None and len(self._out) < steps:
-            self._out.append(self._prev.gather(1, new_tokens[:, len(self._out):len(self._out) + 1]).squeeze(1))
+            self._out.append(self._prev.gather(1, new_tokens[:, len(self._out) : len(self._out) + 1]).squeeze(1))
         if not self._out:
             return torch.zeros(new_tokens.shape, dtype=torch.float32)
         return torch.stack(self._out[:steps], dim=1)
@@ -104,12 +106,23 @@ class HFGenerator:
         generate_kwargs: extra ``model.generate`` arguments.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, do_sample: bool = True, temperature: float = 1.0,
-                 top_p: float = 1.0, top_k: Optional[int] = None, min_p: Optional[float] = None,
-                 repetition_penalty: float = 1.0, batch_size: Optional[int] = None,
-                 stop_ids: Optional[Iterable[int]] = None, generation_config: Any = None,
-                 logits_processor: Optional[Sequence[Any]] = None,
-                 generate_kwargs: Optional[dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        do_sample: bool = True,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: Optional[int] = None,
+        min_p: Optional[float] = None,
+        repetition_penalty: float = 1.0,
+        batch_size: Optional[int] = None,
+        stop_ids: Optional[Iterable[int]] = None,
+        generation_config: Any = None,
+        logits_processor: Optional[Sequence[Any]] = None,
+        generate_kwargs: Optional[dict[str, Any]] = None,
+    ) -> None:
 
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 or None; got {batch_size}")
@@ -169,7 +182,7 @@ class HFGenerator:
         order = sorted(todo, key=lambda i: len(contexts[i]), reverse=True)
         bs = self.batch_size or max(len(order), 1)
         for start in range(0, len(order), bs):
-            chunk = order[start:start + bs]
+            chunk = order[start : start + bs]
             rows = self._generate_batch([contexts[i] for i in chunk], [max_new_tokens[i] for i in chunk])
             for i, gen in zip(chunk, rows):
                 out[i] = gen
@@ -184,16 +197,21 @@ class HFGenerator:
         mask = torch.zeros((len(contexts), width), dtype=torch.long)
         for r, ctx in enumerate(contexts):
             if ctx:
-                ids[r, width - len(ctx):] = torch.tensor(list(ctx), dtype=torch.long)
-                mask[r, width - len(ctx):] = 1
+                ids[r, width - len(ctx) :] = torch.tensor(list(ctx), dtype=torch.long)
+                mask[r, width - len(ctx) :] = 1
         device = getattr(self.model, "device", None)
         if device is not None:
             ids, mask = ids.to(device), mask.to(device)
         recorder = _LogprobRecorder(self.temperature if self.do_sample else 1.0)
         processors = LogitsProcessorList([*self.logits_processor, recorder])
         with torch.inference_mode():
-            seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=self._config(max(limits)),
-                                       logits_processor=processors, **self.generate_kwargs)
+            seqs = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                generation_config=self._config(max(limits)),
+                logits_processor=processors,
+                **self.generate_kwargs,
+            )
         new = seqs[:, width:]
         logps = recorder.result(new).cpu().tolist()
         new_rows = new.cpu().tolist()

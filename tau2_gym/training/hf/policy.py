@@ -46,6 +46,7 @@ _PREFIX_TAIL = 256  # tokens of context handed to a response parser as its `pref
 @dataclass
 class TurnRecord:
     """One policy turn: where its tokens sit in ``completion_ids`` and what became of them."""
+
     start: int
     end: int
     text: str
@@ -59,6 +60,7 @@ class TurnRecord:
 @dataclass
 class Trajectory:
     """One episode as token ids, with the tau2 outcome (see the module docstring for the fields)."""
+
     task_id: Optional[str]
     prompt_ids: list[int]
     completion_ids: list[int] = field(default_factory=list)
@@ -86,9 +88,15 @@ class Trajectory:
         return [t for t, m in zip(self.completion_ids, self.env_mask) if m]
 
     def summary(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "reward": self.reward, "termination_reason": self.termination_reason,
-                "prompt_tokens": len(self.prompt_ids), "completion_tokens": len(self.completion_ids),
-                "policy_tokens": self.num_policy_tokens, "turns": len(self.turns)}
+        return {
+            "task_id": self.task_id,
+            "reward": self.reward,
+            "termination_reason": self.termination_reason,
+            "prompt_tokens": len(self.prompt_ids),
+            "completion_tokens": len(self.completion_ids),
+            "policy_tokens": self.num_policy_tokens,
+            "turns": len(self.turns),
+        }
 
 
 def to_action(parsed: ParsedCall, text: str) -> Union[str, dict]:
@@ -100,8 +108,9 @@ def to_action(parsed: ParsedCall, text: str) -> Union[str, dict]:
     content = parsed.content
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if parsed.tool_calls:
-        msg["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                             for c in parsed.tool_calls]
+        msg["tool_calls"] = [
+            {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in parsed.tool_calls
+        ]
     return msg
 
 
@@ -127,6 +136,7 @@ class _Episode:
 
 class _EnvList:
     """Single Gymnasium envs, stepped one after another."""
+
     def __init__(self, envs: Sequence[Any]) -> None:
         self.envs = list(envs)
 
@@ -182,10 +192,18 @@ class PolicyRunner:
             (e.g. ``{"enable_thinking": False}``).
     """
 
-    def __init__(self, generator: Generator, tokenizer: Any, *, parser: Union[str, Callable[..., ParsedCall]] = "auto",
-                 max_new_tokens: int = 512, max_completion_tokens: Optional[int] = None,
-                 max_turns: Optional[int] = None, chat_template: Optional[str] = None,
-                 chat_template_kwargs: Optional[dict[str, Any]] = None) -> None:
+    def __init__(
+        self,
+        generator: Generator,
+        tokenizer: Any,
+        *,
+        parser: Union[str, Callable[..., ParsedCall]] = "auto",
+        max_new_tokens: int = 512,
+        max_completion_tokens: Optional[int] = None,
+        max_turns: Optional[int] = None,
+        chat_template: Optional[str] = None,
+        chat_template_kwargs: Optional[dict[str, Any]] = None,
+    ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1; got {max_new_tokens}")
         if max_completion_tokens is not None and max_completion_tokens < 1:
@@ -196,15 +214,23 @@ class PolicyRunner:
         self.max_new_tokens = int(max_new_tokens)
         self.max_completion_tokens = max_completion_tokens
         self.max_turns = max_turns
-        self.renderer = ChatRenderer(tokenizer, stop_ids=generator.stop_ids, chat_template=chat_template,
-                                     chat_template_kwargs=chat_template_kwargs)
+        self.renderer = ChatRenderer(
+            tokenizer,
+            stop_ids=generator.stop_ids,
+            chat_template=chat_template,
+            chat_template_kwargs=chat_template_kwargs,
+        )
         self._needs_prefix = parser == "transformers" or (parser == "auto" and has_response_parser(tokenizer))
         self._warned_inexact = False
 
     # ------------------------------------------------------------------ public API
 
-    def run(self, envs: Any, options: Optional[Sequence[Optional[dict]]] = None,
-            seeds: Optional[Sequence[Optional[int]]] = None) -> list[Trajectory]:
+    def run(
+        self,
+        envs: Any,
+        options: Optional[Sequence[Optional[dict]]] = None,
+        seeds: Optional[Sequence[Optional[int]]] = None,
+    ) -> list[Trajectory]:
         """Reset every env (``options[i]``, e.g. ``{"task_id": ...}``; ``seeds[i]``), play the episodes to
         the end in lockstep, and return one :class:`Trajectory` per env, in order.
 
@@ -231,8 +257,9 @@ class PolicyRunner:
                 limits = [self._turn_limit(e) for e in active]
                 generations = self.generator.generate(contexts, limits)
                 if len(generations) != len(active):
-                    raise RuntimeError(f"the generator returned {len(generations)} generations for "
-                                       f"{len(active)} contexts")
+                    raise RuntimeError(
+                        f"the generator returned {len(generations)} generations for {len(active)} contexts"
+                    )
                 for ep, gen, ctx in zip(active, generations, contexts):
                     self._policy_turn(ep, gen, ctx)
                 self._step(drivers, [e for e in active if e.pending is not None])
@@ -242,11 +269,14 @@ class PolicyRunner:
 
     def _start(self, index: int, obs: Any, info: dict) -> _Episode:
         if not isinstance(obs, list):
-            raise ValueError("PolicyRunner needs observations as chat messages: make the env with "
-                             f"obs_format='messages' (got {type(obs).__name__})")
+            raise ValueError(
+                "PolicyRunner needs observations as chat messages: make the env with "
+                f"obs_format='messages' (got {type(obs).__name__})"
+            )
         tools = list(info.get("tools") or [])
-        traj = Trajectory(task_id=info.get("task_id"), prompt_ids=self.renderer.prompt_ids(obs, tools),
-                          messages=obs, tools=tools)
+        traj = Trajectory(
+            task_id=info.get("task_id"), prompt_ids=self.renderer.prompt_ids(obs, tools), messages=obs, tools=tools
+        )
         ep = _Episode(index, traj, obs, tools)
         if info.get("episode_over"):  # ended during reset: the next step returns the terminal transition
             ep.pending = ("", True, None)
@@ -277,13 +307,19 @@ class PolicyRunner:
         start = len(traj.completion_ids)
         traj.completion_ids.extend(tokens)
         traj.env_mask.extend([1] * len(tokens))
-        traj.logprobs.extend(float(x) for x in gen.logprobs[:len(tokens)])
+        traj.logprobs.extend(float(x) for x in gen.logprobs[: len(tokens)])
         if len(traj.logprobs) != len(traj.completion_ids):
             raise RuntimeError(f"the generator returned {len(gen.logprobs)} logprobs for {len(tokens)} tokens")
         text = self.tokenizer.decode(tokens[:-1] if stopped else tokens, skip_special_tokens=False)
         parsed = self._parse(text, context, ep.tools)
-        turn = TurnRecord(start=start, end=len(traj.completion_ids), text=text, finish_reason=gen.finish_reason,
-                          parse_error=parsed.error, reasoning=parsed.reasoning)
+        turn = TurnRecord(
+            start=start,
+            end=len(traj.completion_ids),
+            text=text,
+            finish_reason=gen.finish_reason,
+            parse_error=parsed.error,
+            reasoning=parsed.reasoning,
+        )
         traj.turns.append(turn)
         ep.pending = (to_action(parsed, text), stopped, turn)
 
@@ -305,16 +341,20 @@ class PolicyRunner:
             return
         k = len(ep.messages) + 1  # the history now ends with our message at k - 1, then the env/user turns
         if len(obs) <= k or obs[k - 1].get("role") != "assistant":
-            raise RuntimeError(f"unexpected observation after the agent's turn (episode {ep.index}, task "
-                               f"{traj.task_id!r}): expected the previous {k - 1} messages, the agent's message and "
-                               f"new messages; got {len(obs)} messages")
+            raise RuntimeError(
+                f"unexpected observation after the agent's turn (episode {ep.index}, task "
+                f"{traj.task_id!r}): expected the previous {k - 1} messages, the agent's message and "
+                f"new messages; got {len(obs)} messages"
+            )
         closing = [] if stopped else [self.renderer.turn_end_token(obs[:k], ep.tools)]
         suffix = self.renderer.turn_suffix(obs, k, ep.tools)
         if not suffix.exact and not self._warned_inexact:
             self._warned_inexact = True
-            logger.warning("the chat template is not prefix-preserving (it re-renders earlier turns); env/user "
-                           "tokens are located by counting end-of-turn tokens and the context stays append-only. "
-                           "Pass a prefix-preserving chat_template to avoid this.")
+            logger.warning(
+                "the chat template is not prefix-preserving (it re-renders earlier turns); env/user "
+                "tokens are located by counting end-of-turn tokens and the context stays append-only. "
+                "Pass a prefix-preserving chat_template to avoid this."
+            )
         env_ids = closing + suffix.ids
         traj.completion_ids.extend(env_ids)
         traj.env_mask.extend([0] * len(env_ids))
@@ -347,13 +387,28 @@ class PolicyRunner:
         ep.done = True
 
 
-def hf_runner(model: Any, tokenizer: Any, *, max_new_tokens: int = 512, max_completion_tokens: Optional[int] = None,
-              max_turns: Optional[int] = None, parser: Union[str, Callable[..., ParsedCall]] = "auto",
-              chat_template: Optional[str] = None, chat_template_kwargs: Optional[dict[str, Any]] = None,
-              **generation: Any) -> PolicyRunner:
+def hf_runner(
+    model: Any,
+    tokenizer: Any,
+    *,
+    max_new_tokens: int = 512,
+    max_completion_tokens: Optional[int] = None,
+    max_turns: Optional[int] = None,
+    parser: Union[str, Callable[..., ParsedCall]] = "auto",
+    chat_template: Optional[str] = None,
+    chat_template_kwargs: Optional[dict[str, Any]] = None,
+    **generation: Any,
+) -> PolicyRunner:
     """A :class:`PolicyRunner` over ``model.generate`` (``generation``: :class:`HFGenerator` arguments such as
     ``do_sample``, ``temperature``, ``batch_size``, ``logits_processor``)."""
 
-    return PolicyRunner(HFGenerator(model, tokenizer, **generation), tokenizer, parser=parser,
-                        max_new_tokens=max_new_tokens, max_completion_tokens=max_completion_tokens,
-                        max_turns=max_turns, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)
+    return PolicyRunner(
+        HFGenerator(model, tokenizer, **generation),
+        tokenizer,
+        parser=parser,
+        max_new_tokens=max_new_tokens,
+        max_completion_tokens=max_completion_tokens,
+        max_turns=max_turns,
+        chat_template=chat_template,
+        chat_template_kwargs=chat_template_kwargs,
+    )

@@ -12,8 +12,14 @@ from typing import Any, Iterable, Optional
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.prompts import done_tool_schema
 
-__all__ = ["CHATML_TOOLS_TEMPLATE", "tiny_tokenizer", "tiny_model", "tiny_model_and_tokenizer", "domain_corpus",
-           "CHATML_RESPONSE_TEMPLATE"]
+__all__ = [
+    "CHATML_TOOLS_TEMPLATE",
+    "tiny_tokenizer",
+    "tiny_model",
+    "tiny_model_and_tokenizer",
+    "domain_corpus",
+    "CHATML_RESPONSE_TEMPLATE",
+]
 
 GREETING_HINT = "Hi! How can I help you today?"
 
@@ -26,7 +32,7 @@ CHATML_TOOLS_TEMPLATE = (
     "{{ '<|im_start|>system\\n' }}"
     "{% if messages and messages[0].role == 'system' %}{{ messages[0].content }}{% endif %}"
     "{% if tools %}{{ '\\n\\n# Tools' }}{% for t in tools %}{{ '\\n' }}{{ t | tojson }}{% endfor %}"
-    "{{ '\\nCall a tool by writing <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.' }}"
+    '{{ \'\\nCall a tool by writing <tool_call>{"name": ..., "arguments": {...}}</tool_call>.\' }}'
     "{% endif %}{{ '<|im_end|>\\n' }}"
     "{% endif %}"
     "{% for m in rest %}"
@@ -48,8 +54,13 @@ CHATML_RESPONSE_TEMPLATE = {
     "start_anchor": "<|im_start|>assistant\n",
     "fields": {
         "reasoning_content": {"open": "<think>", "close_pattern": r"</think>\s*", "content": "text"},
-        "tool_calls": {"open": "<tool_call>", "close_pattern": r"</tool_call>\s*", "repeats": True, "content": "json",
-                       "transform": {"type": "function", "function": "{content}"}},
+        "tool_calls": {
+            "open": "<tool_call>",
+            "close_pattern": r"</tool_call>\s*",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
         "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
     },
 }
@@ -58,8 +69,9 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 
 
-def tiny_tokenizer(chat_template: Optional[str] = None, corpus: Optional[Iterable[str]] = None,
-                   vocab_size: int = 1024) -> Any:
+def tiny_tokenizer(
+    chat_template: Optional[str] = None, corpus: Optional[Iterable[str]] = None, vocab_size: int = 1024
+) -> Any:
     """Byte-level tokenizer with ``<|im_start|>``/``<|im_end|>`` (EOS) / ``<|endoftext|>`` (pad) and the tool
     and thinking tags as single tokens; ``chat_template`` defaults to :data:`CHATML_TOOLS_TEMPLATE` (any
     ChatML-style template works, e.g. TRL's bundled Qwen templates).
@@ -79,8 +91,9 @@ def tiny_tokenizer(chat_template: Optional[str] = None, corpus: Optional[Iterabl
     else:
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=alphabet, special_tokens=SPECIAL_TOKENS,
-                                      show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, initial_alphabet=alphabet, special_tokens=SPECIAL_TOKENS, show_progress=False
+        )
         tok.train_from_iterator(list(corpus), trainer=trainer)
     tok.decoder = decoders.ByteLevel()
     tok.add_tokens(MARKUP_TOKENS)
@@ -99,7 +112,6 @@ def domain_corpus(domain: str = "mock", data_dir: Optional[str] = None) -> list[
     """Texts a tau2 domain's prompts are made of (policy, tool schemas, task texts), to fit a tiny tokenizer."""
     import json
 
-
     loaded = load_domain(domain, data_dir)
     texts = [loaded.policy(False), GREETING_HINT]
     texts += [json.dumps(s) for s in loaded.agent_tool_schemas()]
@@ -112,30 +124,45 @@ def domain_corpus(domain: str = "mock", data_dir: Optional[str] = None) -> list[
     return texts
 
 
-def tiny_model(tokenizer: Any, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 2,
-               max_positions: int = 16384) -> Any:
+def tiny_model(
+    tokenizer: Any, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 2, max_positions: int = 16384
+) -> Any:
     """A random 2-layer Qwen2 over ``tokenizer``'s vocabulary (about 30k parameters)."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                      num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=max_positions, tie_word_embeddings=True,
-                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                      bos_token_id=None)
+    cfg = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
         model = Qwen2ForCausalLM(cfg)
     finally:
         torch.random.set_rng_state(state)
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                               bos_token_id=None)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
+    )
     return model.eval()
 
 
-def tiny_model_and_tokenizer(chat_template: Optional[str] = None, *, domain: Optional[str] = "mock", seed: int = 0,
-                             data_dir: Optional[str] = None) -> tuple[Any, Any]:
+def tiny_model_and_tokenizer(
+    chat_template: Optional[str] = None,
+    *,
+    domain: Optional[str] = "mock",
+    seed: int = 0,
+    data_dir: Optional[str] = None,
+) -> tuple[Any, Any]:
     """A tiny model and tokenizer; the tokenizer's merges are fitted to ``domain``'s texts (None: bytes only)."""
     corpus = domain_corpus(domain, data_dir) if domain is not None else None
     tokenizer = tiny_tokenizer(chat_template, corpus)
