@@ -126,8 +126,8 @@ def strip_rewards(raw: dict) -> dict:
         if isinstance(sim.get("info"), dict):
             for key in (ERROR_KEY, "db_diff", "db_diff_truncated"):
                 sim["info"].pop(key, None)
-            if not sim["info"]:
-                del sim["info"]
+        if not sim.get("info"):  # empty or null: the notes were all re-scoring's
+            sim.pop("info", None)
     return out
 
 

@@ -87,7 +87,7 @@ def autoreset_mode_of(value: Union[str, AutoresetMode]) -> AutoresetMode:
 class SharedTuple(Tuple):
     """``Tuple`` of N references to ONE sub-space (Gymnasium's ``batch_space`` deep-copies it N times).
 
-    The tau2 spaces carry every tool schema; N deep copies at N = 10,000 would cost hundreds of MB. Samples
+    The tau2 spaces carry every tool schema; N deep copies would multiply that memory by N. Samples
     are drawn from the one shared RNG, so they still differ per element.
     """
 
@@ -198,8 +198,7 @@ class Tau2VectorEnv(VectorEnv):
         self.observation_space = SharedTuple(self.single_observation_space, self.num_envs)
         self.action_space = SharedTuple(self.single_action_space, self.num_envs)
 
-        # per-env step results as Python lists (a list store is ~5x cheaper than a numpy scalar store); the
-        # arrays handed out are built from them once per step
+        # per-env step results; the arrays handed out are built from them once per step
         self._rewards: list[float] = [0.0] * self.num_envs
         self._terminations: list[bool] = [False] * self.num_envs
         self._truncations: list[bool] = [False] * self.num_envs

@@ -1,11 +1,10 @@
 """A lean async chat-completions transport (aiohttp) for rollouts at high concurrency.
 
 Why not the ``openai`` SDK on this path: per request it type-walks the whole request body against its
-TypedDicts (``maybe_transform``) and builds pydantic models of the reply -- about 4 ms of CPU per request
-with a tau2 conversation -- and its httpx connection pool scans every idle connection per request. The
-rollout's event loop runs on one core, so at 256 episodes in flight against a server answering in 200 ms
-(1,280 requests/s) the SDK caps the run at ~20% of what the server allows; aiohttp posts the same JSON for
-~0.2 ms. The SDK stays the client of the sync paths and the fallback when aiohttp is not installed.
+TypedDicts and builds pydantic models of the reply, and a rollout's event loop runs on one core: at hundreds of
+episodes in flight that CPU cost, not the server, bounds the run (``bench/bench_serving.py``;
+``docs/performance.md``). The SDK stays the client of the sync paths and the fallback when aiohttp is not
+installed.
 
 The contract is the SDK's where it matters to the failure policy: the same URL (``base_url`` +
 ``/chat/completions``; ``OPENAI_BASE_URL`` or OpenAI's endpoint by default), ``Authorization: Bearer``,
