@@ -35,10 +35,10 @@ def child(n: int, url: str, episodes_per_env: int) -> dict:
 
     import tau2_gym  # noqa: F401 - registers the ids
 
-    try:
-        from tau2_gym.players.users.openai_user import OpenAIUserSimulator
-    except ImportError:  # a checkout from before the layered layout
+    try:  # a checkout from before the layered layout (tried first: an editable install may resolve both)
         from tau2_gym.users.openai_user import OpenAIUserSimulator
+    except ImportError:
+        from tau2_gym.players.users.openai_user import OpenAIUserSimulator
     user = OpenAIUserSimulator(model="stub", base_url=url, max_concurrency=n, cache="off", max_retries=0)
     vec = gym.make_vec("tau2/airline-v0", num_envs=n, user=user, max_steps=400)
     c0, t0 = time.process_time(), time.perf_counter()

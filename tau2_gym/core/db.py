@@ -62,8 +62,25 @@ def dumps_sorted(value: Any) -> str:
 
 
 def same_json(a: Any, b: Any) -> bool:
-    """Whether two plain values serialise to the same hash text (``dumps_sorted(a) == dumps_sorted(b)``)."""
-    return a is b or dumps_sorted(a) == dumps_sorted(b)
+    """Whether two plain values serialise to the same hash text (``dumps_sorted(a) == dumps_sorted(b)``).
+
+    Decided by walking both -- stopping at the first difference, building no text -- where the data is plain
+    JSON of one type on both sides; elsewhere (1 vs 1.0, a list vs a tuple, a non-string key, a NaN, a date) the
+    serialised texts decide.
+    """
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is type(b):
+        if kind is dict and all(type(k) is str for k in a) and all(type(k) is str for k in b):
+            return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+        if kind is list:
+            return len(a) == len(b) and all(map(same_json, a, b))
+        if kind in (str, int, bool) and a == b:
+            return True
+        if kind in (str, int, bool):
+            return False
+    return dumps_sorted(a) == dumps_sorted(b)
 
 
 class DBSchema:

@@ -18,12 +18,12 @@ runner awaits them.
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
+from tau2_gym.core.db import copy_json
 from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
 from tau2_gym.core.prompts import done_tool_schema
 from tau2_gym.core.records import Record
@@ -49,7 +49,7 @@ def agent_tools(domain: LoadedDomain, solo: bool, agent_can_stop: bool) -> tuple
         tools += domain.user_tool_schemas()
     if agent_can_stop:
         tools.append(done_tool_schema(domain.source))
-    return copy.deepcopy(tuple(tools))
+    return tuple(copy_json(tools))
 
 
 def reply_message(reply: Any, parser: Any, first_id: int) -> Optional[AssistantMessage]:

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import gymnasium as gym
 
 from tau2_gym.core import orchestrator as tl
+from tau2_gym.core.db import copy_json
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.messages import ParticipantMessage, ToolMessage
 from tau2_gym.core.parsing import available_parsers
@@ -441,7 +442,7 @@ class Tau2Env(gym.Env):
         # info hands out per-episode copies: the loaded task and the env's tools are shared and grade/define
         # every later episode, so what a caller does to info must not reach them (one copy per reset)
         self._info_task = task.model_copy(deep=True)
-        self._info_tools = copy.deepcopy(list(self.tools))
+        self._info_tools = copy_json(list(self.tools))
         self._final = None
         self._after_end = False
         self._time_limit = None

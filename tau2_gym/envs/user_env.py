@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 
 from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
+from tau2_gym.core.db import copy_json
 from tau2_gym.core.messages import (
     Message,
     ToolCall,
@@ -286,7 +287,7 @@ class UserEnv(Tau2Env):
         self._forget_episode()
         super().begin_reset(seed=seed, options=options)
         self._info_tools = self._task_user_tools(self.episode.task)  # type: ignore[union-attr]
-        self._info_agent_tools = copy.deepcopy(list(self.agent_tools))
+        self._info_agent_tools = copy_json(list(self.agent_tools))
         self._calls = 0
         self._run_agent()
 
@@ -377,7 +378,7 @@ class UserEnv(Tau2Env):
     def _task_user_tools(self, task: Any) -> list[dict]:
         """A private copy of the user tool schemas offered for ``task`` (a task may restrict them: upstream's
         ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""
-        return copy.deepcopy(tl.user_tools_for(self.domain, task) or [])
+        return copy_json(tl.user_tools_for(self.domain, task) or [])
 
     def clone(self, episode_id: Optional[str] = None) -> UserEnv:
         """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
@@ -401,7 +402,7 @@ class UserEnv(Tau2Env):
         if self._info_tools is None:
             self._info_tools = self._task_user_tools(loop.task)
         if self._info_agent_tools is None:
-            self._info_agent_tools = copy.deepcopy(list(self.agent_tools))
+            self._info_agent_tools = copy_json(list(self.agent_tools))
         return {
             "domain": self.config.domain,
             "role": "user",
