@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode
 
 import tau2_gym  # noqa: F401 - registers the ids
 from tau2_gym.envs.config import Tau2EnvConfig
+from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.envs.vector import KeepRecordsWhole, SharedTuple, Tau2VectorEnv
 from tau2_gym.players.agents.scripted import (
     GiveUpAgent,
@@ -335,8 +336,26 @@ def test_constructing_from_a_config_and_bad_arguments():
     with pytest.raises(ValueError, match="max_steps"):
         Tau2VectorEnv(2, domain="mock", max_episode_steps=5)
     vec.reset(seed=0)
-    with pytest.raises(ValueError, match="one action per sub-env"):
-        vec.step(["only one"])
+    _, rew, term, trunc, infos = vec.step(["only one"])  # a batch of the wrong shape: agent_error everywhere
+    assert list(term) == [True, True] and not trunc.any() and not rew.any()
+    assert all(r == "agent_error" for r in infos["termination_reason"])
+    assert all("one action per sub-env (a sequence of 2)" in e for e in infos["error"])
+
+
+@pytest.mark.parametrize("action", [3, None, b"x", 2.5])
+def test_an_unreadable_vector_action_gives_each_sub_env_the_single_envs_transition(action):
+    """``vec.step(3)`` is not a TypeError: each sub-env gets the transition the single env gives for ``3``."""
+    vec = Tau2VectorEnv(2, domain="mock", user="oracle")
+    vec.reset(seed=0)
+    _, rew, term, trunc, infos = vec.step(action)
+    for i in range(2):
+        single = Tau2Env(domain="mock", user="oracle")
+        single.reset(seed=i)  # the vector env seeds sub-env i with seed + i
+        _, r, t, tr, info = single.step(action)
+        assert (rew[i], term[i], trunc[i]) == (r, t, tr)
+        assert infos["termination_reason"][i] == info["termination_reason"] == "agent_error"
+        assert infos["error"][i] == info["error"]
+        assert infos["task_id"][i] == info["task_id"]
 
 
 def test_the_vector_rollouts_example_runs_offline(tmp_path, capsys):

@@ -449,16 +449,22 @@ class Tau2Env(gym.Env):
         self._env_steps = 0
         self.episode = self.setup.start(task, seed=user_seed)
 
-    def begin_step(self, action: Any) -> None:
+    def begin_step(self, action: Any, *, unreadable: Optional[str] = None) -> None:
         """:meth:`step` up to the customer's reply: the agent's action goes in and its tool calls run. Then
-        answer :meth:`pending_user_turn` with :meth:`answer_user` until it is None, and call :meth:`end_step`."""
+        answer :meth:`pending_user_turn` with :meth:`answer_user` until it is None, and call :meth:`end_step`.
+
+        ``unreadable``: a reason the caller already knows the action cannot be read (a vector env handed a batch
+        of the wrong shape); the episode ends as ``agent_error`` with it, as for any unreadable action."""
         episode = self.episode
         if episode is None:
             raise RuntimeError("call reset() before step()")
         self._env_steps += 1
         self._after_end = self._final is not None
         if not self._after_end and not episode.done:
-            episode.act(action)
+            if unreadable is not None:
+                episode.abort(unreadable)
+            else:
+                episode.act(action)
 
     def pending_user_turn(self) -> Optional[UserTurnRequest]:
         """The customer turn the episode waits for (None: none; then the phase can end)."""

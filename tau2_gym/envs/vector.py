@@ -277,6 +277,7 @@ class Tau2VectorEnv(VectorEnv):
         reset_idx: Sequence[int] = (),
         seeds: Optional[Sequence[Optional[int]]] = None,
         options: Optional[Sequence[Optional[dict]]] = None,
+        unreadable: Optional[str] = None,
     ) -> tuple[dict[int, tuple], dict[int, tuple]]:
         """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their customer turns
         (the resets' opening lines included) are answered in shared batches.
@@ -289,7 +290,7 @@ class Tau2VectorEnv(VectorEnv):
                 seed=None if seeds is None else seeds[k], options=None if options is None else options[k]
             )
         for i, action in zip(step_idx, actions):
-            envs[i].begin_step(action)
+            envs[i].begin_step(action, unreadable=unreadable)
         self._answer_users([envs[i] for i in (*reset_idx, *step_idx)])  # phase 2
         results = {i: envs[i].end_step(stacklevel=4) for i in step_idx}  # phase 3
         resets = {i: envs[i].end_reset() for i in reset_idx}
@@ -344,13 +345,21 @@ class Tau2VectorEnv(VectorEnv):
     def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
         n = self.num_envs
-        if isinstance(actions, (str, dict)) or len(actions) != n:
-            raise ValueError(
-                f"step() takes one action per sub-env (a sequence of {n}); got {type(actions).__name__}"
-                + (f" of length {len(actions)}" if hasattr(actions, "__len__") else "")
-            )
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step()")
+        unreadable = None
+        if not isinstance(actions, (list, tuple, np.ndarray)) or len(actions) != n:
+            # Malformed as a batch: every sub-env ends as agent_error, as the single env does for an unreadable
+            # action. An object no env can read (an int, None, bytes) goes to each sub-env as it is, so the
+            # transition is exactly the single env's; text, a dict or a list of the wrong length could be
+            # one env's action, so the episodes end with the batch's own reason instead of being broadcast.
+            if isinstance(actions, (str, dict, list, tuple, np.ndarray)) or hasattr(actions, "tool_calls"):
+                size = f" of length {len(actions)}" if isinstance(actions, (list, tuple, np.ndarray)) else ""
+                unreadable = (
+                    f"vector step() takes one action per sub-env (a sequence of {n}); got "
+                    f"{type(actions).__name__}{size}"
+                )
+            actions = [actions] * n
         mode = self.autoreset_mode
         to_reset: list[int] = []
         to_step: list[int] = []
@@ -367,7 +376,7 @@ class Tau2VectorEnv(VectorEnv):
                 to_step.append(i)
         per_env_info: list[Optional[dict]] = [None] * n
         obs = self._obs
-        results, resets = self._advance(to_step, [actions[i] for i in to_step], to_reset)
+        results, resets = self._advance(to_step, [actions[i] for i in to_step], to_reset, unreadable=unreadable)
         for i, (o, info) in resets.items():
             obs[i] = o
             self._rewards[i] = 0.0
