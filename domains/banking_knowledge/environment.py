@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import json
 import threading
-import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
@@ -31,6 +30,7 @@ from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec
 from tau2_gym.core.environment import Environment
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.tools import ProseSource
+from tau2_gym.core.warn import warn
 from tau2_gym.data import DataError, DataSource
 from tau2_gym.domains.banking_knowledge import retrieval as R
 from tau2_gym.domains.banking_knowledge.data_model import Document, TransactionalDB, load_documents
@@ -53,7 +53,7 @@ def _read_tasks(folder: str, stamp: tuple) -> tuple[Task, ...]:
             with open(path, encoding="utf-8") as fh:
                 tasks.append(Task.model_validate(json.load(fh)))
         except Exception as exc:  # noqa: BLE001 - upstream skips a task file it cannot load, with a warning
-            warnings.warn(f"banking_knowledge: task file {str(path)!r} skipped, it does not load: {exc}", stacklevel=2)
+            warn(f"banking_knowledge: task file {str(path)!r} skipped, it does not load: {exc}")
     return tuple(tasks)
 
 

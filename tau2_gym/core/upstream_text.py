@@ -11,11 +11,12 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-import warnings
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Optional
+
+from tau2_gym.core.warn import warn
 
 # ------------------------------------------------------------------------------------ docstrings
 
@@ -208,9 +209,7 @@ def warn_fallback(what: str, reason: Optional[str] = None) -> None:
             "the data folder has no tau2 sources beside it. Point TAU2_DATA_DIR at a tau2-bench checkout's "
             "data/ folder or use the default fetched data to show the benchmark's own wording"
         )
-    warnings.warn(
-        f"upstream text for {what} is not available: {reason}; using tau2-gym's own short text instead.", stacklevel=3
-    )
+    warn(f"upstream text for {what} is not available: {reason}; using tau2-gym's own short text instead.")
 
 
 # ------------------------------------------------------------------------- strings inside functions

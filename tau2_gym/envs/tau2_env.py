@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
@@ -22,6 +21,7 @@ from tau2_gym.core.records import Record, as_dict
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.turns import UserTurnRequest
+from tau2_gym.core.warn import warn
 from tau2_gym.envs.clone import copy_episode, copy_rng, shallow_copy
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.episode import Episode, EpisodeSetup
@@ -422,7 +422,7 @@ class Tau2Env(gym.Env):
         """
         self.begin_step(action)
         self._answer_user()
-        return self.end_step(stacklevel=3)
+        return self.end_step()
 
     # ------------------------------------------------------------------ the two phases of reset and step
 
@@ -485,12 +485,12 @@ class Tau2Env(gym.Env):
             info["termination_reason"] = self.episode.termination_reason
         return self.observation(), info
 
-    def end_step(self, stacklevel: int = 2) -> tuple[Any, float, bool, bool, dict]:
+    def end_step(self) -> tuple[Any, float, bool, bool, dict]:
         """The transition of :meth:`step`, once the customer has spoken."""
         episode = self.episode
         assert episode is not None
         if self._after_end:
-            warnings.warn("step() called after the episode ended; call reset()", stacklevel=stacklevel)
+            warn("step() called after the episode ended; call reset()")
             _, _, term, trunc, info = self._final  # type: ignore[misc]
             return self.observation(), 0.0, term, trunc, dict(info)
         if self._time_limit is not None and self._env_steps >= self._time_limit and episode.status == tl.AGENT:

@@ -281,7 +281,7 @@ class UserEnv(Tau2Env):
         """One customer turn: the action goes to the agent (text) or the user's tools (calls), then the agent
         acts until it is the customer's turn again or the episode ends. Never raises for a bad action."""
         self.begin_step(action)
-        return self.end_step(stacklevel=3)
+        return self.end_step()
 
     def begin_reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> None:
         self._forget_episode()

@@ -292,7 +292,7 @@ class Tau2VectorEnv(VectorEnv):
         for i, action in zip(step_idx, actions):
             envs[i].begin_step(action, unreadable=unreadable)
         self._answer_users([envs[i] for i in (*reset_idx, *step_idx)])  # phase 2
-        results = {i: envs[i].end_step(stacklevel=4) for i in step_idx}  # phase 3
+        results = {i: envs[i].end_step() for i in step_idx}  # phase 3
         resets = {i: envs[i].end_reset() for i in reset_idx}
         return results, resets
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Union
 
 from tau2_gym.core import upstream_text as prose
+from tau2_gym.core.warn import warn
 from tau2_gym.data import DataSource
 from tau2_gym.llm.client import ChatClient, LLMConfig, LLMError, reply_message
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
@@ -292,7 +293,7 @@ def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
     return spec.build()
 
 
-def apply_no_judge_choice(domain: Any, tasks: Any, judge: Any, where: str, stacklevel: int = 3) -> tuple:
+def apply_no_judge_choice(domain: Any, tasks: Any, judge: Any, where: str) -> tuple:
     """A task pool under the no-judge choice: ``exclude`` drops the tasks that need a judge; the default
     (no judge, not chosen explicitly) warns once with the count and the choices. Real judges change nothing."""
     from tau2_gym.scoring.evaluation import needs_nl_judge
@@ -309,9 +310,7 @@ def apply_no_judge_choice(domain: Any, tasks: Any, judge: Any, where: str, stack
             raise ValueError(f"{where}: judge='exclude' leaves no task: all {len(tasks)} need an NL-assertion judge")
         return kept
     if not judge.explicit:
-        import warnings
-
-        warnings.warn(no_judge_warning(where, len(needing), len(tasks)), stacklevel=stacklevel)
+        warn(no_judge_warning(where, len(needing), len(tasks)))
     return tasks
 
 
