@@ -9,7 +9,11 @@ Replies are scripted: a list of items consumed in order (then the last repeats),
 - ``{"delay": 2.0, "then": item}``: sleep before answering,
 - ``{"raw": "not json"}``: a garbage body with status 200.
 
-Every request body is recorded in ``server.requests``. Usage::
+Every request body is recorded in ``server.requests`` -- except the server check a run sends first
+(:data:`tau2_gym.llm.client.PROBE_MESSAGES`), which is answered with ``probe_reply`` (default ``"OK"``) and
+recorded in ``server.probes``, so that scripted reply lists line up with the run's real requests. Only
+``/v1/chat/completions`` and ``/v1/models`` exist (any other path is a 404, like a base URL without ``/v1``).
+Usage::
 
     with OpenAIStub(["hello", "###STOP###"]) as server:
         client = OpenAI(base_url=server.base_url, api_key="x")
@@ -28,15 +32,27 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from typing import Any, Callable, Optional, Union
+
+from tau2_gym.llm.client import PROBE_MESSAGES
 
 Item = Union[str, dict]
+CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
+NOT_FOUND = json.dumps({"error": {"message": "Not Found"}})
 
 
 class OpenAIStub:
-    def __init__(self, replies: Union[list[Item], Callable[[dict, int], Item]], model: str = "stub-model") -> None:
+    def __init__(
+        self,
+        replies: Union[list[Item], Callable[[dict, int], Item]],
+        model: str = "stub-model",
+        probe_reply: Item = "OK",
+    ) -> None:
         self.replies = replies
         self.model = model
+        self.probe_reply = probe_reply
+        self.probes: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -47,6 +63,14 @@ class OpenAIStub:
         assert self._server is not None
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    def _probe(self, body: dict) -> Optional[Item]:
+        """``probe_reply`` when ``body`` is a run's server check, else None."""
+        if body.get("messages") != [dict(m) for m in PROBE_MESSAGES]:
+            return None
+        with self._lock:
+            self.probes.append(body)
+        return self.probe_reply
 
     def _next(self, body: dict) -> Item:
         with self._lock:
@@ -104,7 +128,10 @@ class OpenAIStub:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # /v1/models
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") != MODELS_PATH:
+                    self._send(404, NOT_FOUND)
+                    return
                 self._send(200, json.dumps({"object": "list", "data": [{"id": stub.model, "object": "model"}]}))
 
             def do_POST(self) -> None:
@@ -113,7 +140,15 @@ class OpenAIStub:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except json.JSONDecodeError:
                     body = {}
-                item = stub._next(body)
+                if self.path.rstrip("/") != CHAT_PATH:
+                    self._send(404, NOT_FOUND)
+                    return
+                probe = stub._probe(body)
+                if probe is not None and not (isinstance(probe, dict) and "status" in probe):
+                    # the check's reply does not go through a subclass's _completion (its counts are the run's)
+                    self._send(200, json.dumps(OpenAIStub._completion(stub, probe)))
+                    return
+                item = probe if probe is not None else stub._next(body)
                 while isinstance(item, dict) and "delay" in item:
                     time.sleep(float(item["delay"]))
                     item = item.get("then", "")
@@ -168,8 +203,9 @@ class AsyncOpenAIStub(OpenAIStub):
         replies: Union[list[Item], Callable[[dict, int], Item]],
         model: str = "stub-model",
         keep_requests: bool = False,
+        probe_reply: Item = "OK",
     ) -> None:
-        super().__init__(replies, model)
+        super().__init__(replies, model, probe_reply)
         self.keep_requests = keep_requests
         self.count = 0
         self.first = self.last = 0.0
@@ -200,7 +236,8 @@ class AsyncOpenAIStub(OpenAIStub):
                 head = await reader.readuntil(b"\r\n\r\n")
                 arrived = time.time()
                 lines = head.decode("latin-1").split("\r\n")
-                method = lines[0].split(" ", 1)[0]
+                method, _, rest = lines[0].partition(" ")
+                path = rest.split(" ", 1)[0].rstrip("/")
                 length, close = 0, False
                 for line in lines[1:]:
                     name, _, value = line.partition(":")
@@ -210,7 +247,9 @@ class AsyncOpenAIStub(OpenAIStub):
                     elif name == "connection" and value.strip().lower() == "close":
                         close = True
                 raw = await reader.readexactly(length) if length else b""
-                if method == "GET":
+                if path not in (CHAT_PATH, MODELS_PATH) or (method == "GET") != (path == MODELS_PATH):
+                    status, out = 404, NOT_FOUND
+                elif method == "GET":
                     status, out = 200, json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]})
                 else:
                     status, out = await self._answer(raw)
@@ -230,6 +269,14 @@ class AsyncOpenAIStub(OpenAIStub):
             writer.close()
 
     async def _answer(self, raw: bytes) -> tuple[int, str]:
+        try:
+            probe = self._probe(json.loads(raw or b"{}"))
+        except json.JSONDecodeError:
+            probe = None
+        if isinstance(probe, dict) and "status" in probe:
+            return int(probe["status"]), probe.get("body", json.dumps({"error": {"message": "injected"}}))
+        if probe is not None:
+            return 200, json.dumps(OpenAIStub._completion(self, probe))
         now = time.time()
         if not self.count:
             self.first = now

@@ -14,6 +14,7 @@ from openai_stub import OpenAIStub
 from tau2_gym import load_domain
 from tau2_gym.core.messages import AssistantMessage
 from tau2_gym.core.orchestrator import agent_system_prompt
+from tau2_gym.llm.client import ServerCheckError
 from tau2_gym.players.agents.base import AgentTurnRequest
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
@@ -97,11 +98,26 @@ def test_rollout_over_stub_endpoints_survives_injected_failures_and_records_the_
     assert report.results["info"]["user_info"]["llm"] == "user-m"
 
 
-def test_a_dead_agent_endpoint_fails_every_episode_but_the_run_completes(tmp_path):
+def test_a_dead_agent_endpoint_fails_the_server_check_before_any_episode(tmp_path):
+    policy = OpenAIAgentPolicy(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", **FAST)
+    out = tmp_path / "dead.json"
+    with pytest.raises(ServerCheckError, match=r"agent server http://127\.0\.0\.1:\d+/v1: connection error"):
+        collect(["0", "1"], policy, domain="airline", output=str(out), progress=False)
+    assert not out.exists() and not out.with_suffix(".jsonl").exists()  # nothing started, nothing written
+
+
+def test_a_dead_agent_endpoint_without_the_check_fails_every_episode_but_the_run_completes(tmp_path):
     policy = OpenAIAgentPolicy(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", **FAST)
     out = tmp_path / "dead.json"
     report = collect(
-        ["0", "1"], policy, domain="airline", max_retries=1, retry_delay=0.0, output=str(out), progress=False
+        ["0", "1"],
+        policy,
+        domain="airline",
+        max_retries=1,
+        retry_delay=0.0,
+        output=str(out),
+        progress=False,
+        check_servers=False,
     )
     assert [r["termination_reason"] for r in report.simulations] == [INFRASTRUCTURE_ERROR] * 2
     assert all(

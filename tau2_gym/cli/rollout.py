@@ -24,7 +24,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
+from tau2_gym.core.domain import domain_names
 from tau2_gym.data import DataError
+from tau2_gym.llm.client import ServerCheckError
 from tau2_gym.players.agents.scripted import ALL_AGENTS
 from tau2_gym.runner.collect import RolloutConfig, collect, ids_in_split_order
 from tau2_gym.runner.players import (
@@ -58,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     scripted = [c.name for c in ALL_AGENTS]
     g = parser.add_argument_group("tasks")
-    g.add_argument("--domain", default="airline", help="tau2 domain (airline, retail, telecom, telecom-workflow, mock)")
+    g.add_argument("--domain", default="airline", help=f"tau2 domain ({', '.join(domain_names())})")
     g.add_argument(
         "--task-set-name", default=None, help="task set (default: the domain's; telecom_full, telecom_small)"
     )
@@ -125,7 +127,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--user",
         default="user_simulator",
-        help="user_simulator (LLM, default), dummy_user (solo), oracle (offline, follows the task)",
+        help="user_simulator (LLM, default), dummy_user (solo), talking (offline, answers from the task), oracle "
+        "(offline: does the task's user actions, stops at the agent's first question)",
     )
     g.add_argument("--user-llm", default=DEFAULT_LLM, help=f"user model (default: {DEFAULT_LLM})")
     g.add_argument("--user-llm-args", default='{"temperature": 0.0}', help="JSON sampling args for the user")
@@ -159,7 +162,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="results file; run again with the same path to resume (default: "
         "tau2_runs/<time>_<domain>_<agent>_<llm>_<user>_<llm>.json)",
     )
-    g.add_argument("--max-retries", type=int, default=3, help="re-runs of a failed episode (default: 3)")
+    g.add_argument(
+        "--max-retries", type=int, default=3, help="re-runs of a failed episode (default: 3; none after an HTTP 4xx)"
+    )
+    g.add_argument(
+        "--max-infra-error-rate",
+        type=float,
+        default=0.0,
+        help="exit status 1 when more than this share of the episodes ended as infrastructure_error (default: 0, "
+        "any such episode; finished episodes are written either way, and the same command resumes)",
+    )
+    g.add_argument(
+        "--no-server-check",
+        action="store_true",
+        help="skip the one small request to each LLM server before the first episode",
+    )
     g.add_argument("--retry-delay", type=float, default=1.0, help="seconds before a re-run (default: 1.0)")
     g.add_argument(
         "--request-retries",
@@ -301,6 +318,20 @@ def cache_lines(info: dict) -> list[str]:
     return lines
 
 
+def cache_start_line(label: str, stats: Optional[dict], off_flag: str) -> Optional[str]:
+    """The run's first word on a reply cache: on (where, when a reply is reused, how to turn it off) or off."""
+    if not isinstance(stats, dict):
+        return None
+    if stats.get("on"):
+        return (
+            f"{label}: on, {stats.get('path')} -- a temperature-0 (or seeded) request already answered by the same "
+            f"server and model is answered from it; {off_flag} turns it off; tau2-gym cache stats|clear"
+        )
+    if stats.get("error"):
+        return f"{label}: off ({stats['error']})"
+    return f"{label}: off"
+
+
 def token_probe_line(probe: dict, mode: str) -> str:
     """What the agent server returns for --capture-tokens, said before the run starts."""
     if probe.get("error"):
@@ -340,10 +371,8 @@ def default_output(args: argparse.Namespace) -> Path:
 def summary(report: Any, num_trials: int, user: Any = None) -> str:
     """Average reward, pass^k (upstream's formula) and what was left out."""
     by_task: dict[str, list[float]] = {}
-    infra = 0
     for run in report.simulations:
         if run.get("termination_reason") == "infrastructure_error":
-            infra += 1
             continue
         if run.get("reward_info") is not None:
             by_task.setdefault(str(run["task_id"]), []).append(float(run["reward_info"]["reward"]))
@@ -357,8 +386,6 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
     if scored:
         lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
         lines.append("  ".join(f"pass^{k}={v:.4f}" for k, v in pass_hat(by_task, num_trials).items()))
-    if infra:
-        lines.append(f"infrastructure errors: {infra} (re-run them by running the same command again)")
     scored_runs = [
         r
         for r in report.simulations
@@ -413,6 +440,9 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
     return "\n".join(lines)
 
 
+_SERVER_FLAGS = {"agent": "--agent-base-url", "user simulator": "--user-base-url", "judge": "--judge"}
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.ERROR), format="%(levelname)s %(name)s: %(message)s"
@@ -460,6 +490,7 @@ def run(args: argparse.Namespace) -> int:
             allow_config_change=args.allow_config_change,
             progress=not args.no_progress,
             domain_options=retrieval_options(args),
+            check_servers=not args.no_server_check,
         )
         if config.task_ids is not None:
             config.task_ids = ids_in_split_order(config)
@@ -476,6 +507,10 @@ def run(args: argparse.Namespace) -> int:
         f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, output {output}",
         file=sys.stderr,
     )
+    stats = user.cache_stats() if callable(getattr(user, "cache_stats", None)) else None
+    line = cache_start_line("user cache", stats, "--no-user-cache")
+    if line:
+        print(line, file=sys.stderr)
     if args.capture_tokens and hasattr(policy, "probe_tokens"):
         print(token_probe_line(policy.probe_tokens(), args.capture_tokens), file=sys.stderr)
     try:
@@ -495,7 +530,11 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             report = collect(None, policy, user, config=config)
-    except ValueError as exc:
+    except ServerCheckError as exc:
+        hint = _SERVER_FLAGS.get(exc.who)
+        print(f"error: {exc}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+        return 2
+    except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -510,4 +549,12 @@ def run(args: argparse.Namespace) -> int:
             if close is not None:
                 close()
     print(summary(report, args.num_trials, user))
-    return 0
+    print(report.failure_line())
+    if report.ok(args.max_infra_error_rate):
+        return 0
+    print(
+        f"error: {100 * report.infra_error_share:.1f}% of the episodes failed (--max-infra-error-rate "
+        f"{args.max_infra_error_rate:g}); the finished ones are in {output}: the same command re-runs the failed ones",
+        file=sys.stderr,
+    )
+    return 1

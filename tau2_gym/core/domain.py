@@ -124,10 +124,18 @@ def domain_names() -> list[str]:
     return names
 
 
+class UnknownName(KeyError, ValueError):
+    """A domain or task name that does not exist. A KeyError for lookups, a ValueError for callers that check
+    arguments; its text is the plain message (a bare KeyError would print it quoted)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def get_domain_spec(name: str) -> DomainSpec:
     _load_entry_points()
     if name not in _registry:
-        raise KeyError(f"unknown domain {name!r}; registered domains are: {', '.join(_registry)}")
+        raise UnknownName(f"unknown domain {name!r}; registered domains are: {', '.join(_registry)}")
     spec = _registry[name]
     if isinstance(spec, str):
         module, _, attr = spec.partition(":")
@@ -340,7 +348,7 @@ class LoadedDomain:
         for t in self._all_tasks(task_set):
             if t.id == task_id:
                 return t
-        raise KeyError(
+        raise UnknownName(
             f"task {task_id!r} not found in domain {self.spec.name!r} "
             f"(task set {task_set or self.spec.default_task_set!r})"
         )

@@ -349,7 +349,13 @@ class Tau2Env(gym.Env):
             raise ValueError(f"unknown task_id {task_id!r} for domain {self.config.domain!r}")
         return task
 
+    #: the keys ``reset(options=...)`` understands; any other key is a caller's typo, refused with this list
+    reset_options: tuple[str, ...] = ("task_id", "task_index", "task")
+
     def _pick_task(self, options: dict) -> Task:
+        unknown = sorted(str(k) for k in options if k not in self.reset_options)
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {unknown}; valid options are: {', '.join(self.reset_options)}")
         if "task" in options and isinstance(options["task"], Task):
             return options["task"]
         if options.get("task_id") is not None:
@@ -388,8 +394,8 @@ class Tau2Env(gym.Env):
             ``termination_reason``; the next :meth:`step` then returns the terminal transition.
 
         Raises:
-            ValueError / IndexError: an unknown ``task_id`` or an out-of-range ``task_index`` (a caller's error,
-            not the agent's), or a task that cannot run in solo mode.
+            ValueError / IndexError: an unknown ``task_id``, an out-of-range ``task_index``, an option key other
+            than these (a caller's error, not the agent's), or a task that cannot run in solo mode.
         """
         self.begin_reset(seed=seed, options=options)
         self._time_limit = outer_time_limit(self)

@@ -3,8 +3,12 @@
 The user simulator dominates the cost of a tau2 rollout, and at temperature 0 (or with a fixed seed) its
 requests repeat across epochs, GRPO groups and re-runs; so do the NL judge's. The key is the SHA-256 of the
 whole request body (model, messages, sampling arguments, tools, tool choice, seed, extra body) in canonical
-JSON, so any change to what would be sent is a different entry. One row per key: ``(key, model, response
-JSON, created)``.
+JSON, together with who answers it -- the server's base URL and the model name that server reports -- and
+the key format's version: any change to what would be sent, or to where, is a different entry. A hit is
+therefore valid exactly when the sampling repeats (temperature 0, or the same seed) and the server, the model,
+the seed and the request are the same; a server whose replies changed behind the same URL and model name
+(a new checkpoint served under an old name) is the one case the key cannot see -- turn the cache off for it.
+One row per key: ``(key, model, response JSON, created)``.
 
 Why SQLite: many threads and processes (concurrent rollouts, Ray actors on one node) share one file. WAL
 mode lets readers run beside a writer, ``busy_timeout`` makes a writer wait for the lock instead of failing,
@@ -39,12 +43,16 @@ __all__ = [
     "open_cache",
     "cache_info",
     "sum_stats",
+    "file_stats",
+    "clear",
     "AUTO",
     "OFF",
 ]
 
 AUTO = "auto"
 OFF = "off"
+#: version of the key's layout: a new layout never reads entries written under an old one
+KEY_FORMAT = 2
 DEFAULT_FILE = "llm-cache.sqlite"
 _BUSY_TIMEOUT_MS = 60_000
 
@@ -54,9 +62,11 @@ def cacheable(kwargs: dict[str, Any], seeded: bool = True) -> bool:
     return kwargs.get("temperature") == 0 or (seeded and kwargs.get("seed") is not None)
 
 
-def request_key(kwargs: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON body (sorted keys; ASCII escapes, the encoder's fastest path)."""
-    body = json.dumps(kwargs, sort_keys=True, separators=(",", ":"), default=str)
+def request_key(kwargs: dict[str, Any], server: Optional[dict[str, Any]] = None) -> str:
+    """SHA-256 of the key format, the server's identity (``{"base_url", "served_model"}``) and the request body,
+    as canonical JSON (sorted keys, ASCII escapes)."""
+    whole = {"format": KEY_FORMAT, "server": server, "request": kwargs}
+    body = json.dumps(whole, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(body.encode("ascii")).hexdigest()
 
 
@@ -146,10 +156,10 @@ class ResponseCache:
         with self._lock:
             self.misses += 1
 
-    def key(self, kwargs: dict[str, Any]) -> Optional[str]:
-        """The request's key, or None when this cache does not keep it (hashing a long conversation costs
-        ~50 us: callers that get and then put compute it once and pass it to both)."""
-        return request_key(kwargs) if cacheable(kwargs, self.seeded) else None
+    def key(self, kwargs: dict[str, Any], server: Optional[dict[str, Any]] = None) -> Optional[str]:
+        """The request's key on ``server``, or None when this cache does not keep it (callers that get and then
+        put compute it once and pass it to both)."""
+        return request_key(kwargs, server) if cacheable(kwargs, self.seeded) else None
 
     def get(self, kwargs: dict[str, Any], key: Optional[str] = None) -> Optional[dict]:
         """The cached response for this request, or None (not cacheable, absent or unreadable)."""
@@ -273,3 +283,46 @@ def sum_stats(stats: list[Optional[dict]]) -> Optional[dict[str, Any]]:
         base[k] = sum(int(s.get(k) or 0) for s in given)
     base["clients"] = len(given)
     return base
+
+
+def file_stats(path: Union[str, os.PathLike, None] = None) -> dict[str, Any]:
+    """What a cache file holds: entries per model, oldest and newest entry, size (``path`` None: the default
+    file). Read-only; a missing file is ``{"exists": False}``."""
+    p = _resolve(path) if path is not None else default_cache_path()
+    if not p.exists():
+        return {"path": str(p), "exists": False, "entries": 0}
+    try:
+        conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=_BUSY_TIMEOUT_MS / 1000)
+        try:
+            rows = conn.execute(
+                "SELECT model, COUNT(*), MIN(created), MAX(created) FROM responses GROUP BY model"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return {"path": str(p), "exists": True, "entries": 0, "error": f"{type(exc).__name__}: {exc}"}
+    size = sum(f.stat().st_size for f in p.parent.glob(p.name + "*") if f.is_file())
+    return {
+        "path": str(p),
+        "exists": True,
+        "entries": sum(r[1] for r in rows),
+        "models": {str(r[0]): r[1] for r in rows},
+        "oldest": min((r[2] for r in rows), default=None),
+        "newest": max((r[3] for r in rows), default=None),
+        "bytes": size,
+    }
+
+
+def clear(path: Union[str, os.PathLike, None] = None) -> int:
+    """Delete every entry of a cache file (``path`` None: the default file); returns how many there were."""
+    p = _resolve(path) if path is not None else default_cache_path()
+    if not p.exists():
+        return 0
+    conn = sqlite3.connect(str(p), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        count = int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        conn.execute("DELETE FROM responses")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    return count

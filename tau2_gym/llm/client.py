@@ -10,8 +10,10 @@ endpoint (OpenAI, vLLM, SGLang, ...) and owns everything between a request body 
   honoured up to ``backoff_max``); other HTTP errors fail at once; an *empty* reply is re-requested at once up
   to ``empty_retries`` times (NVIDIA's tau2 does; upstream tau2 aborts on it). What is left raises
   :class:`LLMError`, which each caller turns into its own error class;
-- the reply cache (:mod:`tau2_gym.llm.cache`), usage and cost (:mod:`tau2_gym.llm.cost`), and the gate on
-  requests in flight (``max_concurrency``).
+- the reply cache (:mod:`tau2_gym.llm.cache`, keyed on the server's identity as well as the request), usage
+  and cost (:mod:`tau2_gym.llm.cost`), and the gate on requests in flight (``max_concurrency``);
+- the server check of :meth:`ChatClient.acheck`: one small request before a run, so that a wrong URL, a server
+  that fails every request or a missing key ends the run at once instead of after every episode has failed.
 
 What a reply *means* is the caller's: ``complete(kwargs, parse)`` calls ``parse(reply_dict)``, which returns the
 caller's value or raises :class:`BadReply` (retried like a server fault), :class:`EmptyReply` (re-requested) or
@@ -53,6 +55,8 @@ __all__ = [
     "usage_of",
     "DEFAULT_MODEL",
     "CLIENT_ARGS",
+    "PROBE_MESSAGES",
+    "ServerCheckError",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,6 +67,12 @@ Item = TypeVar("Item")
 #: upstream tau2's default model for the agent, the user simulator and the NL judge alike
 DEFAULT_MODEL = "gpt-4.1-2025-04-14"
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+#: statuses that say "busy", not "wrong": the server check passes on them
+_BUSY_STATUS = frozenset({408, 429})
+#: the conversation of the server check: the smallest request that proves the endpoint serves the model. The
+#: run's own sampling arguments ride along, so a server that would refuse them refuses the check.
+PROBE_MESSAGES: tuple[dict[str, str], ...] = ({"role": "user", "content": "Reply with the word OK."},)
+_PROBE_TIMEOUT = 30.0
 
 #: keys of ``llm_args`` that configure the client rather than the sampling (tau2 run passes them there, litellm
 #: takes them as arguments): the config field each one sets. The field's own name comes last, so it wins over
@@ -210,9 +220,19 @@ class LLMError(RuntimeError):
     """A call that failed for good (retries spent, or an error not worth retrying). The message names the role,
     the model, the endpoint, the reason and the attempts; the parts are kept for callers with their own wording."""
 
-    def __init__(self, who: str, model: str, where: str, reason: str, attempts: int) -> None:
+    def __init__(self, who: str, model: str, where: str, reason: str, attempts: int, retryable: bool = True) -> None:
         super().__init__(f"{who} model {model!r} at {where}: {reason} (after {attempts} attempt(s))")
         self.who, self.model, self.where, self.reason, self.attempts = who, model, where, reason, attempts
+        #: False when the error would repeat on another try (a 4xx such as 404 or 401): episode retries skip it
+        self.retryable = retryable
+
+
+class ServerCheckError(RuntimeError):
+    """The server check failed: one line naming the role, the server, what went wrong and the fix."""
+
+    def __init__(self, who: str, where: str, problem: str, fix: str) -> None:
+        super().__init__(f"{who} server {where}: {problem}; {fix}")
+        self.who, self.where, self.problem, self.fix = who, where, problem, fix
 
 
 class BadReply(Exception):
@@ -365,7 +385,7 @@ class _Tries:
         cfg = self.client.config
         reason, retryable, retry_after = self.client.classify(exc)
         if not retryable or self.failures >= cfg.max_retries:
-            raise self.client.error(reason, self.attempts) from exc
+            raise self.client.error(reason, self.attempts, retryable) from exc
         delay = self.client.backoff(self.failures, retry_after)
         self.failures += 1
         logger.warning(
@@ -399,6 +419,10 @@ class ChatClient:
             weakref.WeakKeyDictionary()
         )
         self._rng = random.Random()
+        #: the model name the server reported to the check (:meth:`acheck`); None before it ran or if it failed
+        self.served_model: Optional[str] = None
+        #: whether ``served_model`` is known (from the check or the first reply); the cache waits for it
+        self.identified = False
         setting = config.cache
         if not auto_cache and isinstance(setting, str) and setting.lower() == "auto":
             setting = None
@@ -462,6 +486,16 @@ class ChatClient:
     @property
     def where(self) -> str:
         return self.config.base_url or "the default OpenAI endpoint"
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint requests go to (the configured one, else ``$OPENAI_BASE_URL``, else OpenAI's)."""
+        return chat_http.base_url(self.config.base_url)
+
+    def identity(self) -> dict[str, Any]:
+        """Who answers: the endpoint and the model name the server reports (None until the check has run).
+        Part of every cache key, so replies of one server are never served as another's."""
+        return {"base_url": self.base_url, "served_model": self.served_model}
 
     def api_key(self) -> Optional[str]:
         """The literal key, else the env var's value, else None."""
@@ -572,6 +606,86 @@ class ChatClient:
         if state is not None:
             await state[2].aclose()  # its finally closes the client
 
+    # ------------------------------------------------------------------------------ server check
+
+    def _key_problem(self) -> Optional[ServerCheckError]:
+        if self.config.base_url or self.api_key() or self.base_url != chat_http.DEFAULT_BASE_URL:
+            return None
+        return ServerCheckError(
+            self.who,
+            self.base_url,
+            f"no API key (${self.config.api_key_env} is not set)",
+            f"export {self.config.api_key_env}=..., or give the base URL of your own server",
+        )
+
+    def _check_failure(self, exc: BaseException) -> ServerCheckError:
+        reason, _, _ = self.classify(exc)
+        status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+        if isinstance(exc, chat_http.Unreadable):
+            fix = "the endpoint does not answer like an OpenAI-compatible chat server: check the base URL"
+        elif status == 404:
+            fix = "check the base URL (OpenAI-compatible servers serve /v1/chat/completions: does it end in /v1?)"
+        elif status in (401, 403):
+            fix = f"check the key in ${self.config.api_key_env}"
+        elif isinstance(status, int) and status < 500:
+            fix = "check the model name and the LLM arguments"
+        elif isinstance(status, int):
+            fix = "the server fails requests: look at its log"
+        else:
+            fix = "is the server running, and are the host and port right?"
+        return ServerCheckError(self.who, self.base_url, reason, fix)
+
+    def _checked(self, raw: Optional[dict], exc: Optional[BaseException], strict: bool) -> dict[str, Any]:
+        if exc is None and (not isinstance(raw, dict) or not isinstance(raw.get("choices"), list)):
+            exc = chat_http.Unreadable(f"not a chat completion: {str(raw)[:200]}")
+        if exc is not None:
+            status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+            if status in _BUSY_STATUS:
+                return {**self.identity(), "model": self.config.model, "busy": status}
+            failure = self._check_failure(exc)
+            if strict:
+                raise failure from exc
+            logger.debug("%s server check failed: %s", self.who, failure)
+            return {**self.identity(), "model": self.config.model, "error": str(failure)}
+        self._learn_identity(raw)
+        return {**self.identity(), "model": self.config.model}
+
+    def _probe_kwargs(self) -> dict[str, Any]:
+        return self.request_kwargs([dict(m) for m in PROBE_MESSAGES])
+
+    def check(self, strict: bool = True) -> dict[str, Any]:
+        """Sync :meth:`acheck` (the SDK transport)."""
+        problem = self._key_problem()
+        if problem is not None:
+            if strict:
+                raise problem
+            return {**self.identity(), "model": self.config.model, "error": str(problem)}
+        try:
+            raw, exc = self.send(self._probe_kwargs()), None
+        except Exception as error:  # noqa: BLE001 - classified into the check's one-line failure
+            raw, exc = None, error
+        return self._checked(raw, exc, strict)
+
+    async def acheck(self, strict: bool = True) -> dict[str, Any]:
+        """One small request (:data:`PROBE_MESSAGES` with the run's sampling arguments), never cached or retried:
+        a missing key, an unreachable server, an HTTP error other than 408/429 or an unreadable reply raises
+        :class:`ServerCheckError` (``strict``; else the result says ``error``). Learns the model name the server
+        reports, which keys the reply cache. Returns ``{"base_url", "served_model", "model"}``."""
+        problem = self._key_problem()
+        if problem is not None:
+            if strict:
+                raise problem
+            return {**self.identity(), "model": self.config.model, "error": str(problem)}
+        client, _ = await self._loop_state()
+        try:
+            limit = min(self.config.timeout, _PROBE_TIMEOUT)
+            raw, exc = await asyncio.wait_for(self._asend(client, self._probe_kwargs()), limit), None
+        except asyncio.TimeoutError:
+            raw, exc = None, chat_http.Deadline(f"no reply within {min(self.config.timeout, _PROBE_TIMEOUT)}s")
+        except Exception as error:  # noqa: BLE001 - classified into the check's one-line failure
+            raw, exc = None, error
+        return self._checked(raw, exc, strict)
+
     # ------------------------------------------------------------------------------ failure policy
 
     def classify(self, exc: BaseException) -> tuple[str, bool, Optional[float]]:
@@ -626,8 +740,8 @@ class ChatClient:
             delay = max(delay, min(cfg.backoff_max, retry_after))
         return max(0.0, delay)
 
-    def error(self, reason: str, attempts: int) -> LLMError:
-        return LLMError(self.who, self.config.model, self.where, reason, attempts)
+    def error(self, reason: str, attempts: int, retryable: bool = True) -> LLMError:
+        return LLMError(self.who, self.config.model, self.where, reason, attempts, retryable)
 
     # ------------------------------------------------------------------------------ usage, cost, cache
 
@@ -644,8 +758,16 @@ class ChatClient:
         return {"on": False} if self.cache is None else self.cache.stats()
 
     def _cache_key(self, kwargs: dict[str, Any]) -> Optional[str]:
-        """The request's cache key, computed once for the lookup and the store (None: not cached)."""
-        return None if self.cache is None else self.cache.key(kwargs)
+        """The request's cache key, computed once for the lookup and the store (None: not cached -- also while
+        the server's identity is unknown: the first reply, or the server check, tells it)."""
+        if self.cache is None or not self.identified:
+            return None
+        return self.cache.key(kwargs, self.identity())
+
+    def _learn_identity(self, raw: dict) -> None:
+        served = raw.get("model")
+        self.served_model = served if isinstance(served, str) and served else None
+        self.identified = True
 
     def _from_cache(self, kwargs: dict[str, Any], key: Optional[str], parse: Callable[[dict], T]) -> Optional[Reply[T]]:
         if key is None or self.cache is None:
@@ -664,6 +786,9 @@ class ChatClient:
 
     def _accept(self, kwargs: dict[str, Any], key: Optional[str], raw: dict, parse: Callable[[dict], T]) -> Reply[T]:
         value = parse(raw)
+        if not self.identified:
+            self._learn_identity(raw)
+            key = self._cache_key(kwargs)
         if key is not None and self.cache is not None:
             self.cache.put(kwargs, raw, key)
         usage = usage_of(raw)

@@ -69,10 +69,14 @@ def _error_message(text: str) -> str:
     return text[:300]
 
 
-def endpoint(base_url: Optional[str]) -> str:
+def base_url(given: Optional[str]) -> str:
+    """The base URL requests go to: ``given``, else ``$OPENAI_BASE_URL``, else OpenAI's (the SDK's order)."""
+    return (given or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def endpoint(given: Optional[str]) -> str:
     """The chat-completions URL for a base URL (the SDK's default when None)."""
-    base = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-    return base + "/chat/completions"
+    return base_url(given) + "/chat/completions"
 
 
 def make_client(

@@ -42,6 +42,7 @@ from tau2_gym.core.domain import load_domain
 from tau2_gym.core.orchestrator import solo_task_error
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.tasks import Task
+from tau2_gym.runner.checks import check_servers, failure_line, infra_error_share
 from tau2_gym.runner.config import RolloutConfig, trial_seeds
 from tau2_gym.runner.episodes import EpisodeRunner
 from tau2_gym.runner.log import INFRASTRUCTURE_ERROR, EpisodeLog, log_path, open_log, output_paths, read_log, record_key
@@ -59,6 +60,7 @@ __all__ = [
     "collect",
     "acollect",
     "run_collection",
+    "prepare_run",
     "trial_seeds",
     "log_path",
     "read_log",
@@ -112,6 +114,20 @@ class RolloutReport:
     def mean_reward(self) -> Optional[float]:
         r = self.rewards
         return sum(r) / len(r) if r else None
+
+    @property
+    def infra_error_share(self) -> float:
+        """The share of the selection's episodes that ended as ``infrastructure_error``."""
+        return infra_error_share(self.simulations)
+
+    def failure_line(self) -> str:
+        """``failed: N of M episodes (...)``: how many failed and the most frequent reasons."""
+        return failure_line(self.simulations)
+
+    def ok(self, max_infra_error_rate: float = 0.0) -> bool:
+        """Whether the run counts as a success: not interrupted, and at most this share of its episodes failed
+        (0.0, the default: none)."""
+        return not self.interrupted and self.infra_error_share <= max_infra_error_rate
 
 
 def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]] = None) -> list[Task]:
@@ -302,6 +318,23 @@ def local_executor(runner: EpisodeRunner, concurrency: int) -> Executor:
     return execute
 
 
+async def prepare_run(
+    cfg: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]], policy: Any, user: Any
+) -> tuple[Any, Any, Any, list[Task]]:
+    """What every runner does before its first episode: build the players, the judge and the task selection,
+    then check the LLM servers (``cfg.check_servers``). Returns ``(policy, user, judge, tasks)``."""
+    policy = build_player(policy, "policy")
+    user = build_player(user, "user", cfg.solo)
+    judge, selected = select_for_run(cfg, tasks)
+    if cfg.check_servers:
+        try:
+            await check_servers(policy, user, judge)
+        except BaseException:
+            await _close_loop_clients(policy, user, judge)
+            raise
+    return policy, user, judge, selected
+
+
 async def acollect(
     tasks: Optional[Sequence[Union[Task, str]]],
     policy: Any,
@@ -314,9 +347,7 @@ async def acollect(
     cfg = config if config is not None else RolloutConfig()
     if settings:
         cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **settings})
-    policy = build_player(policy, "policy")
-    user = build_player(user, "user", cfg.solo)
-    judge, selected = select_for_run(cfg, tasks)
+    policy, user, judge, selected = await prepare_run(cfg, tasks, policy, user)
     runner = EpisodeRunner(cfg, selected, policy, user, judge)
     collection = Collection(cfg, selected, runner)
     interrupted = True

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tau2_gym.core.config import describe
+from tau2_gym.core.domain import get_domain_spec
 from tau2_gym.core.parsing import available_parsers
 
 __all__ = ["RolloutConfig", "trial_seeds"]
@@ -131,8 +132,17 @@ class RolloutConfig:
     progress: bool = field(
         default=True, metadata={"help": "show a progress bar (tqdm if installed, else a status line)."}
     )
+    check_servers: bool = field(
+        default=True,
+        metadata={
+            "help": "before the first episode, send one small request to each LLM server of the run (agent, "
+            "customer, judge): a wrong URL, a failing server or a missing key ends the run at once "
+            "(tau2_gym.llm.client.ServerCheckError) instead of failing every episode."
+        },
+    )
 
     def __post_init__(self) -> None:
+        get_domain_spec(self.domain)  # an unknown domain fails here, naming the registered ones
         if self.num_trials < 1:
             raise ValueError(f"num_trials={self.num_trials} must be >= 1")
         if self.concurrency < 1:

@@ -19,6 +19,7 @@ from tau2_gym.envs.episode import EpisodeSetup
 from tau2_gym.llm.cache import cache_info
 from tau2_gym.llm.cost import episode_usage, sum_usage
 from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.runner.checks import retryable
 from tau2_gym.runner.config import RolloutConfig
 from tau2_gym.runner.log import INFRASTRUCTURE_ERROR
 
@@ -135,6 +136,9 @@ class EpisodeRunner:
                 raise
             except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
                 last, tb = exc, traceback.format_exc()
+                if not retryable(exc):  # e.g. HTTP 404 or 401: another try would fail the same way
+                    attempts = attempt + 1
+                    break
                 if attempt + 1 < attempts:
                     logger.warning(
                         "task %s trial %d failed (attempt %d/%d): %s: %s",

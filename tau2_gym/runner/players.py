@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from tau2_gym.llm.params import model_family, tau2_run_args
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
-from tau2_gym.players.agents.scripted import ScriptedPolicy
+from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
 from tau2_gym.players.users import resolve_user
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 from tau2_gym.players.users.scripted import OracleUser
@@ -34,6 +34,8 @@ __all__ = [
 DEFAULT_LLM = "gpt-4.1-2025-04-14"
 LLM_AGENTS = ("llm_agent", "llm_agent_solo")
 LLM_USERS = ("user_simulator",)
+SCRIPTED_AGENTS = tuple(c.name for c in ALL_AGENTS)
+OFFLINE_USERS = ("talking", "oracle")
 UNSUPPORTED_AGENTS = {
     "llm_agent_gt": "upstream's ground-truth-guided LLM agent is not implemented here; use "
     "--agent llm_agent, or --agent oracle for the gold actions"
@@ -105,6 +107,10 @@ def build_policy(settings: PlayerSettings, solo: bool = False, notes: Optional[l
         return OpenAIAgentPolicy(
             OpenAIAgentConfig(**llm_settings(settings, notes), capture_tokens=settings.capture_tokens)
         )
+    if settings.kind not in SCRIPTED_AGENTS:
+        raise ValueError(
+            f"unknown agent {settings.kind!r}; choose one of: {', '.join((*LLM_AGENTS, *SCRIPTED_AGENTS))}"
+        )
     if settings.capture_tokens:
         raise ValueError(f"--capture-tokens needs an LLM agent (--agent llm_agent); {settings.kind!r} has no tokens")
     return ScriptedPolicy(settings.kind)
@@ -124,7 +130,13 @@ def build_user(settings: PlayerSettings, solo: bool = False, notes: Optional[lis
         return user
     if settings.cache not in ("auto", "off"):
         raise ValueError(f"--user-cache needs an LLM user (--user user_simulator); {settings.kind!r} makes no calls")
-    return resolve_user(settings.kind)
+    try:
+        return resolve_user(settings.kind)
+    except ValueError:
+        raise ValueError(
+            f"unknown user {settings.kind!r}; choose one of: {', '.join((*LLM_USERS, 'dummy_user', *OFFLINE_USERS))}"
+            ", or 'package.module:Class'"
+        ) from None
 
 
 def judge_with_cache(spec: Optional[str], cache: str) -> Optional[str]:

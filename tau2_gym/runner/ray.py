@@ -40,7 +40,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.tasks import Task
 from tau2_gym.llm.cache import cache_info, sum_stats
-from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, run_collection, select_for_run
+from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, prepare_run, run_collection
 from tau2_gym.runner.episodes import EpisodeRunner
 from tau2_gym.runner.log import record_key
 from tau2_gym.runner.players import build_player
@@ -296,10 +296,9 @@ async def acollect_ray(
         cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **settings})
     if num_actors < 1:
         raise ValueError(f"num_actors={num_actors} must be >= 1")
-    judge, selected = select_for_run(cfg, tasks)
-    # the driver's own players only describe the run (signature, results info); the actors build theirs
-    info_policy = build_player(policy, "policy")
-    info_user = build_player(user, "user", cfg.solo)
+    # the driver's own players describe the run (signature, results info) and check its servers; the actors
+    # build theirs
+    info_policy, info_user, judge, selected = await prepare_run(cfg, tasks, policy, user)
     collection = Collection(cfg, selected, EpisodeRunner(cfg, selected, info_policy, info_user, judge))
     started_ray = False
     pool: Optional[ActorPool] = None

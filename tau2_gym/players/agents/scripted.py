@@ -272,6 +272,8 @@ class ScriptedPolicy(AgentPolicy):
     offline = True
 
     def __init__(self, agent: Union[str, Callable[[], Any]] = "oracle") -> None:
+        if isinstance(agent, str):
+            make_agent(agent)  # an unknown name fails here, once, not at every episode's first turn
         self.factory: Callable[[], Any] = (lambda: make_agent(agent)) if isinstance(agent, str) else agent
         self.name = agent if isinstance(agent, str) else getattr(agent, "name", getattr(agent, "__name__", "custom"))
         self.implementation = f"scripted_{self.name}"
