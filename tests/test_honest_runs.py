@@ -195,3 +195,17 @@ def test_no_user_cache_says_so_at_start(tmp_path, capsys, monkeypatch):
     with OpenAIStub(["Hello.", "###STOP###"], model="shared-name") as a:
         code, _, err, _ = rollout([*user_llm_run(a.base_url, tmp_path / "a.json"), "--no-user-cache"], capsys)
     assert code == 0 and "user cache: off" in err.splitlines()[:4]
+
+
+def test_cache_stats_and_clear(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TAU2_GYM_CACHE_DIR", str(tmp_path / "cache"))
+    with OpenAIStub(["Hello.", "###STOP###"], model="shared-name") as a:
+        assert rollout(user_llm_run(a.base_url, tmp_path / "a.json"), capsys)[0] == 0
+        assert main(["cache", "stats"]) == 0
+        out = capsys.readouterr().out
+        assert "2 entries" in out and "shared-name" in out
+        assert main(["cache", "clear"]) == 0
+        assert "cleared 2 entries" in capsys.readouterr().out
+        assert main(["cache", "stats"]) == 0 and "0 entries" in capsys.readouterr().out
+        _, stdout, _, _ = rollout(user_llm_run(a.base_url, tmp_path / "b.json"), capsys)
+    assert "user cache: 0 hits" in stdout

@@ -320,6 +320,8 @@ def clear(path: Union[str, os.PathLike, None] = None) -> int:
         return 0
     conn = sqlite3.connect(str(p), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
+        if conn.execute("SELECT name FROM sqlite_master WHERE name = 'responses'").fetchone() is None:
+            return 0
         count = int(conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
         conn.execute("DELETE FROM responses")
         conn.execute("VACUUM")
