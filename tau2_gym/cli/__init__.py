@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import Any, Optional
-
-from tau2_gym.data import DataError
+from typing import Any, NoReturn, Optional, Union
 
 COMMANDS = {
     "demo": "Run the built-in demo on the default data (no API key needed).",
@@ -18,11 +17,20 @@ COMMANDS = {
     "export": "Export results files as an SFT dataset (TRL's conversational format).",
     "replay": "Replay results files through fresh envs and report where trajectories diverge.",
     "report": "Build one self-contained HTML report of one or more results files.",
+    "cache": "Show or clear the LLM reply cache (user simulator and judge replies).",
+    "serve": "Serve a tau2 env id as an OpenEnv server (HTTP + WebSocket sessions; extra tau2-gym[openenv]).",
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one ``error:`` line (and where the help is) instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tau2-gym", description="Gymnasium environments for tau2-bench.")
+    parser = _Parser(prog="tau2-gym", description="Gymnasium environments for tau2-bench.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
         try:
@@ -58,18 +66,39 @@ def main(argv: Optional[list[str]] = None) -> int:
     previous = _exit_on_sigterm()
     try:
         return int(args._run(args) or 0)
-    except DataError as exc:  # one line (file, problem, fix); the traceback only with TAU2_GYM_DEBUG
-        import os
-
-        if os.environ.get("TAU2_GYM_DEBUG"):
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except BrokenPipeError:  # `tau2-gym demo | head`: the reader left; stop quietly
+        _quiet_stdout()
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # every failure is one line; the traceback with TAU2_GYM_DEBUG
+        if os.environ.get("TAU2_GYM_DEBUG"):
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 1
     finally:
         if previous is not None:
             import signal
 
             signal.signal(signal.SIGTERM, previous)
+
+
+def one_line(exc: Union[BaseException, str]) -> str:
+    """An exception as one line: our own errors (data, arguments) say what is wrong and the fix; anything else
+    also names its type and how to see the traceback."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("For further information visit")]  # pydantic's link
+    text = " ".join(" ".join(lines).split()) or type(exc).__name__
+    if isinstance(exc, (str, ValueError, OSError, LookupError)) or type(exc).__module__.startswith("tau2_gym"):
+        return text
+    return f"{type(exc).__name__}: {text} (TAU2_GYM_DEBUG=1 shows the traceback)"
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe, point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from tau2_gym import data
+from tau2_gym.cli import one_line
 from tau2_gym.data.manifest import load_manifest, verify
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{source.root}: {check.summary()}")
         return 0 if check.ok else 1
     except (data.DataError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
 
 

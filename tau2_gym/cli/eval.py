@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from tau2_gym.cli import one_line
 from tau2_gym.core.results_file import (
     ResultsFileError,
     format_problems,
@@ -283,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outputs = plan_outputs(inputs, args.output)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     if not args.verbose:
         logging.getLogger("tau2_gym").setLevel(logging.ERROR)
@@ -312,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
                 check=check,
             )
         except (InputError, ResultsFileError) as exc:
-            print(f"error: {src}: {exc}", file=sys.stderr)
+            print(f"error: {src}: {exc}", file=sys.stderr)  # a schema error list stays a list, one per line
             failed.append(str(src))
             continue
         if tally.data is not None and tally.data.version.name not in shown_data:
@@ -324,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 write_json_atomic(dst, raw)
             except (OSError, ValueError, RecursionError) as exc:
-                print(f"error: {src}: cannot write {dst}: {exc}", file=sys.stderr)
+                print(f"error: {src}: cannot write {dst}: {one_line(exc)}", file=sys.stderr)
                 failed.append(str(src))
                 continue
         rows.append(_format_row(str(src) + (f" -> {dst}" if dst is not None else ""), tally))
@@ -374,6 +375,7 @@ def run(args: argparse.Namespace) -> int:
             )
             code = 1
     if failed:
-        print(f"error: {len(failed)} input(s) could not be read: {', '.join(failed)}", file=sys.stderr)
         code = 1
+        # one `error:` line per unreadable input said why; this line counts them
+        print(f"{len(failed)} input(s) could not be read: {', '.join(failed)}", file=sys.stderr)
     return code

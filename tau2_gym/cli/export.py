@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tau2_gym.cli import one_line
 from tau2_gym.training.export import ExportError, export_dataset
 
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
             allow_test_split=args.allow_test_split,
         )
     except (ExportError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     splits = ", ".join(sorted(set(ds["split"])))
     print(f"exported {len(ds)} conversations (split: {splits}) to {args.output}")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from tau2_gym.cli import one_line
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.results.replay import ReplayInputError, replay
 
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {one_line(message)}", file=sys.stderr)
     return 2
 
 

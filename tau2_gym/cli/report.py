@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tau2_gym.cli import one_line
 from tau2_gym.results.report import (
     BOOTSTRAP_SAMPLES,
     BOOTSTRAP_SEED,
@@ -60,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
             compress=args.compress,
         )
     except ReportError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"error: cannot write {args.output!r}: {exc}", file=sys.stderr)
+        print(f"error: cannot write {args.output!r}: {one_line(exc)}", file=sys.stderr)
         return 1
     for r in result.runs:
         if r.skipped:
