@@ -1,0 +1,344 @@
+"""The OpenEnv server (``tau2-gym serve``) driven by OpenEnv's own client code.
+
+* oracle episodes over the wire reach the same observations, trajectory and reward as the in-process env, on
+  every domain;
+* 50 sessions stepped in an interleaved order each see only their own episode;
+* hostile frames (invalid JSON, binary, non-objects, deep nesting, oversized payloads, unknown types, a step
+  before a reset, bad actions and options) get an error reply and leave that session and every other one serving;
+* the bearer token, the session bound and the idle expiry; the ``serve`` command end to end.
+
+Skipped without the ``openenv`` extra (``pip install tau2-gym[openenv]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("openenv.core.env_server", reason="needs the openenv extra: pip install tau2-gym[openenv]")
+
+import httpx
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tau2_gym.core.records import as_dict
+from tau2_gym.frameworks.openenv import Tau2Action, Tau2Client, Tau2Server
+from tau2_gym.players.agents.scripted import OracleAgent
+
+VOLATILE = {"id", "timestamp", "start_time", "end_time", "duration"}
+
+
+def stable_run(run: dict) -> dict:
+    """A SimulationRun without its wall-clock fields and episode id (two runs of one episode differ only there)."""
+    out = {k: v for k, v in run.items() if k not in VOLATILE}
+    out["messages"] = [{k: v for k, v in m.items() if k != "timestamp"} for m in run["messages"]]
+    return out
+
+
+def local_episode(env, task_id: str, seed: int) -> dict:
+    """The oracle's episode in-process: every observation, reward and the end."""
+    obs, info = env.reset(seed=seed, options={"task_id": task_id})
+    agent = OracleAgent()
+    agent.reset(info["task"], info)
+    out = {"observations": [obs], "tools": info["tools"], "rewards": [], "actions": []}
+    while True:
+        action = agent.act(obs, info)
+        out["actions"].append(action)
+        obs, reward, term, trunc, info = env.step(action)
+        out["observations"].append(obs)
+        out["rewards"].append(reward)
+        if term or trunc:
+            break
+    out.update(
+        terminated=term,
+        truncated=trunc,
+        termination_reason=info["termination_reason"],
+        reward_info=as_dict(info["reward_info"]),
+        tau2_reward=info.get("tau2_reward"),
+        simulation_run=stable_run(as_dict(info["simulation_run"])),
+    )
+    return out
+
+
+async def served_episode(client: Tau2Client, actions: list, task_id: str, seed: int) -> dict:
+    """The same actions over the wire, as the local run chose them."""
+    result = await client.reset(task_id=task_id, seed=seed)
+    obs = result.observation
+    out = {"observations": [obs.messages], "tools": obs.tools, "rewards": []}
+    for action in actions:
+        result = await client.step(Tau2Action(action=action))
+        out["observations"].append(result.observation.messages)
+        out["rewards"].append(result.reward)
+    obs = result.observation
+    assert result.done
+    out.update(
+        terminated=obs.terminated,
+        truncated=obs.truncated,
+        termination_reason=obs.termination_reason,
+        reward_info=obs.reward_info,
+        tau2_reward=obs.tau2_reward,
+        simulation_run=stable_run(obs.simulation_run),
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def airline_server():
+    server = Tau2Server("tau2/airline-v0", port=0, max_message_bytes=64 * 1024).start()
+    yield server
+    server.stop()
+
+
+# ---------------------------------------------------------------------------------------------- parity
+
+
+DOMAINS = [
+    ("tau2/mock-v0", {}),
+    ("tau2/mock-solo-v0", {}),
+    ("tau2/airline-v0", {}),
+    ("tau2/retail-v0", {"judge": "pass"}),
+    ("tau2/telecom-v0", {"task_split": "small"}),
+    ("tau2/telecom-workflow-v0", {"task_split": "small"}),
+    ("tau2/banking_knowledge-v0", {"judge": "pass"}),
+]
+
+
+@pytest.mark.parametrize("env_id,kwargs", DOMAINS, ids=[d[0] for d in DOMAINS])
+def test_oracle_episodes_match_the_in_process_env(env_id, kwargs):
+    local = gym.make(env_id, **kwargs)
+    tasks = [t.id for t in local.unwrapped.tasks[:3]]
+    expected = {(t, seed): local_episode(local, t, seed) for t in tasks for seed in (0, 7)}
+
+    async def drive(url: str) -> dict:
+        out = {}
+        async with Tau2Client(url) as client:
+            for (task_id, seed), episode in expected.items():
+                out[(task_id, seed)] = await served_episode(client, episode["actions"], task_id, seed)
+        return out
+
+    with Tau2Server(env_id, kwargs, port=0) as server:
+        served = asyncio.run(drive(server.url))
+    for key, want in expected.items():
+        got = served[key]
+        assert got["tools"] == want["tools"], key
+        assert got["observations"] == want["observations"], key
+        assert got["rewards"] == want["rewards"], key
+        for field in ("terminated", "truncated", "termination_reason", "reward_info", "tau2_reward"):
+            assert got[field] == want[field], (key, field)
+        assert got["simulation_run"] == want["simulation_run"], key
+    # the oracle solves some of them: the comparison covered scored endings, not only failures
+    assert any(ep["rewards"][-1] == 1.0 for ep in expected.values())
+
+
+# ---------------------------------------------------------------------------------------------- isolation
+
+
+def test_fifty_interleaved_sessions_stay_isolated(airline_server):
+    local = gym.make("tau2/airline-v0")
+    tasks = [t.id for t in local.unwrapped.tasks]
+    plan = [(tasks[i % len(tasks)], 100 + i) for i in range(50)]
+    expected = [local_episode(local, task_id, seed) for task_id, seed in plan]
+
+    async def drive() -> list:
+        clients = [Tau2Client(airline_server.url) for _ in plan]
+        await asyncio.gather(*(c.connect() for c in clients))
+        try:
+            results = await asyncio.gather(*(c.reset(task_id=t, seed=s) for c, (t, s) in zip(clients, plan)))
+            seen = [[r.observation.messages] for r in results]
+            finals: list = [None] * len(plan)
+            # round-robin, one step per live session per round, in a shuffled order each round
+            rnd = 0
+            while any(f is None for f in finals):
+                order = [i for i in range(len(plan)) if finals[i] is None]
+                order = order[rnd % len(order) :] + order[: rnd % len(order)]
+                order = order[::-1] if rnd % 2 else order
+                steps = await asyncio.gather(
+                    *(clients[i].step(expected[i]["actions"][len(seen[i]) - 1]) for i in order)
+                )
+                for i, result in zip(order, steps):
+                    seen[i].append(result.observation.messages)
+                    if result.done:
+                        finals[i] = result
+                rnd += 1
+            return [(s, f) for s, f in zip(seen, finals)]
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+    for (observations, final), want in zip(asyncio.run(drive()), expected):
+        assert observations == want["observations"]
+        assert final.reward == want["rewards"][-1]
+        assert final.observation.termination_reason == want["termination_reason"]
+        assert stable_run(final.observation.simulation_run) == want["simulation_run"]
+
+
+# ---------------------------------------------------------------------------------------------- hostile frames
+
+
+async def _reply(ws) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+
+async def _episode_works(ws) -> None:
+    await ws.send(json.dumps({"type": "reset", "data": {"task_id": "1"}}))
+    reply = await _reply(ws)
+    assert reply["type"] == "observation", reply
+    await ws.send(json.dumps({"type": "step", "data": {"action": "Could you give me your user id?"}}))
+    reply = await _reply(ws)
+    assert reply["type"] == "observation", reply
+    assert reply["data"]["observation"]["messages"][-2]["content"] == "Could you give me your user id?"
+
+
+def test_hostile_frames_get_error_replies_and_the_server_keeps_serving(airline_server):
+    ws_url = airline_server.url.replace("http://", "ws://") + "/ws"
+    limit = 64 * 1024
+
+    hostile = [
+        ("not json at all {", "INVALID_JSON"),
+        ("[1, 2, 3]", "VALIDATION_ERROR"),
+        ('"a string"', "VALIDATION_ERROR"),
+        ("[" * 100_000 + "]" * 100_000, "VALIDATION_ERROR"),  # over the limit, and nested too deep for json
+        ("[" * 20_000 + "]" * 20_000, "INVALID_JSON"),  # under the limit: too deep to parse
+        (json.dumps({"type": "step", "data": {"action": "x" * (2 * limit)}}), "VALIDATION_ERROR"),
+        (json.dumps({"type": "launch_missiles", "data": {}}), "UNKNOWN_TYPE"),
+        (json.dumps({"type": "step", "data": {"action": "hello"}}), "EXECUTION_ERROR"),  # before any reset
+        (json.dumps({"type": "step", "data": "not an object"}), "VALIDATION_ERROR"),
+        (json.dumps({"type": "reset", "data": {"task_id": "no-such-task"}}), "EXECUTION_ERROR"),
+        (json.dumps({"type": "reset", "data": {"task_index": "zero"}}), "EXECUTION_ERROR"),
+        (json.dumps({"type": "reset", "data": {"warp_speed": 9}}), "EXECUTION_ERROR"),
+        (json.dumps({"type": "step", "data": {"action": "hi", "sneaky": 1}}), "VALIDATION_ERROR"),
+        (json.dumps({"type": "step", "data": {"action": 42}}), "VALIDATION_ERROR"),
+        (json.dumps({"no_type": True}), "UNKNOWN_TYPE"),
+    ]
+
+    async def scenario() -> None:
+        async with connect(ws_url, max_size=None) as bystander, connect(ws_url, max_size=None) as ws:
+            await bystander.send(json.dumps({"type": "reset", "data": {"task_id": "1", "seed": 5}}))
+            before = (await _reply(bystander))["data"]["observation"]["messages"]
+            for frame, code in hostile:
+                await ws.send(frame)
+                reply = await _reply(ws)
+                assert reply["type"] == "error" and reply["data"]["code"] == code, (frame[:60], reply)
+            await ws.send(b"\x00\x01binary")
+            reply = await _reply(ws)
+            assert reply["type"] == "error", reply
+            await _episode_works(ws)  # the hostile session itself still serves
+            # a malformed action inside a live episode is the agent's error, as in the env: the episode ends
+            await ws.send(json.dumps({"type": "reset", "data": {"task_id": "1"}}))
+            assert (await _reply(ws))["type"] == "observation"
+            await ws.send(json.dumps({"type": "step", "data": {"action": {"role": "assistant", "tool_calls": 7}}}))
+            reply = await _reply(ws)
+            assert reply["type"] == "observation" and reply["data"]["done"], reply
+            assert reply["data"]["observation"]["termination_reason"] == "agent_error"
+            # the bystander's episode was untouched
+            await bystander.send(json.dumps({"type": "state"}))
+            state = (await _reply(bystander))["data"]
+            assert state["task_id"] == "1" and state["status"] == "agent" and state["step_count"] == 0
+            await bystander.send(json.dumps({"type": "step", "data": {"action": "Hello!"}}))
+            after = (await _reply(bystander))["data"]["observation"]["messages"]
+            assert after[: len(before)] == before
+
+        # a frame over the transport's hard cap closes only its own connection
+        async with connect(ws_url, max_size=None, close_timeout=1) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.send("x" * (4 << 20))  # the cap: max(4 x the limit, the limit + 1 MiB)
+                await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+        async with connect(ws_url, max_size=None) as ws:
+            await _episode_works(ws)
+
+    asyncio.run(scenario())
+    # HTTP: oversized bodies are refused, the health check answers
+    with httpx.Client(base_url=airline_server.url, timeout=10) as http:
+        assert http.get("/health").status_code == 200
+        big = http.post(
+            "/reset", content=b"{" + b" " * (2 * limit) + b"}", headers={"content-type": "application/json"}
+        )
+        assert big.status_code == 413
+        ok = http.post("/reset", json={"task_id": "1"})
+        assert ok.status_code == 200 and ok.json()["observation"]["task_id"] == "1"
+
+
+# ---------------------------------------------------------------------------------------------- access and bounds
+
+
+def test_bearer_token_session_bound_and_idle_expiry():
+    with Tau2Server("tau2/mock-v0", port=0, token="s3cret", max_sessions=2, idle_timeout=0.5) as server:
+        ws_url = server.url.replace("http://", "ws://") + "/ws"
+
+        async def scenario() -> None:
+            with pytest.raises(InvalidStatus):
+                async with connect(ws_url):
+                    pass
+            with pytest.raises(InvalidStatus):
+                async with connect(ws_url, additional_headers={"Authorization": "Bearer wrong"}):
+                    pass
+            auth = {"Authorization": "Bearer s3cret"}
+            async with connect(ws_url, additional_headers=auth) as a, connect(ws_url, additional_headers=auth) as b:
+                for ws in (a, b):
+                    await ws.send(json.dumps({"type": "state"}))
+                    assert (await _reply(ws))["type"] == "state"
+                async with connect(ws_url, additional_headers=auth) as c:  # one over the bound
+                    await c.send(json.dumps({"type": "state"}))
+                    reply = await _reply(c)
+                    assert reply["type"] == "error" and reply["data"]["code"] == "CAPACITY_REACHED"
+                # idle past the expiry: an error reply, then the session is closed and its slot freed
+                reply = await _reply(a)
+                assert reply["type"] == "error" and "expired" in reply["data"]["message"]
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(a.recv(), 5)
+            async with Tau2Client(server.url, token="s3cret") as client:
+                result = await client.reset(task_index=0)
+                assert result.observation.task_id == server.app.loaded.base.tasks[0].id
+
+        asyncio.run(scenario())
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            assert http.get("/health").status_code == 200
+            assert http.get("/schema").status_code == 401
+            assert http.get("/schema", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------- the command
+
+
+def test_serve_command_runs_an_episode():
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tau2_gym.cli", "serve", "tau2/mock-v0", "--port", "0", "--max-sessions", "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        lines = []
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
+            if match:
+                url = match.group(1)
+        assert url, "".join(lines)
+        with Tau2Client(url).sync() as client:
+            result = client.reset(task_index=0)
+            assert result.observation.tools and not result.done
+            for _ in range(100):
+                result = client.step("Is there anything else I can help you with?")
+                if result.done:
+                    break
+            assert result.done and result.observation.termination_reason
+            assert result.observation.simulation_run["task_id"] == result.observation.task_id
+    finally:
+        proc.terminate()
+        proc.wait(10)
