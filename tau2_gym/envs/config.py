@@ -75,7 +75,12 @@ class Tau2EnvConfig:
     )
     max_steps: int = field(
         default=100,
-        metadata={"help": "upstream orchestrator step limit (every delivery counts: user, agent and tool turns)."},
+        metadata={
+            "help": (
+                "upstream orchestrator step limit (every delivery counts: user, agent and tool turns); 100 as "
+                "upstream's gym envs (AgentGymEnv, UserGymEnv), where `tau2 run` and `tau2-gym rollout` use 200."
+            )
+        },
     )
     max_errors: int = field(
         default=10, metadata={"help": "cumulative tool errors (agent + user) that end the episode as too_many_errors."}
