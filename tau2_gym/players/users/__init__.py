@@ -5,6 +5,7 @@ from typing import Any
 
 from tau2_gym.players.users.base import UserSimulator, UserSimulatorError, UserTurnRequest
 from tau2_gym.players.users.scripted import OracleUser
+from tau2_gym.players.users.talking import TalkingUser
 
 __all__ = ["UserSimulator", "UserSimulatorError", "UserTurnRequest", "resolve_user", "user_from_spec"]
 
@@ -43,6 +44,8 @@ def resolve_user(spec: Any) -> Any:
         raise TypeError(f"user={spec!r} is not a user simulator (it needs a generate(request) method)")
     if spec in ("oracle", "oracle_user"):
         return OracleUser()
+    if spec in ("talking", "talking_user"):
+        return TalkingUser()
     if ":" in spec and "." in spec.split(":", 1)[0]:  # "package.module:Attr"
         module, _, attr = spec.partition(":")
         obj = getattr(importlib.import_module(module), attr)
