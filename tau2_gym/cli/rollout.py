@@ -385,6 +385,12 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
     ]
     if scored:
         lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
+        base = report.baseline
+        if base:
+            lines.append(
+                f"baseline: do-nothing {base['reward']:.4f} on these {base['tasks']} tasks ({len(base['passes'])} "
+                "pass with no action and an offline customer; see tau2_gym.envs.baseline)"
+            )
         lines.append("  ".join(f"pass^{k}={v:.4f}" for k, v in pass_hat(by_task, num_trials).items()))
     scored_runs = [
         r

@@ -145,6 +145,13 @@ class Tau2EnvConfig:
     raise_on_evaluation_error: bool = field(
         default=False, metadata={"help": "re-raise evaluator failures instead of reward 0 + info['evaluation_error']."}
     )
+    exclude_do_nothing_passes: bool = field(
+        default=False,
+        metadata={
+            "help": "leave out of the task pool the tasks a do-nothing policy passes (tau2_gym.envs.baseline): "
+            "no free reward for refusing; the pool is no longer upstream's split (scores are not comparable)."
+        },
+    )
     reward_mode: str = field(
         default="default",
         metadata={

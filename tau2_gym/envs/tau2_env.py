@@ -22,6 +22,7 @@ from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.turns import UserTurnRequest
 from tau2_gym.core.warn import warn
+from tau2_gym.envs.baseline import without_do_nothing_passes
 from tau2_gym.envs.clone import copy_episode, copy_rng, shallow_copy
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.episode import Episode, EpisodeSetup
@@ -194,6 +195,8 @@ class Tau2Env(gym.Env):
         self.data_version = Record(self.domain.data_version_record())
         self.judge = config.judge if hasattr(config.judge, "assess") else make_judge(config.judge)
         self.tasks = apply_no_judge_choice(self.domain, self._task_pool(), self.judge, f"env {config.domain!r}")
+        if config.exclude_do_nothing_passes:
+            self.tasks = without_do_nothing_passes(self.domain, self.tasks, config.reward_mode, config.judge)
         self._all_tasks: Optional[dict[str, Task]] = None
         self.user = None if config.solo else resolve_user(config.user)
         if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):

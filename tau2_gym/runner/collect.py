@@ -116,6 +116,12 @@ class RolloutReport:
         return sum(r) / len(r) if r else None
 
     @property
+    def baseline(self) -> Optional[dict]:
+        """The do-nothing baseline of the selection (``results["info"]["do_nothing_baseline"]``): its mean reward,
+        task count and the tasks it passes."""
+        return self.results.get("info", {}).get("do_nothing_baseline")
+
+    @property
     def infra_error_share(self) -> float:
         """The share of the selection's episodes that ended as ``infrastructure_error``."""
         return infra_error_share(self.simulations)

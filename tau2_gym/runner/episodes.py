@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.tasks import Task
+from tau2_gym.envs.baseline import do_nothing_baseline
 from tau2_gym.envs.episode import EpisodeSetup
 from tau2_gym.llm.cache import cache_info
 from tau2_gym.llm.cost import episode_usage, sum_usage
@@ -240,6 +241,22 @@ class EpisodeRunner:
             "data_version": self.domain.data_version_record(),
             **dict(self.domain.spec.extra.get("results_info") or {}),
             **cache_info(self.user, self.judge),  # tau2_gym.llm.cache: whether the caches were on, where, counts
+            **self.baseline_info(),
+        }
+
+    def baseline_info(self) -> dict[str, Any]:
+        """The do-nothing baseline of the run's tasks (:mod:`tau2_gym.envs.baseline`), to read a score beside;
+        not for solo runs (there is no customer to say goodbye to)."""
+        if self.config.solo:
+            return {}
+        base = do_nothing_baseline(self.domain, self.tasks, judge=self.config.judge)
+        return {
+            "do_nothing_baseline": {
+                "reward": round(base.mean, 4),
+                "tasks": len(base.rewards),
+                "passes": list(base.passes),
+                "reward_mode": base.reward_mode,
+            }
         }
 
     def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from typing import Any, Callable, Iterator, Literal, Optional, Sequence, Union
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.orchestrator import solo_task_error
 from tau2_gym.envs import env_id
+from tau2_gym.envs.baseline import without_do_nothing_passes
 from tau2_gym.envs.episode import USER, EpisodeSetup
 from tau2_gym.players.users import resolve_user
 from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
@@ -122,6 +123,8 @@ def build_dataset(
     data_version: Optional[str] = None,
     judge: Any = None,
     allow_test_split: bool = False,
+    exclude_do_nothing_passes: bool = False,
+    reward_mode: str = "default",
 ) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
@@ -136,6 +139,8 @@ def build_dataset(
     environment's ``reset`` fills with the customer's first message. ``data_version`` / ``data_dir`` choose
     the data (default tau2-bench==1.0.1); ``judge`` is the env's NL judge: ``"exclude"`` leaves out the tasks
     whose reward needs one, the default (no judge) warns when there are such tasks.
+    ``exclude_do_nothing_passes`` leaves out the tasks a do-nothing policy passes under ``reward_mode`` (as the
+    env option of that name; :mod:`tau2_gym.envs.baseline`).
     """
     from datasets import Dataset
 
@@ -164,6 +169,8 @@ def build_dataset(
             loaded, tasks, judge if hasattr(judge, "assess") else make_judge(judge), f"dataset of {domain!r}"
         )
     )
+    if exclude_do_nothing_passes:
+        tasks = list(without_do_nothing_passes(loaded, tasks, reward_mode, judge))
     rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": []}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)

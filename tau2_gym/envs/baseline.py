@@ -1,0 +1,124 @@
+"""The do-nothing baseline: what a policy earns that takes no action and ends the conversation politely.
+
+Why it matters: many tau2 tasks are passed by doing nothing -- their gold outcome is an unchanged database
+(a refused cancellation, a policy violation the agent must decline) -- so a score means little without this
+number beside it, and a learner rewarded on those tasks can learn to refuse (upstream's tracker,
+sierra-research/tau2-bench#384: 23 airline refusal tasks pass with no action). The baseline is played by the
+one episode driver with the scripted ``give_up`` agent and the offline oracle customer, scored like any
+episode (same reward mode and no-judge choice), so it is exact for the env it is compared with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from tau2_gym.core.domain import LoadedDomain
+from tau2_gym.core.tasks import Task
+from tau2_gym.envs.episode import EpisodeSetup
+from tau2_gym.players.agents.scripted import ScriptedPolicy
+from tau2_gym.players.users.scripted import OracleUser
+from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
+from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.metrics import is_pass
+from tau2_gym.scoring.rewards import mode_reward
+
+__all__ = ["Baseline", "do_nothing_baseline", "without_do_nothing_passes"]
+
+#: the scripted agent that plays the baseline: no tool call, one polite closing message
+DO_NOTHING_AGENT = "give_up"
+_MAX_TURNS = 20  # the customer's opening, the agent's goodbye, the customer's stop: far below this
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Per-task rewards of the do-nothing policy on a set of tasks, under one reward mode."""
+
+    domain: str
+    reward_mode: str
+    rewards: dict[str, float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.rewards.values()) / len(self.rewards) if self.rewards else 0.0
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The tasks the do-nothing policy passes (reward 1 within the pass tolerance)."""
+        return tuple(i for i, r in self.rewards.items() if is_pass(r))
+
+    def line(self) -> str:
+        return (
+            f"baseline: do-nothing {self.mean:.2f} ({len(self.passes)} of {len(self.rewards)} tasks pass with no "
+            f"action; reward mode {self.reward_mode})"
+        )
+
+
+_memo: dict[tuple, float] = {}
+
+
+def _judge_choice(judge: Any) -> str:
+    """The no-judge choice the baseline scores NL assertions with: the caller's when it is one, else 'fail' (a
+    goodbye meets no NL assertion, and the baseline must never call an LLM judge)."""
+    return judge if isinstance(judge, str) and judge in NO_JUDGE_CHOICES else "fail"
+
+
+def _key(domain: LoadedDomain, task: Task, reward_mode: str, judge: str) -> tuple:
+    source = domain.source
+    options = json.dumps(domain.options or {}, sort_keys=True, default=str)
+    return (domain.spec.name, str(source.root), source.version.name, options, task.id, reward_mode, judge)
+
+
+def do_nothing_baseline(
+    domain: LoadedDomain, tasks: Iterable[Task], *, reward_mode: str = "default", judge: Any = None
+) -> Baseline:
+    """Play the do-nothing policy on ``tasks`` (remembered per process: a task's baseline never changes).
+
+    ``judge``: the env's NL-judge setting; a no-judge choice ('fail', 'pass', 'exclude') is honoured, anything
+    else (an LLM judge) scores NL assertions as 'fail' -- a goodbye meets none.
+    """
+    choice = _judge_choice(judge)
+    setup: Optional[EpisodeSetup] = None
+    rewards: dict[str, float] = {}
+    for task in tasks:
+        key = _key(domain, task, reward_mode, choice)
+        if key not in _memo:
+            if setup is None:
+                setup = EpisodeSetup(domain, judge=make_judge(choice))
+            _memo[key] = _play(setup, task, reward_mode)
+        rewards[task.id] = _memo[key]
+    return Baseline(domain.spec.name, reward_mode, rewards)
+
+
+def _play(setup: EpisodeSetup, task: Task, reward_mode: str) -> float:
+    episode = setup.start(task, seed=0)
+    policy, user = ScriptedPolicy(DO_NOTHING_AGENT), OracleUser()
+    for _ in range(_MAX_TURNS):
+        episode.run_user(user)
+        if episode.done:
+            break
+        episode.act(policy.generate(episode.agent_request()))
+    try:
+        reward_info = episode.score()
+    except EvaluationError:  # the env's rule: an episode that cannot be evaluated earns 0
+        return 0.0
+    if reward_info is None:
+        return 0.0
+    return float(mode_reward(reward_mode, reward_info, float(reward_info.get("reward") or 0.0)))
+
+
+def without_do_nothing_passes(
+    domain: LoadedDomain, tasks: Iterable[Task], reward_mode: str = "default", judge: Any = None
+) -> tuple[Task, ...]:
+    """``tasks`` without those the do-nothing policy passes under ``reward_mode`` (a training pool with no free
+    reward for refusing); refuses to leave nothing."""
+    tasks = tuple(tasks)
+    passes = set(do_nothing_baseline(domain, tasks, reward_mode=reward_mode, judge=judge).passes)
+    kept = tuple(t for t in tasks if t.id not in passes)
+    if not kept:
+        raise ValueError(
+            f"every one of the {len(tasks)} {domain.spec.name!r} tasks is passed by doing nothing: "
+            "exclude_do_nothing_passes would leave no task"
+        )
+    return kept
