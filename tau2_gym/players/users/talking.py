@@ -158,7 +158,7 @@ class TaskFacts:
     opening: str
     known: dict[str, str] = field(default_factory=dict)  # topic -> the answer sentence
     unknown: dict[str, str] = field(default_factory=dict)  # topic -> "I don't remember ..."
-    sentences: list[str] = field(default_factory=list)  # the task's other first-person sentences, in order
+    sentences: list[str] = field(default_factory=list)  # the task's sentences in the first person, facts first
     recap: str = ""  # everything known, for an agent that asks nothing
 
 
@@ -260,7 +260,7 @@ def task_facts(task: Task) -> TaskFacts:
 
     seen: set[str] = set()
     sentences = []
-    for s in _sentences(reason) + _sentences(known_text) + _sentences(other):
+    for s in _sentences(known_text) + _sentences(reason) + _sentences(other):  # facts first: they win ties
         if s not in seen and s != ".":
             seen.add(s)
             sentences.append(first_person(re.sub(r"[*#]+", "", s).strip()))
@@ -566,6 +566,10 @@ class TalkingUser(UserSimulator):
         confirm = [s for s in asks if _CONFIRM_CUE.search(s)]
         asked = " ".join(s for s in asks if s not in confirm)
         parts: list[str] = []
+        shared, directed = _directive(facts.sentences, asked) if asked else (0, None)
+        if shared >= 2:  # the task says how to answer this very question
+            parts.append(directed or "")
+            asked = ""
         for topic, pattern in _TOPICS.items():
             if not pattern.search(asked):
                 continue
@@ -574,6 +578,8 @@ class TalkingUser(UserSimulator):
             if topic == "name" and not re.search(r"(?<!user )\bname\b", asked, re.I):
                 continue
             parts.append(self._fact(facts, topic))
+        if not parts and asked:
+            parts.append(_relay(facts.sentences, asked) or "")
         parts = list(dict.fromkeys(p for p in parts if p))
         if confirm:
             parts.append(self._confirm(task, " ".join(confirm), request))
@@ -588,9 +594,13 @@ class TalkingUser(UserSimulator):
             return facts.unknown[topic]
         words = _TOPIC_WORDS[topic]
         relevant = [s for s in facts.sentences if any(w in s.lower() for w in words)]
-        plain = [s for s in relevant if not s.lower().startswith(("if ", "when "))]
-        if plain or relevant:
-            return (plain or relevant)[0]
+        for s in relevant:  # "If the agent asks for <this>, say <that>" first
+            m = _DIRECTIVE.match(s)
+            if m and any(w in m.group(1).lower() for w in words):
+                return _sentence_case(m.group(2))
+        plain = [s for s in relevant if not _CONDITIONAL.match(s)]
+        if plain:
+            return plain[0]
         return f"I'm sorry, I don't know my {_LABELS[topic]}."
 
     def _confirm(self, task: Task, text: str, request: UserTurnRequest) -> str:
@@ -643,3 +653,58 @@ def _distinctive(value: str) -> bool:
 
 def _instruction_text(task: Task) -> str:
     return " ".join(_instruction_parts(task))
+
+
+_CONDITIONAL = re.compile(r"(?i)(?:if|when|whenever|once|after|before|unless)\b")
+_DIRECTIVE = re.compile(
+    r"(?i)(?:if|when|whenever) (?:the )?(?:service |customer service )?(?:agent|representative) (?:asks?|inquires?)"
+    r"(?: me)?(?: about| for| if| whether| how| what)?\s*(.+?),\s*(?:then )?(?:just )?(?:I |you )?"
+    r"(?:say|tell (?:them|the agent)|mention|respond|answer|reply|explain)(?: that)?\s+(.+)$"
+)
+_STOPWORDS = {
+    "what", "which", "when", "where", "your", "yours", "mine", "with", "that", "this", "have", "would", "could",
+    "should", "please", "like", "help", "need", "know", "tell", "provide", "give", "want", "there", "they", "them",
+    "about", "from", "into", "also", "just", "today", "agent", "able", "will", "shall", "does", "were", "been",
+    "being", "more", "some", "than", "then", "those", "these", "their", "here", "very", "make", "sure", "okay",
+}  # fmt: skip
+
+
+def _content_words(text: str) -> set[str]:
+    """Lower-case words of four letters or more, stop words out, a plural "s" off."""
+    words = (w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOPWORDS)
+    return {w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w for w in words}
+
+
+def _sentence_case(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _directive(sentences: list[str], question: str) -> tuple[int, Optional[str]]:
+    """(words shared, answer) of the "if the agent asks about X, say Y" sentence whose X best matches."""
+    asked = _content_words(question)
+    best: tuple[int, Optional[str]] = (0, None)
+    for s in sentences:
+        m = _DIRECTIVE.match(s)
+        if m:
+            score = len(asked & _content_words(m.group(1)))
+            if score > best[0]:
+                best = (score, _sentence_case(m.group(2)))
+    return best
+
+
+def _relay(sentences: list[str], question: str) -> Optional[str]:
+    """The task sentence that answers a question no topic covers: the best matching "if the agent asks about X,
+    say Y" directive (its Y), else the plain (unconditional) sentence sharing the most words with it."""
+    asked = _content_words(question)
+    score, answer = _directive(sentences, question)
+    plain = [(s, _content_words(s)) for s in sentences if not _CONDITIONAL.match(s)]
+    # a word in few sentences says more than one in many (the first of equals wins)
+    weight = {w: 1.0 / sum(w in words for _, words in plain) for w in asked if any(w in ws for _, ws in plain)}
+    best, best_score = answer, float(score)
+    for s, words in plain:
+        value = sum(weight[w] for w in asked & words)
+        if value > best_score:
+            best, best_score = s, value
+    return best
