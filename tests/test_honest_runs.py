@@ -209,3 +209,20 @@ def test_cache_stats_and_clear(tmp_path, capsys, monkeypatch):
         assert main(["cache", "stats"]) == 0 and "0 entries" in capsys.readouterr().out
         _, stdout, _, _ = rollout(user_llm_run(a.base_url, tmp_path / "b.json"), capsys)
     assert "user cache: 0 hits" in stdout
+
+
+def test_eval_says_on_the_console_why_a_simulation_was_not_scored(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    argv = ["--domain", "mock", "--agent", "oracle", "--user", "oracle", "--task-ids", "create_task_1"]
+    assert rollout([*argv, "update_task_1", "--output", str(out), "--no-progress"], capsys)[0] == 0
+    raw = json.loads(out.read_text())
+    raw["simulations"][1]["task_id"] = "999"
+    out.write_text(json.dumps(raw))
+    code = main(["eval", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.startswith("not scored:")]
+    assert len(lines) == 1 and "task 999" in lines[0] and "is not among the file's tasks" in lines[0]
+    assert "output file" not in err  # no output file was asked for: no note about its fields
+    assert main(["eval", str(out), "--no-progress", "-o", str(tmp_path / "o.json")]) == 1
+    assert "in the output file" in capsys.readouterr().err

@@ -260,6 +260,9 @@ def _explain_report(tally: Tally) -> list[str]:
     return lines
 
 
+_SHOWN_UNSCORED = 10  # reasons printed per file; the output file keeps every one
+
+
 def run(args: argparse.Namespace) -> int:
     if args.judge == "help":
         print(judge_specs_help())
@@ -330,6 +333,13 @@ def run(args: argparse.Namespace) -> int:
                 continue
         rows.append(_format_row(str(src) + (f" -> {dst}" if dst is not None else ""), tally))
         print(rows[-1])
+        for index, task_id, trial, why in tally.unscored[:_SHOWN_UNSCORED]:
+            print(
+                f"not scored: {src} simulation {index} (task {task_id}, trial {trial}): {one_line(why)}",
+                file=sys.stderr,
+            )
+        if len(tally.unscored) > _SHOWN_UNSCORED:
+            print(f"not scored: {src}: {len(tally.unscored) - _SHOWN_UNSCORED} more", file=sys.stderr)
         print("\n".join(_changes_report(tally, getattr(args, "diff", False))))
         if getattr(args, "explain", False):
             print("\n".join(_explain_report(tally)))
@@ -349,9 +359,10 @@ def run(args: argparse.Namespace) -> int:
             f"judge cache: {judge_cache['hits']} hits, {judge_cache['misses']} misses, {judge_cache['stored']} "
             f"stored ({judge_cache['path']})"
         )
-    if any(t.errors for t in per_domain.values()):
+    if any(t.errors for t in per_domain.values()) and any(o is not None for o in outputs):
         print(
-            f"note: simulations that could not be scored have reward_info null and the reason under info.{ERROR_KEY}",
+            f"note: in the output file, simulations that could not be scored have reward_info null and the reason "
+            f"under info.{ERROR_KEY}",
             file=sys.stderr,
         )
     if any(t.nl_skipped for t in per_domain.values()):

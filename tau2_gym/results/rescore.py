@@ -175,6 +175,7 @@ def rescore_file(
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
             info[ERROR_KEY] = f"{type(exc).__name__}: {exc}"
+            tally.unscored.append((index, str(task_id), sim.get("trial"), info[ERROR_KEY]))
         if info or isinstance(sim.get("info"), dict):
             sim["info"] = info  # an upstream ``info: null`` without notes stays null
         tally.add(task_id, sim.get("termination_reason"), sim.get("reward_info"))

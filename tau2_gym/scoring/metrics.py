@@ -64,6 +64,7 @@ class Tally:
     unstored: int = 0  # scored simulations without one
     changes: list[tuple[str, Any, Optional[float], float]] = field(default_factory=list)  # task, trial, old, new
     db_failures: list[tuple[int, str, Any, dict, dict]] = field(default_factory=list)  # + reward_info, sim info
+    unscored: list[tuple[int, str, Any, str]] = field(default_factory=list)  # index, task, trial, why (per file)
 
     def add(self, task_id: str, termination: Any, reward_info: Optional[dict]) -> None:
         self.simulations += 1
