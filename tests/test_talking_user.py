@@ -13,6 +13,7 @@ import gymnasium as gym
 import pytest
 
 from tau2_gym import load_domain
+from tau2_gym.envs.baseline import do_nothing_baseline
 from tau2_gym.players.agents.scripted import (
     CLOSING,
     GiveUpAgent,
@@ -196,11 +197,13 @@ def test_the_received_id_is_what_solves_them():
 @pytest.mark.parametrize("domain", list(DOMAINS))
 def test_give_up_scores_exactly_the_do_nothing_baseline_and_stopping_at_once_never_more(domain):
     oracle_env, talking_env = make_env(domain, "oracle"), make_env(domain, "talking")
-    for task in sample(domain, oracle_env.unwrapped.tasks, "give_up"):
+    tasks = sample(domain, oracle_env.unwrapped.tasks, "give_up")
+    library = do_nothing_baseline(oracle_env.unwrapped.domain, tasks, judge=DOMAINS[domain][1].get("judge"))
+    for task in tasks:
         # do nothing and end politely, answered by the customer that stops at any text
         baseline, _, quiet = run(oracle_env, SayAgent("Goodbye."), task.id)
         give_up, info, trajectory = run(talking_env, GiveUpAgent(), task.id)
-        assert give_up == baseline, task.id
+        assert give_up == baseline == library.rewards[task.id], task.id
         calls = [c for _, _, c in trajectory if c]
         assert calls == [c for _, _, c in quiet if c], task.id  # the customer did nothing (beyond a task's history)
         for text in STOP_AT_ONCE:

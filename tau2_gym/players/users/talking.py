@@ -40,6 +40,7 @@ _ME_BEFORE = {
     "assist", "connect", "transfer", "refund", "pay", "owe", "owes", "email", "into", "on", "upon", "against",
 }  # fmt: skip
 _SWAPS = [
+    (re.compile(r"\*{0,2}your character(?: is|:)\*{0,2}\s*(?:you are\s+)?", re.I), "I am "),
     (re.compile(r"\byou are\b", re.I), "I am"),
     (re.compile(r"\byou're\b", re.I), "I'm"),
     (re.compile(r"\byou were\b", re.I), "I was"),
@@ -87,6 +88,11 @@ def _sentences(text: Optional[str]) -> list[str]:
 # topic -> what in the agent's text asks for it
 _TOPICS: dict[str, re.Pattern] = {
     "user_id": re.compile(r"user ?-?id|user_id|userid|account id|customer id|user ?name|profile id", re.I),
+    "request": re.compile(
+        r"how (?:can|may) i (?:help|assist)|what (?:can i do|brings you|are you looking for|do you need)|"
+        r"what (?:you are|you're) looking for|what (?:can|may) i (?:help|assist) you with|reason for (?:your )?call",
+        re.I,
+    ),
     "name": re.compile(r"\bname\b", re.I),
     "email": re.compile(r"e-?mail", re.I),
     "zip": re.compile(r"\bzip|postal code|post code", re.I),
@@ -104,6 +110,7 @@ _TOPICS: dict[str, re.Pattern] = {
 }  # fmt: skip
 # topic -> words that find it in known_info / unknown_info / the task's other text
 _TOPIC_WORDS = {
+    "request": (),
     "user_id": ("user id", "user_id", "userid"),
     "name": ("name",),
     "email": ("email", "e-mail"),
@@ -115,6 +122,7 @@ _TOPIC_WORDS = {
     "payment": ("pay", "paypal", "gift card", "credit card", "giftcard", "refund"),
 }
 _LABELS = {
+    "request": "request",
     "user_id": "user id",
     "name": "name",
     "email": "email",
@@ -295,6 +303,7 @@ _CONFIRM_CUE = re.compile(
     r"would you like|is that (?:correct|right|ok|okay)|are you sure|do you agree|okay to)\b",
     re.I,
 )
+_WH = re.compile(r"\b(which|what|how|when|where|who|whose)\b", re.I)  # not a yes/no question
 _DONE_REPORT = re.compile(r"\b(has been|have been|successfully|is now|are now|completed|processed|done)\b", re.I)
 _ACTION_VERBS = re.compile(
     r"\b(turn|toggle|enable|disable|switch|reset|reseat|remove|re-?insert|restart|reboot|grant|allow|disconnect|"
@@ -563,7 +572,7 @@ class TalkingUser(UserSimulator):
         asks = [s for s in _sentences(text) if _REQUEST_CUE.search(s) and not _WRAP_UP.search(s)]
         if not asks:
             return None
-        confirm = [s for s in asks if _CONFIRM_CUE.search(s)]
+        confirm = [s for s in asks if _CONFIRM_CUE.search(s) and not _WH.search(s)]
         asked = " ".join(s for s in asks if s not in confirm)
         parts: list[str] = []
         shared, directed = _directive(facts.sentences, asked) if asked else (0, None)
@@ -582,12 +591,14 @@ class TalkingUser(UserSimulator):
             parts.append(_relay(facts.sentences, asked) or "")
         parts = list(dict.fromkeys(p for p in parts if p))
         if confirm:
-            parts.append(self._confirm(task, " ".join(confirm), request))
+            parts.append(self._confirm(task, text, request))  # the whole message: the proposal may precede it
         if not parts:
             return None
         return " ".join(parts)
 
     def _fact(self, facts: TaskFacts, topic: str) -> str:
+        if topic == "request":
+            return facts.opening
         if topic in facts.known:
             return facts.known[topic]
         if topic in facts.unknown:
@@ -669,10 +680,21 @@ _STOPWORDS = {
 }  # fmt: skip
 
 
+_WORD_SENSE = {"earn": "income", "salary": "income", "earning": "income", "annual": "income", "yearly": "income"}
+
+
 def _content_words(text: str) -> set[str]:
     """Lower-case words of four letters or more, stop words out, a plural "s" off."""
-    words = (w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOPWORDS)
-    return {w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w for w in words}
+    out = set()
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        if len(w) < 4 or w in _STOPWORDS:
+            continue
+        if len(w) > 4 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]
+        if len(w) > 6 and w.endswith("ly"):
+            w = w[:-2]
+        out.add(_WORD_SENSE.get(w, w))
+    return out
 
 
 def _sentence_case(text: str) -> str:
