@@ -3,6 +3,8 @@ rollout's score, and a filter that takes the free passes out of envs, mixtures a
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import pytest
 
@@ -64,3 +66,19 @@ def test_the_mixture_and_the_dataset_builder_take_the_filter():
     full = build_dataset("airline", split=None, allow_test_split=True)
     kept = build_dataset("airline", split=None, allow_test_split=True, exclude_do_nothing_passes=True)
     assert set(kept["task_id"]) == set(full["task_id"]) - passes
+
+
+def test_the_report_shows_the_baseline_recorded_or_computed(tmp_path):
+    from tau2_gym.results.report import build_report, load_run, summarise
+
+    out = tmp_path / "give_up.json"
+    report = collect(None, "give_up", "oracle", domain="airline", progress=False, output=str(out))
+    run = load_run(out)
+    assert summarise(run).baseline == pytest.approx(report.mean_reward, abs=1e-4)  # doing nothing = the baseline
+    raw = json.loads(out.read_text())
+    del raw["info"]["do_nothing_baseline"]  # as upstream's files: computed from the file's tasks
+    raw["simulations"] = raw["simulations"][:10]
+    assert load_run(out, raw=raw).baseline == pytest.approx(
+        sum(s["reward_info"]["reward"] for s in raw["simulations"]) / 10
+    )
+    assert "do-nothing baseline" in build_report([run])

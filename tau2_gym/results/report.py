@@ -32,10 +32,12 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from tau2_gym.core.domain import get_domain_spec
+from tau2_gym.core.domain import get_domain_spec, load_domain
 from tau2_gym.core.messages import TRANSFER
 from tau2_gym.core.prompts import STOP_FUNCTION_NAME
 from tau2_gym.core.results_file import ResultsFileError, read_json_any
+from tau2_gym.data import DataError
+from tau2_gym.envs.baseline import do_nothing_baseline
 from tau2_gym.scoring.metrics import PASS_TOLERANCE, Tally, is_pass, pass_hat_k
 
 __all__ = [
@@ -327,6 +329,7 @@ class Run:
     skipped: list[str]  # why each unparseable simulation was skipped
     data_version: str = ""  # info.data_version.name, when the file records it
     timestamp: str = ""
+    baseline: Optional[float] = None  # the do-nothing baseline of its tasks (info.do_nothing_baseline, else computed)
     first_index: int = 0  # global index of its first simulation in a report (set by build_report)
     number: int = 0  # its position among the report's runs
 
@@ -422,7 +425,23 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
             run.task_ids.append(sim.task_id)
     simulated = {s.task_id for s in run.sims}
     run.task_ids = [t for t in run.task_ids if t in simulated]  # the grid's rows: tasks that were run
+    recorded = info.get("do_nothing_baseline")
+    if isinstance(recorded, dict) and isinstance(recorded.get("reward"), (int, float)):
+        run.baseline = float(recorded["reward"])
+    else:
+        run.baseline = _computed_baseline(domain, run.data_version, run.task_ids)
     return run
+
+
+def _computed_baseline(domain: str, data_version: str, task_ids: Sequence[str]) -> Optional[float]:
+    """The do-nothing baseline of a file's tasks on the data it names (None when that data or a task is not
+    available here: the report then shows no baseline rather than a wrong one)."""
+    try:
+        dom = load_domain(domain, data_version=data_version or None)
+        tasks = [dom.task(t) for t in task_ids]
+    except (ValueError, KeyError, OSError, DataError):
+        return None
+    return do_nothing_baseline(dom, tasks).mean if tasks else None
 
 
 def _first_line(exc: Exception) -> str:
@@ -451,6 +470,7 @@ class RunSummary:
     unscored: int
     nl_unjudged: int  # scored without an NL-assertion judge (reward_info.info.nl.skipped)
     average: Optional[float]
+    baseline: Optional[float]  # the do-nothing baseline of the run's tasks
     pass_hat: dict[int, tuple[float, float, float]]  # k -> (value, ci low, ci high), for the shown_ks
     terminations: Counter
     tool_calls: int
@@ -531,6 +551,7 @@ def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_
         unscored=tally.errors,
         nl_unjudged=tally.nl_skipped,
         average=tally.average(),
+        baseline=run.baseline,
         pass_hat=pass_hat,
         terminations=Counter(s.termination for s in run.stats),
         tool_calls=sum(s.tool_calls for s in run.stats),
@@ -704,6 +725,12 @@ def _domain_section(
             "simulations with a reward, infrastructure errors excluded",
         ),
         row("average reward", "avg_reward", [_f(s.average) for s in summaries]),
+        row(
+            "do-nothing baseline",
+            "baseline",
+            [_f(s.baseline) for s in summaries],
+            "reward of a policy that takes no action and says goodbye, on the same tasks (offline customer)",
+        ),
     ]
     ks = sorted({k for s in summaries for k in s.pass_hat})
     for k in ks:
