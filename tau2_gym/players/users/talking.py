@@ -381,6 +381,9 @@ def _same_call(name: str, args: dict, action: Action) -> bool:
 
 # ----------------------------------------------------------------------------------------------- the customer
 
+THANKS_TEXT = "Thank you! Is everything I asked for taken care of now?"
+DECLINE_TEXT = "I don't think that change is needed for my problem. What else can I check?"
+
 
 class TalkingUser(UserSimulator):
     """A deterministic customer that holds a conversation (see the module docstring for what it does).
@@ -460,28 +463,32 @@ class TalkingUser(UserSimulator):
         if _TRANSFERRING.search(text):
             return UserMessage(content=TRANSFER)
 
-        call = self._device_call(request, text, msgs, my_calls)
+        declined: list[str] = []
+        call = self._device_call(request, text, msgs, my_calls, declined)
         if call is not None:
             return call
-        if my_calls:  # the agent's request is carried out: report what the tools said
-            results = [m.get("content") or "" for m in since if m["role"] == "tool"]
-            shown = " ".join(r.strip() for r in results if r.strip())[:600]
-            return UserMessage(content=f"I did that. Here is what I see: {shown}" if shown else "I did that.")
-
-        reply = self._answer(task, facts, text, request)
+        reply = self._answer(task, facts, text, request, relay=not declined)
+        if my_calls:  # the agent's request is carried out: report what the tools said (and answer the rest)
+            _, user_writes = self._writes(request.extra.get("domain"))
+            results = [(m.get("content") or "").strip() for m in since if m["role"] == "tool"]
+            shown = " ".join(r for r in results if r)[:600]
+            wrote = any(name in user_writes for name, _ in my_calls)
+            report = ("I did that. " if wrote else "") + (f"Here is what I see: {shown}" if shown else "")
+            return UserMessage(content=" ".join(p for p in (report.strip() or "I did that.", reply) if p))
         if reply is not None:
             return UserMessage(content=reply)
         if _WRAP_UP.search(text):
             return UserMessage(content=self.stop_text)
+        if declined:
+            return self._fallback(facts, msgs, DECLINE_TEXT)
         if text.strip() and _DONE_REPORT.search(text) and "?" not in text:
-            return self._fallback(facts, msgs, "Thank you! Is everything I asked for taken care of now?")
+            return self._fallback(facts, msgs, THANKS_TEXT)
         return self._fallback(facts, msgs)
 
     def _fallback(self, facts: TaskFacts, msgs: list[dict], first: Optional[str] = None) -> UserMessage:
+        """An idle reply: ``first`` or the next of :meth:`fallback_texts`; the stop after ``patience`` of them."""
         texts = self.fallback_texts(facts)
-        if first is not None:
-            texts = [first, *texts]
-        idle = set(texts)
+        idle = {*texts, THANKS_TEXT, DECLINE_TEXT}
         streak = 0
         for m in reversed(msgs):
             if m["role"] != "assistant":
@@ -491,14 +498,20 @@ class TalkingUser(UserSimulator):
             streak += 1
         if streak >= self.patience:
             return UserMessage(content=self.stop_text)
-        return UserMessage(content=texts[min(streak, len(texts) - 1)])
+        return UserMessage(content=first if first is not None else texts[min(streak, len(texts) - 1)])
 
     # -------------------------------------------------------------------- its own tools
 
     def _device_call(
-        self, request: UserTurnRequest, text: str, msgs: list[dict], my_calls: list[tuple[str, dict]]
+        self,
+        request: UserTurnRequest,
+        text: str,
+        msgs: list[dict],
+        my_calls: list[tuple[str, dict]],
+        declined: list[str],
     ) -> Optional[UserMessage]:
-        """The customer's next tool call answering the agent's last message, or None."""
+        """The customer's next tool call answering the agent's last message, or None (``declined`` receives the
+        writing tools the agent asked for that the task does not need)."""
         if not request.tools or not text or len(my_calls) >= self.max_calls_per_request:
             return None
         available = {t["function"]["name"]: t["function"] for t in request.tools if "function" in t}
@@ -552,9 +565,11 @@ class TalkingUser(UserSimulator):
                     if m
                 )
                 for _, read, write in hits:
-                    if write and wants_action:
+                    if write and wants_action and write in available:
                         action = next((a for a in pending if a.name == write), None)
-                        if action is not None and write in available and fresh(write, action.arguments):
+                        if action is None:
+                            declined.append(write)
+                        elif fresh(write, action.arguments):
                             return call(write, action.arguments)
                     if read and read in available and read not in user_writes and fresh(read, {}):
                         if not _required(available[read]):
@@ -567,8 +582,11 @@ class TalkingUser(UserSimulator):
 
     # -------------------------------------------------------------------- questions and confirmations
 
-    def _answer(self, task: Task, facts: TaskFacts, text: str, request: UserTurnRequest) -> Optional[str]:
-        """Answers to what the agent asks (facts first, then a confirmation), or None when it asks nothing."""
+    def _answer(
+        self, task: Task, facts: TaskFacts, text: str, request: UserTurnRequest, relay: bool = True
+    ) -> Optional[str]:
+        """Answers to what the agent asks (facts first, then a confirmation), or None when it asks nothing.
+        ``relay``: answer a question no topic covers with the task's best matching sentence."""
         asks = [s for s in _sentences(text) if _REQUEST_CUE.search(s) and not _WRAP_UP.search(s)]
         if not asks:
             return None
@@ -587,7 +605,7 @@ class TalkingUser(UserSimulator):
             if topic == "name" and not re.search(r"(?<!user )\bname\b", asked, re.I):
                 continue
             parts.append(self._fact(facts, topic))
-        if not parts and asked:
+        if not parts and asked and relay:
             parts.append(_relay(facts.sentences, asked) or "")
         parts = list(dict.fromkeys(p for p in parts if p))
         if confirm:
