@@ -82,3 +82,16 @@ def test_the_report_shows_the_baseline_recorded_or_computed(tmp_path):
         sum(s["reward_info"]["reward"] for s in raw["simulations"]) / 10
     )
     assert "do-nothing baseline" in build_report([run])
+
+
+def test_the_table_covers_every_split_and_mode_and_agrees_across_splits():
+    from tau2_gym.envs.baseline import baseline_table
+
+    rows = {(r["domain"], r["split"]): r for r in baseline_table(["airline", "mock"])}
+    dom = load_domain("airline")
+    assert {s for d, s in rows if d == "airline"} == set(dom.splits("airline"))
+    for split, ids in dom.splits("airline").items():
+        assert rows[("airline", split)]["tasks"] == len(ids)
+        assert set(rows[("airline", split)]["baselines"]) == {"default", "strict", "partial"}
+    passes = {s: set(rows[("airline", s)]["baselines"]["default"].passes) for s in ("train", "test", "base")}
+    assert passes["train"] | passes["test"] == passes["base"] and not passes["train"] & passes["test"]

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from tau2_gym.core.domain import LoadedDomain
+from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.tasks import Task
 from tau2_gym.envs.episode import EpisodeSetup
 from tau2_gym.players.agents.scripted import ScriptedPolicy
@@ -22,9 +22,9 @@ from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
 from tau2_gym.scoring.judges import make_judge
 from tau2_gym.scoring.metrics import is_pass
-from tau2_gym.scoring.rewards import mode_reward
+from tau2_gym.scoring.rewards import REWARD_MODES, mode_reward
 
-__all__ = ["Baseline", "do_nothing_baseline", "without_do_nothing_passes"]
+__all__ = ["Baseline", "baseline_table", "do_nothing_baseline", "without_do_nothing_passes"]
 
 #: the scripted agent that plays the baseline: no tool call, one polite closing message
 DO_NOTHING_AGENT = "give_up"
@@ -55,7 +55,7 @@ class Baseline:
         )
 
 
-_memo: dict[tuple, float] = {}
+_memo: dict[tuple, Optional[dict]] = {}  # the do-nothing episode's reward_info per (data, task, judge choice)
 
 
 def _judge_choice(judge: Any) -> str:
@@ -64,10 +64,10 @@ def _judge_choice(judge: Any) -> str:
     return judge if isinstance(judge, str) and judge in NO_JUDGE_CHOICES else "fail"
 
 
-def _key(domain: LoadedDomain, task: Task, reward_mode: str, judge: str) -> tuple:
+def _key(domain: LoadedDomain, task: Task, judge: str) -> tuple:
     source = domain.source
     options = json.dumps(domain.options or {}, sort_keys=True, default=str)
-    return (domain.spec.name, str(source.root), source.version.name, options, task.id, reward_mode, judge)
+    return (domain.spec.name, str(source.root), source.version.name, options, task.id, judge)
 
 
 def do_nothing_baseline(
@@ -82,16 +82,20 @@ def do_nothing_baseline(
     setup: Optional[EpisodeSetup] = None
     rewards: dict[str, float] = {}
     for task in tasks:
-        key = _key(domain, task, reward_mode, choice)
+        key = _key(domain, task, choice)
         if key not in _memo:
             if setup is None:
                 setup = EpisodeSetup(domain, judge=make_judge(choice))
-            _memo[key] = _play(setup, task, reward_mode)
-        rewards[task.id] = _memo[key]
+            _memo[key] = _play(setup, task)
+        info = _memo[key]
+        rewards[task.id] = (
+            0.0 if info is None else float(mode_reward(reward_mode, info, float(info.get("reward") or 0)))
+        )
     return Baseline(domain.spec.name, reward_mode, rewards)
 
 
-def _play(setup: EpisodeSetup, task: Task, reward_mode: str) -> float:
+def _play(setup: EpisodeSetup, task: Task) -> Optional[dict]:
+    """The do-nothing episode's reward record (None when it cannot be evaluated: the env's reward is then 0)."""
     episode = setup.start(task, seed=0)
     policy, user = ScriptedPolicy(DO_NOTHING_AGENT), OracleUser()
     for _ in range(_MAX_TURNS):
@@ -100,12 +104,9 @@ def _play(setup: EpisodeSetup, task: Task, reward_mode: str) -> float:
             break
         episode.act(policy.generate(episode.agent_request()))
     try:
-        reward_info = episode.score()
-    except EvaluationError:  # the env's rule: an episode that cannot be evaluated earns 0
-        return 0.0
-    if reward_info is None:
-        return 0.0
-    return float(mode_reward(reward_mode, reward_info, float(reward_info.get("reward") or 0.0)))
+        return episode.score()
+    except EvaluationError:
+        return None
 
 
 def without_do_nothing_passes(
@@ -122,3 +123,26 @@ def without_do_nothing_passes(
             "exclude_do_nothing_passes would leave no task"
         )
     return kept
+
+
+def baseline_table(
+    domains: Iterable[str],
+    reward_modes: Iterable[str] = REWARD_MODES,
+    skip_splits: Iterable[str] = ("full",),
+    **load: Any,
+) -> list[dict[str, Any]]:
+    """The do-nothing baseline of the splits of each domain's default task set, under each reward mode: one row
+    per (domain, split) with ``tasks`` and ``{mode: Baseline}``. ``skip_splits``: splits left out (telecom's
+    2,285-task ``full``, by default); ``load``: :func:`load_domain`'s data arguments."""
+    rows = []
+    modes, skip_splits = tuple(reward_modes), set(skip_splits)
+    for name in domains:
+        dom = load_domain(name, **load)
+        task_set = dom.spec.default_task_set
+        for split in dom.splits(task_set) or {"base": None}:
+            if split in skip_splits:
+                continue
+            tasks = dom.tasks(task_set, split if dom.splits(task_set) else None)
+            by_mode = {m: do_nothing_baseline(dom, tasks, reward_mode=m) for m in modes}
+            rows.append({"domain": name, "split": split, "tasks": len(tasks), "baselines": by_mode})
+    return rows
