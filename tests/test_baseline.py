@@ -4,6 +4,7 @@ rollout's score, and a filter that takes the free passes out of envs, mixtures a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -95,3 +96,32 @@ def test_the_table_covers_every_split_and_mode_and_agrees_across_splits():
         assert set(rows[("airline", split)]["baselines"]) == {"default", "strict", "partial"}
     passes = {s: set(rows[("airline", s)]["baselines"]["default"].passes) for s in ("train", "test", "base")}
     assert passes["train"] | passes["test"] == passes["base"] and not passes["train"] & passes["test"]
+
+
+def _documented_tables() -> dict[str, list[str]]:
+    """The baseline tables of the README and the docs (the lines after each ``baseline-table`` marker)."""
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if "baseline-table:" in line:
+                table = [x for x in lines[i + 3 :] if x.startswith("|")]
+                out[path.name] = table[: next((k for k, x in enumerate(lines[i + 3 :]) if not x.startswith("|")), None)]
+    return out
+
+
+def test_the_documented_tables_are_what_the_code_computes():
+    from tau2_gym.envs.baseline import baseline_table
+
+    tables = _documented_tables()
+    assert "scoring.md" in tables
+    rows = baseline_table(["mock", "airline", "retail", "telecom", "banking_knowledge"])
+    computed = [
+        f"| {r['domain']} | {r['split']} | {r['tasks']} | "
+        + " | ".join(f"{b.mean:.2f} ({len(b.passes)})" for b in r["baselines"].values())
+        + " |"
+        for r in rows
+    ]
+    for name, table in tables.items():
+        assert table == computed, name
