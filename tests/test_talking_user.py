@@ -352,3 +352,57 @@ def test_registered_as_talking():
     assert isinstance(resolve_user("oracle"), OracleUser)
     assert TalkingUser().info()["implementation"] == "talking_user"
     assert json.dumps(TalkingUser().info())
+
+
+class AskIdentityAgent(OracleAgent):
+    """Retail's authentication, asked: e-mail, or name and zip code; the lookup's arguments come from the reply
+    (``None`` stays None when the customer did not say it: the lookup then fails)."""
+
+    def __init__(self):
+        super().__init__()
+        self.reply = None
+
+    def plan(self, task):
+        return []
+
+    def act(self, observation=None, info=None):
+        if self.reply is None:
+            if self._i == 0:
+                self._i = 1
+                return text_message(
+                    "Before I can help, could you please provide your email, or your name and zip code?"
+                )
+            self.reply = observation[-1]["content"] or ""
+            name = re.search(r"My name is (\S+) (\S+?)\.", self.reply)
+            zip_code = re.search(r"zip code is (\d{5})", self.reply)
+            email = re.search(r"My email is (\S+?)(?: or |\.\s|\.$)", self.reply)
+            self.said = said = {
+                "first_name": name and name.group(1),
+                "last_name": name and name.group(2),
+                "zip": zip_code and zip_code.group(1),
+                "email": email and email.group(1),
+            }
+            steps = []
+            for action in gold_actions(self.task):
+                if action.name in ("find_user_id_by_name_zip", "find_user_id_by_email"):
+                    action = action.model_copy(update={"arguments": {k: said[k] for k in action.arguments}})
+                steps.append(call_message(action.name, action.arguments, f"call_{len(steps)}"))
+            self._plan = steps + [text_message(closing_text(self.task))]
+            self._i = 0
+        return super().act(observation, info)
+
+
+def test_retail_an_agent_that_authenticates_the_customer_first_gets_what_it_needs():
+    env = make_env("retail", "talking")
+    lookups = ("find_user_id_by_name_zip", "find_user_id_by_email")
+    # one lookup: the tasks where the customer is not meant to confuse its zip codes
+    tasks = [t for t in env.unwrapped.tasks if sum(a.name in lookups for a in gold_actions(t)) == 1]
+    assert len(tasks) >= 50
+    failed = []
+    for task in tasks:
+        agent = AskIdentityAgent()
+        reward, _, _ = run(env, agent, task.id)
+        lookup = next(a for a in gold_actions(task) if a.name in lookups)
+        if any(agent.said[k] != v for k, v in lookup.arguments.items()) or reward != 1.0:
+            failed.append((task.id, agent.reply))
+    assert failed == []

@@ -222,8 +222,10 @@ def task_facts(task: Task) -> TaskFacts:
     if user_id:
         known["user_id"] = f"My user id is {user_id}."
     name = _name(known_text)
-    if name is None and user_id and _ID_TOKEN.fullmatch(user_id):
-        name = " ".join(p.capitalize() for p in user_id.split("_")[:-1])
+    if user_id and _ID_TOKEN.fullmatch(user_id):  # first_last_1234: the full name when the text gives less
+        from_id = " ".join(p.capitalize() for p in user_id.split("_")[:-1])
+        if name is None or (" " not in name and from_id.startswith(name + " ")):
+            name = from_id
     if name:
         known["name"] = f"My name is {name}."
     emails = list(dict.fromkeys(_EMAIL.findall(known_text)))
