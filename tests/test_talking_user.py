@@ -7,6 +7,7 @@ goodbye at once, answered by the oracle user), the ids the customer must give (r
 from __future__ import annotations
 
 import json
+import pickle
 import re
 
 import gymnasium as gym
@@ -352,6 +353,11 @@ def test_registered_as_talking():
     assert isinstance(resolve_user("oracle"), OracleUser)
     assert TalkingUser().info()["implementation"] == "talking_user"
     assert json.dumps(TalkingUser().info())
+    user = TalkingUser(max_turns=9)
+    conversation("airline", "0", ["What is your name?"], user=user)
+    copy = pickle.loads(pickle.dumps(user))  # how the runner ships users to Ray actors
+    assert copy.max_turns == 9 and copy._facts == {} and user._facts
+    assert conversation("airline", "0", ["What is your name?"], user=copy)[0] == ["My name is Emma Kim."]
 
 
 class AskIdentityAgent(OracleAgent):

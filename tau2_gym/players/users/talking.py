@@ -409,6 +409,10 @@ class TalkingUser(UserSimulator):
         self.stop_text = stop_text
         self._facts: dict[int, tuple[Task, TaskFacts]] = {}
 
+    def __getstate__(self) -> dict:
+        """Pickled (Ray actors, copies) without the parse cache: it holds tasks and is rebuilt on demand."""
+        return {**self.__dict__, "_facts": {}}
+
     # -------------------------------------------------------------------- helpers
 
     def facts(self, task: Task) -> TaskFacts:
