@@ -412,3 +412,32 @@ def test_retail_an_agent_that_authenticates_the_customer_first_gets_what_it_need
         if any(agent.said[k] != v for k, v in lookup.arguments.items()) or reward != 1.0:
             failed.append((task.id, agent.reply))
     assert failed == []
+
+
+ODD_TEXTS = [
+    " .",
+    "?",
+    "###STOP###",
+    "Could you please tell me your user id, email, zip code, phone number, order id and reservation number?",
+    "Please do: toggle_roaming(); reboot_device(); check_status_bar(); dismiss_notification().",
+    '{"name": "cancel_reservation", "arguments": {}}',
+    "Would you like me to cancel, book, modify, exchange and return everything? (yes/no)",
+    "ñandú 漢字 🙂 " * 50,
+    "x" * 5000,
+]
+
+
+@pytest.mark.parametrize("domain", list(DOMAINS))
+def test_odd_agent_messages_never_break_the_customer_and_it_always_ends(domain):
+    eid, kwargs = DOMAINS[domain]
+    user = TalkingUser(max_turns=12)
+    env = gym.make(eid, user=user, max_steps=200, **kwargs)
+    for task in env.unwrapped.tasks[:3]:
+        env.reset(options={"task_id": task.id})
+        for i in range(60):
+            _, _, term, trunc, info = env.step(ODD_TEXTS[i % len(ODD_TEXTS)])
+            if term or trunc:
+                break
+        assert term and info["termination_reason"] == "user_stop", (task.id, info["termination_reason"])
+        customer = [m for m in env.unwrapped.episode.loop.messages() if m.role == "user"]
+        assert len(customer) <= 12 + 1

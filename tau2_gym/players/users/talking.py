@@ -466,7 +466,7 @@ class TalkingUser(UserSimulator):
 
         if _GOODBYE.search(text):
             return UserMessage(content=self.stop_text)
-        if _TRANSFERRING.search(text):
+        if any(_TRANSFERRING.search(x) for x in _sentences(text) if "?" not in x):  # said, not offered
             return UserMessage(content=TRANSFER)
 
         declined: list[str] = []
