@@ -17,6 +17,7 @@ so one instance serves any number of episodes and the same conversation always g
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -336,7 +337,7 @@ _DEVICE = [
     (r"notification", "check_notifications", "dismiss_notification"),
 ]  # fmt: skip
 _DEVICE_RE = [(re.compile(p, re.I), read, write) for p, read, write in _DEVICE]
-# words an agent uses for what a writing tool does (beyond the words of its own name)
+# what an agent may call the verb a writing tool's name starts with
 _SYNONYMS = {
     "update": ("change", "modify", "upgrade", "switch"),
     "modify": ("change", "update", "switch"),
@@ -344,8 +345,6 @@ _SYNONYMS = {
     "return": ("refund", "send back"),
     "cancel": ("cancellation",),
     "send": ("compensation", "certificate", "voucher"),
-    "certificate": ("compensation", "voucher"),
-    "baggages": ("bag", "luggage"),
     "create": ("add", "new task"),
     "transfer": ("human",),
     "refuel": ("data",),
@@ -375,6 +374,19 @@ def _call_of(raw: dict) -> tuple[str, dict]:
         except ValueError:
             args = {}
     return fn.get("name") or "", args if isinstance(args, dict) else {}
+
+
+@functools.lru_cache(maxsize=64)
+def _domain_writes(domain: str) -> tuple[frozenset[str], frozenset[str]]:
+    if not domain:
+        return frozenset(), frozenset()
+    try:
+        spec = get_domain_spec(domain)
+    except KeyError:
+        return frozenset(), frozenset()
+    kits = (spec.agent_toolkit, spec.user_toolkit)
+    agent, user = (frozenset() if k is None else frozenset(n for n in k.tool_names if k.mutates_state(n)) for k in kits)
+    return agent, user
 
 
 def _same_call(name: str, args: dict, action: Action) -> bool:
@@ -436,18 +448,9 @@ class TalkingUser(UserSimulator):
         ]
 
     @staticmethod
-    def _writes(domain: Optional[str]) -> tuple[set[str], set[str]]:
+    def _writes(domain: Optional[str]) -> tuple[frozenset[str], frozenset[str]]:
         """(agent-side, user-side) writing tool names of the domain (empty when it is unknown)."""
-        if not domain:
-            return set(), set()
-        try:
-            spec = get_domain_spec(domain)
-        except KeyError:
-            return set(), set()
-        out = []
-        for kit in (spec.agent_toolkit, spec.user_toolkit):
-            out.append(set() if kit is None else {n for n in kit.tool_names if kit.mutates_state(n)})
-        return out[0], out[1]
+        return _domain_writes(domain or "")
 
     # -------------------------------------------------------------------- the turn
 
