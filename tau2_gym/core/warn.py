@@ -7,20 +7,20 @@ itself: the warning is attributed to the first caller outside tau2-gym, its doma
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
 from typing import Optional
 
-import gymnasium
-
+_GYMNASIUM = importlib.util.find_spec("gymnasium")  # its folder, without importing it here
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tau2_gym
 _INTERNAL = tuple(
     os.path.join(p, "")
     for p in (
         _PACKAGE,
         os.path.join(os.path.dirname(_PACKAGE), "domains"),  # a source checkout: domains/ beside the package
-        os.path.dirname(os.path.abspath(gymnasium.__file__)),
+        os.path.dirname(os.path.abspath(_GYMNASIUM.origin)) if _GYMNASIUM and _GYMNASIUM.origin else _PACKAGE,
     )
 )
 
