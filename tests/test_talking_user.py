@@ -441,3 +441,55 @@ def test_odd_agent_messages_never_break_the_customer_and_it_always_ends(domain):
         assert term and info["termination_reason"] == "user_stop", (task.id, info["termination_reason"])
         customer = [m for m in env.unwrapped.episode.loop.messages() if m.role == "user"]
         assert len(customer) <= 12 + 1
+
+
+# how a support agent asks for each of telecom's device actions, in words (no tool names)
+IN_WORDS = {
+    "set_network_mode_preference": "Please set your network mode preference to 4G/5G preferred.",
+    "toggle_airplane_mode": "Please turn airplane mode off.",
+    "toggle_roaming": "Please turn on data roaming.",
+    "toggle_data": "Please turn your mobile data on.",
+    "reboot_device": "Please restart your phone.",
+    "reset_apn_settings": "Please reset your APN settings to the default.",
+    "toggle_wifi_calling": "Please turn off Wi-Fi calling.",
+    "reseat_sim_card": "Please take out your SIM card and put it back in.",
+    "toggle_data_saver_mode": "Please turn off data saver mode.",
+    "disconnect_vpn": "Please disconnect your VPN.",
+    "make_payment": "Please make the payment for your bill.",
+}
+
+
+def in_words(action):
+    if action.name == "grant_app_permission":
+        return f"Please grant the {action.arguments['app_name']} app the {action.arguments['permission']} permission."
+    return IN_WORDS[action.name]
+
+
+class InWordsAgent(OracleAgent):
+    """The oracle's plan, but each device action is asked for in words, one per message, after a look at the
+    status bar."""
+
+    def render(self, steps):
+        words = []
+        for kind, payload in steps:
+            if kind == "ask":
+                words += [("say", "Can you check your status bar and tell me what it shows?")]
+                words += [("say", in_words(a)) for a in payload]
+            else:
+                words.append((kind, payload))
+        return super().render(words)
+
+
+def test_telecom_device_actions_asked_in_words_are_performed():
+    oracle_env, talking_env = make_env("telecom", "oracle"), make_env("telecom", "talking")
+    solved = 0
+    for task in oracle_env.unwrapped.tasks:
+        if run(oracle_env, OracleAgent(), task.id)[0] != 1.0:
+            continue
+        reward, info, trajectory = run(talking_env, InWordsAgent(), task.id)
+        performed = [c[0][0] for role, _, c in trajectory if role == "user" and c]
+        wanted = [a.name for a in gold_actions(task) if a.requestor == "user"]
+        assert [n for n in performed if n in wanted] == wanted, task.id
+        assert reward == 1.0, (task.id, info["termination_reason"])
+        solved += 1
+    assert solved == len(oracle_env.unwrapped.tasks)

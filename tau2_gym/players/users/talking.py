@@ -310,7 +310,7 @@ _WH = re.compile(r"\b(which|what|how|when|where|who|whose)\b", re.I)  # not a ye
 _DONE_REPORT = re.compile(r"\b(has been|have been|successfully|is now|are now|completed|processed|done)\b", re.I)
 _ACTION_VERBS = re.compile(
     r"\b(turn|toggle|enable|disable|switch|reset|reseat|remove|re-?insert|restart|reboot|grant|allow|disconnect|"
-    r"set|change|make|pay|apply|submit|dismiss|power|try|go to|open|perform|do)\b",
+    r"set|change|make|pay|apply|submit|dismiss|power|try|go to|open|perform|do|take|put|insert|connect)\b",
     re.I,
 )
 # (what names it, read-only tool, writing tool): telecom's device requests in the agent's words
@@ -476,7 +476,7 @@ class TalkingUser(UserSimulator):
         call = self._device_call(request, text, msgs, my_calls, declined)
         if call is not None:
             return call
-        reply = self._answer(task, facts, text, request, relay=not declined)
+        reply = self._answer(task, facts, text, request, relay=not (declined or my_calls))
         if my_calls:  # the agent's request is carried out: report what the tools said (and answer the rest)
             _, user_writes = self._writes(request.extra.get("domain"))
             results = [(m.get("content") or "").strip() for m in since if m["role"] == "tool"]
@@ -528,10 +528,11 @@ class TalkingUser(UserSimulator):
         done = [_call_of(tc) for m in msgs if m["role"] == "assistant" for tc in m.get("tool_calls") or ()]
         pending, i = [], 0
         for action in gold:  # gold user actions not yet performed (matched in order, as the evaluator replays)
-            while i < len(done) and not _same_call(*done[i], action):
-                i += 1
-            if i < len(done):
-                i += 1
+            j = i
+            while j < len(done) and not _same_call(*done[j], action):
+                j += 1
+            if j < len(done):
+                i = j + 1
             else:
                 pending.append(action)
         _, user_writes = self._writes(request.extra.get("domain"))
@@ -549,7 +550,9 @@ class TalkingUser(UserSimulator):
         # 1. a pending gold action named by its tool name, or by a distinctive argument with a request cue
         named = [name for name in available if name in text]
         for action in pending:
-            if action.name in named:  # pending, so never more often than the task performs it
+            # as often as the message names it ("x(); x()"), and never more often than the task performs it
+            asked = max(text.count(action.name + "("), 1)
+            if action.name in named and sum(n == action.name for n, _ in my_calls) < asked:
                 return call(action.name, action.arguments)
         if _REQUEST_CUE.search(text) or re.search(r"\b(recommend|suggest|best|apply)\b", low):
             own = _instruction_text(request.task).lower()
@@ -559,8 +562,10 @@ class TalkingUser(UserSimulator):
                 values = [v.lower() for v in _string_values(action.arguments) if _distinctive(v)]
                 if any(v in low and v not in own for v in values):
                     return call(action.name, action.arguments)
-        # 2. a request in the agent's words (telecom's device actions, mock's notifications), unless it named tools
+        # 2. a request in the agent's words (telecom's device actions, mock's notifications), unless it named tools:
+        # a change the task still needs first, then a look at the state
         if not named:
+            reads: list[str] = []
             for sentence in _sentences(text):
                 if _SELF_PROPOSAL.search(sentence) or not (
                     _REQUEST_CUE.search(sentence) or _ACTION_VERBS.match(sentence) or re.match(r"(?i)check", sentence)
@@ -573,16 +578,25 @@ class TalkingUser(UserSimulator):
                     for m in [pattern.search(sentence)]
                     if m
                 )
+                unneeded = []
                 for _, read, write in hits:
+                    if write and any(n == write for n, _ in my_calls):
+                        continue  # done for this message: no second time, no look afterwards
                     if write and wants_action and write in available:
-                        action = next((a for a in pending if a.name == write), None)
-                        if action is None:
-                            declined.append(write)
-                        elif fresh(write, action.arguments):
-                            return call(write, action.arguments)
-                    if read and read in available and read not in user_writes and fresh(read, {}):
-                        if not _required(available[read]):
-                            return call(read, {})
+                        same = [a for a in pending if a.name == write]
+                        # of several (two permissions), the one whose arguments the sentence names
+                        said = [
+                            a for a in same if any(v.lower() in sentence.lower() for v in _string_values(a.arguments))
+                        ]
+                        if said or same:
+                            return call(write, (said or same)[0].arguments)
+                        unneeded.append(write)
+                    if read and read in available and read not in user_writes and not _required(available[read]):
+                        reads.append(read)
+                declined.extend(unneeded)
+            for read in reads:
+                if fresh(read, {}):
+                    return call(read, {})
         # 3. any read-only tool of its own the agent names
         for name in named:
             if name not in user_writes and not _required(available[name]) and fresh(name, {}):
