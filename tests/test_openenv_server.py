@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
+import threading
 import time
 
 import gymnasium as gym
@@ -29,6 +27,7 @@ import httpx
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tau2_gym.cli import main as cli_main
 from tau2_gym.core.records import as_dict
 from tau2_gym.frameworks.openenv import Tau2Action, Tau2Client, Tau2Server
 from tau2_gym.players.agents.scripted import OracleAgent
@@ -308,28 +307,29 @@ def test_bearer_token_session_bound_and_idle_expiry():
 # ---------------------------------------------------------------------------------------------- the command
 
 
-def test_serve_command_runs_an_episode():
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tau2_gym.cli", "serve", "tau2/mock-v0", "--port", "0", "--max-sessions", "4"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
+def test_serve_command_runs_an_episode(monkeypatch, capsys):
+    """``tau2-gym serve`` end to end: argument parsing, the env's options, the printed URL, a blocking run (on a
+    thread here: a subprocess would pay OpenEnv's import again), a client's episode, a clean stop."""
+    servers = []
+    real_run = Tau2Server.run
+
+    def run(self):
+        servers.append(self)
+        real_run(self)
+
+    monkeypatch.setattr(Tau2Server, "run", run)
+    argv = ["serve", "--domain", "mock", "--port", "0", "--max-sessions", "4", "--env-arg", "max_steps=30"]
+    thread = threading.Thread(target=cli_main, args=(argv,), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not (servers and servers[0].server.started) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert servers and servers[0].server.started, capsys.readouterr()
+    server = servers[0]
+    url = re.search(r"(http://127\.0\.0\.1:\d+)", capsys.readouterr().out).group(1)
+    assert url == server.url and server.env_id == "tau2/mock-v0"
+    assert server.app.loaded.base.config.max_steps == 30
     try:
-        url = None
-        deadline = time.monotonic() + 60
-        lines = []
-        while url is None and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
-            if match:
-                url = match.group(1)
-        assert url, "".join(lines)
         with Tau2Client(url).sync() as client:
             result = client.reset(task_index=0)
             assert result.observation.tools and not result.done
@@ -340,5 +340,6 @@ def test_serve_command_runs_an_episode():
             assert result.done and result.observation.termination_reason
             assert result.observation.simulation_run["task_id"] == result.observation.task_id
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.server.should_exit = True
+        thread.join(10)
+    assert not thread.is_alive()

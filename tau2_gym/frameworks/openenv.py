@@ -643,6 +643,15 @@ class Tau2Client(EnvClient[Tau2Action, Tau2Observation, Tau2State]):
             raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc
         return self
 
+    async def _receive(self) -> dict[str, Any]:
+        assert self._ws is not None
+        timeout = getattr(asyncio, "timeout", None)
+        if timeout is None:  # Python 3.10: OpenEnv's own way
+            return await super()._receive()
+        async with timeout(self._message_timeout):  # no task per message, as wait_for makes on 3.11
+            raw = await self._ws.recv()
+        return json.loads(raw)
+
     def _step_payload(self, action: Any) -> dict[str, Any]:
         if isinstance(action, Tau2Action):
             return action.model_dump(exclude_defaults=True) | {"action": action.action}

@@ -1,0 +1,211 @@
+"""The OpenEnv server's cost (``tau2-gym serve``) over localhost WebSocket, against the in-process env in the same run.
+
+The server runs in its own process (``tau2-gym serve tau2/airline-v0``); the clients are OpenAI-free: OpenEnv's
+``EnvClient`` (``tau2_gym.frameworks.openenv.Tau2Client``) in this process, driving the oracle's actions (the gold
+actions, then the communicated info), so every step is env work and wire, no model. Printed:
+
+- step latency, median and p99, in-process ``env.step`` vs a served ``client.step`` (one session, sequential), and
+  the difference: what serving adds per step;
+- episodes/s and steps/s with 1, 64 and 1,000 concurrent sessions in one server process (each session runs
+  oracle episodes back to back), and the in-process env's episodes/s on one thread; beside it, the steps/s that
+  the same number of sessions would ask for if each step waited on a 200 ms LLM call (the server keeps up when
+  its steps/s is above that);
+- the server process's CPU time per step during those runs, and the steps/s one server core could sustain at that
+  cost (the capacity to hold against the 200 ms figure when the clients, not the server, limit the measured rate);
+- the server's resident memory per session, from its RSS with N sessions each mid-episode (after reset) vs none.
+
+Client and server share this machine's cores, so the concurrent figures are a floor for a server with cores of
+its own.
+
+    python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _common import fmt_bytes, fmt_time  # noqa: E402 - after sys.path gets the helpers' folder
+
+import tau2_gym  # noqa: E402,F401 - registers the ids
+from tau2_gym.frameworks.openenv import Tau2Client  # noqa: E402
+from tau2_gym.players.agents.scripted import OracleAgent  # noqa: E402
+
+ENV_ID = "tau2/airline-v0"
+
+
+def oracle_plans(env) -> dict[str, list]:
+    """Every task's oracle actions (fixed at reset: the oracle does not read tool results)."""
+    plans = {}
+    for task in env.unwrapped.tasks:
+        agent = OracleAgent()
+        agent.reset(task, {"solo": False, "domain": env.unwrapped.config.domain})
+        plans[task.id] = [agent.act() for _ in range(len(agent._plan) + 10)]  # then the closing text
+    return plans
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tau2_gym.cli", "serve", ENV_ID, "--port", "0"]
+        + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
+        if match:
+            return proc, match.group(1)
+    proc.kill()
+    raise RuntimeError("the server did not start")
+
+
+def in_process_latency(env, plans: dict, episodes: int) -> tuple[list[float], float]:
+    """Per-step wall times of env.step, and episodes/s, over `episodes` oracle episodes on one thread."""
+    ids = list(plans)
+    times: list[float] = []
+    t0 = time.perf_counter()
+    for i in range(episodes):
+        tid = ids[i % len(ids)]
+        env.reset(seed=i, options={"task_id": tid})
+        for action in plans[tid]:
+            s = time.perf_counter()
+            _, _, term, trunc, _ = env.step(action)
+            times.append(time.perf_counter() - s)
+            if term or trunc:
+                break
+    return times, episodes / (time.perf_counter() - t0)
+
+
+async def run_episode(client: Tau2Client, plans: dict, tid: str, seed: int, times: list | None) -> int:
+    await client.reset(task_id=tid, seed=seed)
+    steps = 0
+    for action in plans[tid]:
+        s = time.perf_counter()
+        result = await client.step(action)
+        if times is not None:
+            times.append(time.perf_counter() - s)
+        steps += 1
+        if result.done:
+            break
+    return steps
+
+
+async def served_latency(url: str, plans: dict, episodes: int) -> list[float]:
+    ids = list(plans)
+    times: list[float] = []
+    async with Tau2Client(url) as client:
+        for i in range(3):  # warm-up
+            await run_episode(client, plans, ids[i % len(ids)], i, None)
+        for i in range(episodes):
+            await run_episode(client, plans, ids[i % len(ids)], i, times)
+    return times
+
+
+async def served_throughput(url: str, plans: dict, sessions: int, episodes: int, pid: int) -> dict:
+    """`sessions` clients run `episodes` oracle episodes between them; also the server's RSS per live session."""
+    ids = list(plans)
+    clients = [Tau2Client(url, message_timeout_s=600) for _ in range(sessions)]
+    base = rss(pid)
+    for start in range(0, sessions, 100):  # connect in waves: a 1,000-connection burst overflows no backlog
+        await asyncio.gather(*(c.connect() for c in clients[start : start + 100]))
+    await asyncio.gather(*(c.reset(task_id=ids[i % len(ids)], seed=i) for i, c in enumerate(clients)))
+    per_session = (rss(pid) - base) / sessions
+    counter = iter(range(episodes))
+    steps_total = 0
+
+    async def worker(client: Tau2Client) -> None:
+        nonlocal steps_total
+        for i in counter:
+            steps = await run_episode(client, plans, ids[i % len(ids)], 1000 + i, None)
+            steps_total += steps
+
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in clients))
+    elapsed = time.perf_counter() - t0
+    server_cpu = cpu_seconds(pid) - cpu0
+    await asyncio.gather(*(c.close() for c in clients))
+    return {
+        "episodes_per_s": episodes / elapsed,
+        "steps_per_s": steps_total / elapsed,
+        "rss_per_session": per_session,
+        "server_cpu_per_step": server_cpu / max(1, steps_total),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 1000])
+    parser.add_argument("--episodes", type=int, default=200, help="episodes per concurrency (at least 2/session)")
+    parser.add_argument("--latency-episodes", type=int, default=100)
+    args = parser.parse_args()
+
+    env = gym.make(ENV_ID).unwrapped
+    plans = oracle_plans(env)
+    local_times, local_eps = in_process_latency(env, plans, args.latency_episodes)
+    proc, url = start_server(max(args.sessions) + 8)
+    try:
+        served_times = asyncio.run(served_latency(url, plans, args.latency_episodes))
+        print(f"{ENV_ID}, oracle actions, {len(served_times)} steps; server {url} (pid {proc.pid})")
+        print("\nstep latency        median      p99")
+        lm, sm = statistics.median(local_times), statistics.median(served_times)
+        print(f"  in-process     {fmt_time(lm):>10} {fmt_time(p99(local_times)):>10}")
+        print(f"  served (ws)    {fmt_time(sm):>10} {fmt_time(p99(served_times)):>10}")
+        print(f"  added by serving {fmt_time(sm - lm):>8}")
+        print(f"\nin-process: {local_eps:.0f} episodes/s on one thread")
+        print(
+            "\nsessions  episodes/s   steps/s  server CPU/step  steps/s of one server core"
+            "  steps/s a 200 ms LLM would ask  RSS/session"
+        )
+        for n in args.sessions:
+            episodes = max(args.episodes, 2 * n)
+            out = asyncio.run(served_throughput(url, plans, n, episodes, proc.pid))
+            cpu = out["server_cpu_per_step"]
+            print(
+                f"{n:>8} {out['episodes_per_s']:>11.1f} {out['steps_per_s']:>9.0f} {fmt_time(cpu):>16}"
+                f" {1 / cpu if cpu else float('inf'):>27.0f} {n / 0.2:>32.0f}  {fmt_bytes(out['rss_per_session']):>11}"
+            )
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
