@@ -493,3 +493,34 @@ def test_telecom_device_actions_asked_in_words_are_performed():
         assert reward == 1.0, (task.id, info["termination_reason"])
         solved += 1
     assert solved == len(oracle_env.unwrapped.tasks)
+
+
+class RecommendingAgent(OracleAgent):
+    """banking_knowledge: the oracle's plan, but a card application is a recommendation in words ("I recommend the
+    Gold Rewards Card") instead of the tool's name."""
+
+    def render(self, steps):
+        out = []
+        for kind, payload in steps:
+            if kind == "ask" and all(a.name == "apply_for_credit_card" for a in payload):
+                out += [
+                    ("say", f"I recommend the {a.arguments['card_type']}. You can apply for it now.") for a in payload
+                ]
+            else:
+                out.append((kind, payload))
+        return super().render(out)
+
+
+def test_banking_a_recommended_card_is_applied_for():
+    oracle_env, talking_env = make_env("banking_knowledge", "oracle"), make_env("banking_knowledge", "talking")
+    tasks = [
+        t
+        for t in oracle_env.unwrapped.tasks
+        if [a.name for a in gold_actions(t) if a.requestor == "user"] == ["apply_for_credit_card"]
+    ]
+    assert tasks
+    for task in tasks:
+        assert run(oracle_env, OracleAgent(), task.id)[0] == 1.0
+        reward, _, trajectory = run(talking_env, RecommendingAgent(), task.id)
+        assert not any("apply_for_credit_card(" in (c or "") for role, c, _ in trajectory if role == "assistant")
+        assert reward == 1.0, task.id

@@ -555,7 +555,7 @@ class TalkingUser(UserSimulator):
             if action.name in named and sum(n == action.name for n, _ in my_calls) < asked:
                 return call(action.name, action.arguments)
         if _REQUEST_CUE.search(text) or re.search(r"\b(recommend|suggest|best|apply)\b", low):
-            own = _instruction_text(request.task).lower()
+            own = " ".join(self.facts(request.task).known.values()).lower()  # its own name, ids: not a request
             for action in pending:
                 if action.name not in available:
                     continue
