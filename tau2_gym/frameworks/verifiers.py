@@ -25,6 +25,7 @@ The verifiers loader imports a taskset by a plain module name: importing this mo
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from dataclasses import fields
 from typing import Any, Optional
@@ -174,13 +175,15 @@ class Tau2HarnessConfig(vf.HarnessConfig):
 
 
 class _Players:
-    """The customer and the judge of one setting, shared by the episodes that use it (reply caches, clients)."""
+    """The customer and the judge of one setting, shared by the episodes that use it (reply caches, clients) on one
+    event loop (an LLM customer's HTTP client belongs to the loop it was first used on)."""
 
     _cache: dict[tuple, tuple[Any, Any, Any]] = {}
 
     @classmethod
     def get(cls, data: Tau2TaskData) -> tuple[RolloutConfig, Any, Any]:
-        key = (data.domain, data.task_set, data.data_version, data.user, data.judge, data.solo)
+        loop = id(asyncio.get_running_loop())
+        key = (loop, data.domain, data.task_set, data.data_version, data.user, data.judge, data.solo)
         hit = cls._cache.get(key)
         if hit is None:
             config = RolloutConfig(
