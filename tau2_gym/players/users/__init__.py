@@ -34,7 +34,8 @@ def user_from_spec(spec: str) -> UserSimulator:
 
 
 def resolve_user(spec: Any) -> Any:
-    """A user simulator from a spec: an object with ``generate(request)``, ``"oracle"``, ``"package.module:Attr"``
+    """A user simulator from a spec: an object with ``generate(request)``, ``"oracle"``, ``"talking"`` (the offline
+    customer that holds a conversation, :class:`~tau2_gym.players.users.talking.TalkingUser`), ``"package.module:Attr"``
     (a class is instantiated without arguments), or a spec string the model-backed simulators understand."""
     if spec is None:
         spec = "oracle"
@@ -54,5 +55,5 @@ def resolve_user(spec: Any) -> Any:
         return user_from_spec(spec)
     except ValueError as exc:
         raise ValueError(
-            f"{exc} (the env also accepts a UserSimulator instance, 'oracle' or 'package.module:Class')"
+            f"{exc} (the env also accepts a UserSimulator instance, 'oracle', 'talking' or 'package.module:Class')"
         ) from None

@@ -2,17 +2,23 @@
 
 :class:`~tau2_gym.players.users.scripted.OracleUser` ends the conversation at the agent's first question, so a
 policy that says goodbye at once scores as well as one that asks and acts. :class:`TalkingUser` holds a
-conversation instead, from the task alone: it opens with the reason for the call (in the first person), answers
-the agent's questions from ``known_info`` (ids, name, e-mail, zip code, phone, address, reservation and order
-ids, payment method), says it does not know what ``unknown_info`` says it does not know, confirms the actions
-the task's gold actions take and declines the writes they do not, performs its own tools when asked (read-only
-tools on any request, writing ones only when they are the task's pending user-side gold actions -- named, or
-described as telecom's device actions, or recommended by a distinctive argument such as a card name), and
-stops with ``###STOP###`` when the agent wraps up or says goodbye, after ``patience`` replies in a row that
-moved nothing, or after ``max_turns`` messages.
+conversation instead, from the task alone:
 
-Like every simulator here it is stateless: each reply is a function of the request's task and the user's view,
-so one instance serves any number of episodes and the same conversation always gets the same reply.
+- it opens with the reason for the call in the first person (free-form instructions: their quoted opening line,
+  else the sentences saying what the customer wants);
+- it answers questions from ``known_info`` (user id, name, e-mail, zip code, phone, address, reservation and
+  order ids; the payment method its gold actions use), says what ``unknown_info`` says it does not know, and
+  answers other questions with the task's own sentences ("if the agent asks about X, say Y" first);
+- it confirms a proposed write that the gold actions take or that it called about, and declines other writes;
+- it performs its own tools when asked: read-only ones on any request, writing ones only while they are pending
+  user-side gold actions -- named by tool name, asked for in words (telecom's device actions), or recommended by
+  a distinctive argument (a card's name); a change the task does not need is declined in words;
+- it stops with ``###STOP###`` when the agent wraps up or says goodbye (``###TRANSFER###`` when transferred),
+  after ``patience`` replies in a row that moved nothing, or after ``max_turns`` messages.
+
+It never acts unasked, so a policy that ends at once scores exactly the do-nothing baseline. Like every
+simulator here it is stateless: each reply is a function of the request's task and the user's view, so one
+instance serves any number of episodes and the same conversation always gets the same reply.
 """
 
 from __future__ import annotations
