@@ -68,9 +68,12 @@ def test_train_and_test_share_no_argument_value(generated):
     assert train and test and not train & test
     assert len({t["id"] for t in gen.tasks}) == len(gen.tasks) == 18
     assert set(gen.ids("train")).isdisjoint(gen.ids("test"))
-    # within a split every task has its own user and task ids
-    users = [next(iter(t["initial_state"]["initialization_data"]["agent_data"]["users"])) for t in gen.tasks]
-    assert len(set(users)) == len(users)
+    # two-digit ids: still disjoint, and every digit occurs in both splits
+    short = generate_tasks(seed=5, n_train=40, n_test=40, id_digits=2)
+    tr = set().union(*(argument_values(short.by_id()[i]) for i in short.ids("train")))
+    te = set().union(*(argument_values(short.by_id()[i]) for i in short.ids("test")))
+    assert not tr & te
+    assert all(len(v) == len("task_12") for v in tr | te if v.startswith("task_"))
 
 
 def test_deterministic_from_the_seed(tmp_path):
@@ -139,3 +142,39 @@ def test_loads_in_rollout(generated, tmp_path):
     runs = json.loads(out.read_text())["simulations"]
     assert sorted(r["task_id"] for r in runs) == sorted(gen.ids("test"))
     assert all(r["reward_info"]["reward"] == 1.0 for r in runs)
+
+
+@pytest.mark.reference
+def test_upstream_scores_a_rollout_on_generated_tasks_as_we_do(generated, tmp_path):
+    """Differential: a results file of scripted agents (oracle and flawed ones) on every generated task, re-scored
+    by upstream tau2-bench from the file alone (the tasks travel inside it), gets our rewards, episode by episode."""
+    import itertools
+
+    from refutil import ok, run_reference
+
+    from tau2_gym.players.agents.scripted import GiveUpAgent, OracleAgent, ScriptedPolicy, WrongArgumentsAgent
+    from tau2_gym.runner.collect import collect
+
+    gen, folder = generated
+    kinds = itertools.cycle([OracleAgent, GiveUpAgent, WrongArgumentsAgent])
+    out = tmp_path / "run.json"
+    report = collect(
+        None,
+        ScriptedPolicy(lambda: next(kinds)()),
+        domain="mock",
+        data_dir=folder,
+        task_split="base",
+        num_trials=1,
+        concurrency=1,
+        output=str(out),
+        progress=False,
+    )
+    ours = {(r["task_id"], r["trial"]): r for r in report.simulations}
+    assert len(ours) == len(gen.tasks)
+    assert {r["reward_info"]["reward"] for r in ours.values()} == {0.0, 1.0}
+    up = ok(run_reference("driver_rollout", [{"path": str(out)}])[0])
+    assert len(up["simulations"]) == len(ours)
+    for row in up["simulations"]:
+        mine = ours[(row["task_id"], row["trial"])]
+        assert row["reward"] == mine["reward_info"]["reward"], row
+        assert row["db_match"] == mine["reward_info"]["db_check"]["db_match"], row

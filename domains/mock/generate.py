@@ -13,9 +13,11 @@ Each task: one customer (a fresh user with a drawn name, owning 1-3 tasks with d
 * ``reopen``: set one of their completed tasks back to pending -> ``update_task_status(task_id, "pending")``;
 * ``create``: add a task with a given title -> ``create_task(user_id, title)``.
 
-The customer's first message names the task (or the title) and the user id, so the right call is the
-intent's tool with arguments copied from what the customer said. Gold actions, the customer's (structured)
-instructions, env assertions and ``reward_basis`` ``["DB", "ENV_ASSERTION"]`` make the reward upstream's.
+The customer's first message names the task (or the title) and the user id, and ends with a one-line
+summary of the same shape for every task (``Task id: task_42. New status: completed.``), so the right call is
+the intent's tool with arguments copied from what the customer said -- a pattern a small model can learn.
+Gold actions, the customer's (structured) instructions, env assertions and ``reward_basis``
+``["DB", "ENV_ASSERTION"]`` make the reward upstream's.
 
 Splits ``train`` and ``test`` share no identifying value: user ids, task ids, names and titles are drawn
 from disjoint pools (only the status enum and tool names are common -- there are two statuses). ``base``
@@ -113,11 +115,12 @@ class GeneratedTasks:
         return {t["id"]: t for t in self.tasks}
 
 
-def _pools(rng: random.Random, base_db: dict) -> dict[str, dict[str, list]]:
-    """Disjoint value pools per split: three-digit ids (none already in the DB), names, titles."""
+def _pools(rng: random.Random, base_db: dict, id_digits: int) -> dict[str, dict[str, list]]:
+    """Disjoint value pools per split: ``id_digits``-digit ids (none already in the DB), names, titles."""
     used_tasks, used_users = set(base_db["tasks"]), set(base_db["users"])
-    task_nums = [n for n in range(100, 1000) if f"task_{n}" not in used_tasks]
-    user_nums = [n for n in range(100, 1000) if f"user_{n}" not in used_users]
+    numbers = range(10 ** (id_digits - 1), 10**id_digits)
+    task_nums = [n for n in numbers if f"task_{n}" not in used_tasks]
+    user_nums = [n for n in numbers if f"user_{n}" not in used_users]
     names = [f"{a} {b}" for a in FIRST_NAMES for b in LAST_NAMES]
     titles = [f"{v} {n}" for v in TITLE_VERBS for n in TITLE_NOUNS]
     out: dict[str, dict[str, list]] = {s: {} for s in SPLITS}
@@ -132,11 +135,12 @@ def _pools(rng: random.Random, base_db: dict) -> dict[str, dict[str, list]]:
 def _one_task(
     rng: random.Random, pool: dict[str, list], intent: str, index: int, split: str, seed: int, id_prefix: str
 ) -> dict:
-    """One task of ``intent``: ids are used up from ``pool`` (unique), names and titles drawn from it."""
-    user_id = f"user_{pool['user'].pop()}"
+    """One task of ``intent``, its values drawn from ``pool`` (distinct within the task; tasks of a split may
+    share values, each task's DB is its own)."""
+    user_id = f"user_{rng.choice(pool['user'])}"
     name = rng.choice(pool["name"])
     n_owned = rng.randint(1, 3)
-    owned = [f"task_{pool['task'].pop()}" for _ in range(n_owned)]
+    owned = [f"task_{n}" for n in rng.sample(pool["task"], n_owned)]
     titles = rng.sample(pool["title"], n_owned)
     target = rng.randrange(n_owned)
     statuses = [rng.choice(("pending", "completed")) for _ in range(n_owned)]
@@ -179,7 +183,7 @@ def _one_task(
             "instructions": {
                 "domain": "mock",
                 "reason_for_call": reason.format(**values),
-                "known_info": f"You are {name}, user id {user_id}.",
+                "known_info": f"You are {name}, user id {user_id}.\n{_summary(intent, values)}",
                 "task_instructions": todo.format(**values) + " Once the agent confirms, end the conversation.",
             },
         },
@@ -193,6 +197,14 @@ def _one_task(
     }
 
 
+def _summary(intent: str, values: dict) -> str:
+    """The request's one-line summary the customer's first message ends with (same shape for every intent)."""
+    if intent == "create":
+        return f"New task title: {values['title']}."
+    status = "completed" if intent == "complete" else "pending"
+    return f"Task id: {values['task_id']}. New status: {status}."
+
+
 def generate_tasks(
     *,
     seed: int = 0,
@@ -200,10 +212,14 @@ def generate_tasks(
     n_test: int = 12,
     intents: Sequence[str] = INTENTS,
     id_prefix: str = "gen_",
+    id_digits: int = 3,
     base_db: Optional[dict] = None,
     data_dir: Optional[str] = None,
 ) -> GeneratedTasks:
     """``n_train`` + ``n_test`` tasks, intents cycled in order, every value drawn with ``random.Random(seed)``.
+
+    Task and user ids have ``id_digits`` digits (the numbers split in two random halves, one per split: every
+    digit occurs in both, no id does). Short ids make the copy a small model has to learn short.
 
     ``base_db`` (default: the mock domain's DB of ``data_dir``'s data) only decides which ids are taken.
     The same arguments give the same tasks, byte for byte.
@@ -216,12 +232,9 @@ def generate_tasks(
     if base_db is None:
         base_db = load_domain("mock", data_dir).base_db.data
     rng = random.Random(seed)
-    pools = _pools(rng, base_db)
-    # each task uses up at most 3 task ids and 1 user id
-    for split, n in (("train", n_train), ("test", n_test)):
-        most = min(len(pools[split]["user"]), len(pools[split]["task"]) // 3)
-        if n > most:
-            raise ValueError(f"{n} {split} tasks exceed the id pools (at most {most})")
+    if id_digits not in (2, 3, 4):
+        raise ValueError(f"id_digits={id_digits!r}: choose 2, 3 or 4")
+    pools = _pools(rng, base_db, id_digits)
     tasks: list[dict] = []
     splits: dict[str, list[str]] = {"train": [], "test": []}
     for split, n in (("train", n_train), ("test", n_test)):
@@ -231,7 +244,14 @@ def generate_tasks(
             tasks.append(task)
             splits[split].append(task["id"])
     splits = {"base": [t["id"] for t in tasks], **splits}
-    settings = {"seed": seed, "n_train": n_train, "n_test": n_test, "intents": list(intents), "id_prefix": id_prefix}
+    settings = {
+        "seed": seed,
+        "n_train": n_train,
+        "n_test": n_test,
+        "intents": list(intents),
+        "id_prefix": id_prefix,
+        "id_digits": id_digits,
+    }
     return GeneratedTasks(tasks=tasks, splits=splits, settings=settings)
 
 

@@ -100,11 +100,13 @@ def export_rows(
     domain: Optional[str] = None,
     data_version: Optional[str] = None,
     allow_test_split: bool = False,
+    data_dir: Optional[str] = None,
 ) -> list[dict[str, Any]]:
     """Rows of the ``messages`` format: system prompt + conversation (OpenAI messages), ``tools`` as a JSON
     string of schemas, ``reward``, ``task_id``, ``domain``, ``split`` (what the filter kept: see
     :func:`training_split`), ``data_version``. Unscored runs are dropped. ``split=None`` keeps every task;
-    a selection with ``test``-split tasks is refused unless ``allow_test_split=True``."""
+    a selection with ``test``-split tasks is refused unless ``allow_test_split=True``. ``data_dir``: the data
+    folder the runs were made on, when it is not the default data (e.g. generated tasks)."""
 
     rows: list[dict[str, Any]] = []
     domains: dict[str, Any] = {}
@@ -117,7 +119,7 @@ def export_rows(
         if domain is not None and name != domain:
             continue
         if name not in domains:
-            domains[name] = load_domain(name, data_version=data_version)
+            domains[name] = load_domain(name, data_dir, data_version)
         loaded = domains[name]
         ids, recorded = training_split(loaded, split, allow_test_split=allow_test_split)
         keep = set(ids)
@@ -161,6 +163,7 @@ def tokenize_rows(
     chat_template: Optional[str] = None,
     chat_template_kwargs: Optional[dict[str, Any]] = None,
     data_version: Optional[str] = None,
+    data_dir: Optional[str] = None,
 ) -> list[dict[str, Any]]:
     """``messages`` rows -> ``tokens`` rows: ``input_ids`` and ``assistant_masks`` (1 exactly on the policy's
     tokens, each turn through its end-of-turn token) plus the rows' metadata. The greeting and any task
@@ -178,7 +181,7 @@ def tokenize_rows(
     for row in rows:
         key = (row["domain"], row["task_id"])
         if key not in openings:
-            loaded = load_domain(row["domain"], data_version=data_version)
+            loaded = load_domain(row["domain"], data_dir, data_version)
             openings[key] = len(EpisodeSetup(loaded).start(loaded.task(row["task_id"])).agent_messages())
         try:
             ids, mask = renderer.episode_ids(row["messages"], json.loads(row["tools"]), first_policy=openings[key])
@@ -220,7 +223,13 @@ def export_dataset(
             "(or export_rows() for plain rows)"
         ) from None
     if format == "tokens":
-        rows = tokenize_rows(rows, tokenizer, chat_template=chat_template, data_version=kwargs.get("data_version"))
+        rows = tokenize_rows(
+            rows,
+            tokenizer,
+            chat_template=chat_template,
+            data_version=kwargs.get("data_version"),
+            data_dir=kwargs.get("data_dir"),
+        )
     if not rows:
         raise ExportError("no simulation passed the filters; nothing to export")
     ds = datasets.Dataset.from_list(rows)
