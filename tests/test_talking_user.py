@@ -7,8 +7,12 @@ goodbye at once, answered by the oracle user), the ids the customer must give (r
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -524,3 +528,28 @@ def test_banking_a_recommended_card_is_applied_for():
         reward, _, trajectory = run(talking_env, RecommendingAgent(), task.id)
         assert not any("apply_for_credit_card(" in (c or "") for role, c, _ in trajectory if role == "assistant")
         assert reward == 1.0, task.id
+
+
+_TRANSCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from test_talking_user import DOMAINS, InWordsAgent, AskFirstAgent, OracleAgent, make_env, run
+out = []
+for domain, agent in (("airline", AskFirstAgent), ("telecom", InWordsAgent)):
+    env = make_env(domain, "talking")
+    for task in env.unwrapped.tasks[:4]:
+        out.append(run(env, agent(), task.id, seed=3)[2])
+print(json.dumps(out, default=str))
+"""
+
+
+def test_the_same_replies_in_processes_with_different_hash_seeds():
+    """Nothing in a reply depends on set or dict order that changes between processes (PYTHONHASHSEED)."""
+    code = _TRANSCRIPT.format(tests=str(Path(__file__).parent))
+    outs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] and len(outs[0]) > 1000

@@ -578,14 +578,13 @@ class TalkingUser(UserSimulator):
                 ):
                     continue
                 wants_action = _ACTION_VERBS.search(sentence) is not None
-                hits = sorted(
-                    (m.start(), read, write)
-                    for pattern, read, write in _DEVICE_RE
-                    for m in [pattern.search(sentence)]
-                    if m
-                )
+                hits = sorted(  # in the order the sentence names them (the table's order among equals)
+                    ((m.start(), k, read, write) for k, (pattern, read, write) in enumerate(_DEVICE_RE)
+                     for m in [pattern.search(sentence)] if m),
+                    key=lambda h: h[:2],
+                )  # fmt: skip
                 unneeded = []
-                for _, read, write in hits:
+                for _, _, read, write in hits:
                     if write and any(n == write for n, _ in my_calls):
                         continue  # done for this message: no second time, no look afterwards
                     if write and wants_action and write in available:
@@ -773,7 +772,7 @@ def _relay(sentences: list[str], question: str) -> Optional[str]:
     weight = {w: 1.0 / sum(w in words for _, words in plain) for w in asked if any(w in ws for _, ws in plain)}
     best, best_score = answer, float(score)
     for s, words in plain:
-        value = sum(weight[w] for w in asked & words)
+        value = sum(weight[w] for w in sorted(asked & words))  # a fixed order: the same float in every process
         if value > best_score:
             best, best_score = s, value
     return best
