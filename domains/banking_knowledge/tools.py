@@ -15,9 +15,17 @@ import json
 from datetime import datetime
 from typing import Any, Dict, Literal, Optional, get_args
 
+from tau2_gym.core.domain import _cached_domain
 from tau2_gym.core.tools import MUTATES_ATTR, Toolkit, ToolType, tool
 from tau2_gym.domains.banking_knowledge import utils as U
-from tau2_gym.domains.banking_knowledge.db_query import add_to_db, lookup, query_database_tool, query_db, update_record
+from tau2_gym.domains.banking_knowledge.db_query import (
+    add_to_db,
+    format_records,
+    lookup,
+    query_database_tool,
+    query_db,
+    update_record,
+)
 from tau2_gym.domains.banking_knowledge.discoverable import docstring_of, format_tool_card, parse_tool_card
 
 TransferReasonLiteral = Literal[
@@ -174,8 +182,6 @@ def _age_days(date_text: Any) -> int:
 
 def restore_toolkit(binding: tuple, role: str, state: dict) -> Any:
     """Unpickle a toolkit into the class the (cached) loaded domain of ``binding`` uses."""
-    from tau2_gym.core.domain import _cached_domain
-
     dom = _cached_domain(*binding)
     cls = dom.agent_toolkit if role == "agent" else dom.user_toolkit
     obj = cls.__new__(cls)
@@ -1655,8 +1661,6 @@ class KnowledgeTools(Toolkit):
             f"Transactions for account {account_id}:",
         ]
         if found:
-            from tau2_gym.domains.banking_knowledge.db_query import format_records
-
             parts.append(format_records("bank_account_transaction_history", found))
         else:
             parts.append("\nNo transactions found for this account.")

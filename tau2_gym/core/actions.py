@@ -24,6 +24,7 @@ import reprlib
 from typing import Any, Callable, Optional, Union
 
 from tau2_gym.core.messages import AssistantMessage, ToolCall, dumps_arguments
+from tau2_gym.core.parsing import parse_tool_calls
 
 MAX_ARGUMENT_DEPTH = 100  # nesting levels of a call's arguments; deeper is an ActionError, never a RecursionError
 
@@ -296,7 +297,6 @@ def _from_text(text: str, parser: Union[str, Callable[..., Any]], tokenizer: Any
         return AssistantMessage(content=content, tool_calls=calls, raw_data={"action": text})
     if parser is None or parser == "none":
         return AssistantMessage(content=text)
-    from tau2_gym.core.parsing import parse_tool_calls
 
     parsed = parse_tool_calls(text, parser, tokenizer)
     if parsed.error is not None:

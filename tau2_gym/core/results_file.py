@@ -20,7 +20,7 @@ from typing import Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from tau2_gym.core.messages import AnyMessage, message_from_dict, now_iso
+from tau2_gym.core.messages import AnyMessage, from_openai, message_from_dict, now_iso
 from tau2_gym.core.records import json_default
 from tau2_gym.core.tasks import Action, EnvAssertion, RewardType, Task
 
@@ -299,7 +299,6 @@ def message_from_any(d: Any) -> AnyMessage:
     ``error`` key if present, else whether the content reads ``Error: ...`` (scoring never reads the flag)."""
     if not is_openai_message(d):
         return message_from_dict(d)
-    from tau2_gym.core.messages import from_openai
 
     try:
         msg = from_openai(d, requestor=None)  # type: ignore[arg-type]

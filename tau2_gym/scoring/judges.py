@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Union
 
 from tau2_gym.core import upstream_text as prose
+from tau2_gym.core.results_file import NLAssertionCheck
 from tau2_gym.core.warn import warn
 from tau2_gym.data import DataSource
 from tau2_gym.llm.client import ChatClient, LLMConfig, LLMError, reply_message
-from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
+from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError, needs_nl_judge
 
 NL_MODULE = "evaluator/evaluator_nl_assertions.py"
 NL_CLASS = "NLAssertionsEvaluator"
@@ -78,7 +79,6 @@ def judge_prompts(
 def parse_judge_reply(text: Any) -> list[dict[str, Any]]:
     """Checks from a judge reply, with upstream's rules: ``json.loads`` as is (a fenced reply fails), items
     of ``results`` (missing -> none: an empty list passes), fields validated as str / bool / str."""
-    from tau2_gym.core.results_file import NLAssertionCheck
 
     try:
         data = json.loads(text)
@@ -296,7 +296,6 @@ def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
 def apply_no_judge_choice(domain: Any, tasks: Any, judge: Any, where: str) -> tuple:
     """A task pool under the no-judge choice: ``exclude`` drops the tasks that need a judge; the default
     (no judge, not chosen explicitly) warns once with the count and the choices. Real judges change nothing."""
-    from tau2_gym.scoring.evaluation import needs_nl_judge
 
     tasks = tuple(tasks)
     if not getattr(judge, "skip", False):
