@@ -4,7 +4,8 @@
     python examples/quickstart.py --domain airline --task-id 0
     python examples/quickstart.py --domain retail          # a random task of the base split
 
-The customer is the offline oracle user (it follows the task; no model, no network). The agent is
+The customer is the offline talking customer (``user="talking"``: it opens with the reason for its call, answers
+questions from what the task says it knows, confirms what it wants; no model, no network). The agent is
 :class:`tau2_gym.players.agents.scripted.OracleAgent`, which replays the task's gold actions -- swap in your own policy:
 anything that maps the observation (OpenAI chat messages) to an assistant message works as an action.
 """
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    env = gym.make(f"tau2/{args.domain}-v0")  # user="oracle" by default; pass user=... for an LLM customer
+    env = gym.make(f"tau2/{args.domain}-v0", user="talking")  # user="openai:MODEL" for an LLM customer
     task_id = args.task_id if args.task_id is not None else ("create_task_1" if args.domain == "mock" else None)
     options = {"task_id": task_id} if task_id is not None else None
     obs, info = env.reset(seed=args.seed, options=options)

@@ -11,8 +11,9 @@ Every dataset row names one task; GRPOTrainer repeats it ``--num-generations`` t
 function plays one whole tau2 episode per copy (batched generation across episodes), returning the
 token-exact multi-turn trajectory with an env mask so only the policy's own tokens are trained on. The
 reward is tau2's (upstream's evaluation of the finished episode). The customer defaults to the offline
-oracle user (follows the task script: fine for smoke tests and warm-up); for faithful tau2 training use an
-LLM customer, e.g. ``--user openai:gpt-4.1`` (needs OPENAI_API_KEY) or ``--user hf:Qwen/Qwen2.5-7B-Instruct``.
+talking customer (answers from the task, so asking before acting pays and refusing does not: fine for smoke
+tests and warm-up); for faithful tau2 training use an LLM customer, e.g. ``--user openai:gpt-4.1`` (needs
+OPENAI_API_KEY) or ``--user hf:Qwen/Qwen2.5-7B-Instruct``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--domain", default="airline")
     p.add_argument("--split", default="train", help="task split (airline/retail/telecom: train, test, base)")
     p.add_argument("--task-set", default=None, help="task set of the domain (default: its main one)")
-    p.add_argument("--user", default="oracle", help="customer: oracle, openai:<model>[@url], hf:<model>")
+    p.add_argument(
+        "--user",
+        default="talking",
+        help="customer: talking (offline, answers from the task), oracle (offline, stops at the first question), "
+        "openai:<model>[@url], hf:<model>",
+    )
     p.add_argument("--max-env-steps", type=int, default=100, help="tau2 orchestrator step limit per episode")
     p.add_argument("--output-dir", default="runs/tau2-grpo")
     p.add_argument("--max-steps", type=int, default=500)

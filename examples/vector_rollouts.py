@@ -1,6 +1,6 @@
 """Many tau2 episodes at once: the vector env (RL loop) and the async rollout API (data collection).
 
-Runs offline as written -- scripted agents (the oracle and deliberately flawed ones) and the oracle user:
+Runs offline as written -- scripted agents (the oracle and deliberately flawed ones) and an offline customer:
 
     python examples/vector_rollouts.py
     python examples/vector_rollouts.py --num-envs 1024 --steps 40
@@ -81,7 +81,7 @@ def rollout_demo(args: argparse.Namespace) -> None:
 
         user = OpenAIUserSimulator(model=args.user_model, base_url=args.user_base_url)
     else:
-        user = "oracle"
+        user = "talking"  # the offline customer that answers from the task
     for attempt in ("first run", "same command again"):
         t0 = time.perf_counter()
         report = collect(
@@ -113,7 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default="tau2_runs/vector_rollouts_example.json", help="results file")
     parser.add_argument("--agent-base-url", default=None, help="OpenAI-compatible agent endpoint (else: oracle)")
     parser.add_argument("--agent-model", default="gpt-4.1-2025-04-14")
-    parser.add_argument("--user-base-url", default=None, help="OpenAI-compatible user endpoint (else: oracle user)")
+    parser.add_argument(
+        "--user-base-url", default=None, help="OpenAI-compatible user endpoint (else: the talking offline customer)"
+    )
     parser.add_argument("--user-model", default="gpt-4.1-2025-04-14")
     parser.add_argument("--progress", action="store_true", help="show the rollout progress bar")
     args = parser.parse_args(argv)
