@@ -343,3 +343,70 @@ def test_serve_command_runs_an_episode(monkeypatch, capsys):
         server.server.should_exit = True
         thread.join(10)
     assert not thread.is_alive()
+
+
+# ---------------------------------------------------------------------------------------------- an LLM customer
+
+
+def test_an_llm_customer_is_awaited_and_matches_the_in_process_env():
+    """The customer behind an OpenAI-compatible endpoint (the local stub, 0.2 s a reply): served episodes equal the
+    in-process env's, and concurrent sessions wait for their customers side by side, not one after another."""
+    from openai_stub import OpenAIStub
+
+    from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
+
+    lines = ["Hi, I need help with a reservation.", "My user id is mia_li_3668.", "Thanks, that is all. ###STOP###"]
+
+    def customer(body: dict, n: int):
+        agent_texts = sum(1 for m in body["messages"][1:] if m["role"] == "user")  # the user's view is role-flipped
+        return {"delay": 0.2, "then": lines[min(agent_texts, len(lines)) - 1]}
+
+    actions = [
+        "Could you give me your user id?",
+        {"name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}},
+        "I found your profile. Anything else?",
+        "Goodbye!",
+    ]
+    with OpenAIStub(customer) as stub:
+
+        def user() -> OpenAIUserSimulator:
+            return OpenAIUserSimulator(
+                OpenAIUserConfig(model="user-m", base_url=stub.base_url, api_key_env=None, cache="off", timeout=10)
+            )
+
+        local = gym.make("tau2/airline-v0", user=user())
+        obs, _ = local.reset(seed=3, options={"task_id": "1"})
+        expected = [obs]
+        for action in actions:
+            obs, reward, term, trunc, info = local.step(action)
+            expected.append(obs)
+            if term or trunc:
+                break
+        assert info["termination_reason"] == "user_stop"
+
+        async def one(url: str) -> list:
+            async with Tau2Client(url) as client:
+                result = await client.reset(task_id="1", seed=3)
+                seen = [result.observation.messages]
+                for action in actions[: len(expected) - 1]:
+                    result = await client.step(action)
+                    seen.append(result.observation.messages)
+                assert result.done and result.observation.termination_reason == "user_stop"
+                return seen
+
+        async def many(url: str, n: int) -> list:
+            return await asyncio.gather(*(one(url) for _ in range(n)))
+
+        with Tau2Server("tau2/airline-v0", {"user": user()}, port=0) as server:
+            t0 = time.perf_counter()
+            before = len(stub.requests)
+            (alone,) = asyncio.run(many(server.url, 1))
+            single = time.perf_counter() - t0
+            customer_turns = len(stub.requests) - before
+            t0 = time.perf_counter()
+            together = asyncio.run(many(server.url, 6))
+            elapsed = time.perf_counter() - t0
+    assert alone == expected
+    assert all(seen == expected for seen in together)
+    assert customer_turns >= 2 and single >= 0.2 * customer_turns  # the customer's replies were awaited in turn
+    assert elapsed < 3 * single, (elapsed, single)  # six sessions in about the time of one, not six
