@@ -269,7 +269,7 @@ def test_hostile_frames_get_error_replies_and_the_server_keeps_serving(airline_s
 
 
 def test_bearer_token_session_bound_and_idle_expiry():
-    with Tau2Server("tau2/mock-v0", port=0, token="s3cret", max_sessions=2, idle_timeout=0.5) as server:
+    with Tau2Server("tau2/mock-v0", port=0, token="s3cret", max_sessions=2, idle_timeout=1.5) as server:
         ws_url = server.url.replace("http://", "ws://") + "/ws"
 
         async def scenario() -> None:
