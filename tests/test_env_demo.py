@@ -25,10 +25,21 @@ def test_the_legend_explains_every_column_of_the_header(capsys):
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.strip().startswith("agent ") and "reward" in line)
     explained = [name for name, _ in demo.LEGEND]
-    assert header.split() == explained
+    assert header.split() == explained[:-1] and explained[-1] == "baseline"  # the last: the do-nothing row
     legend = out[out.index("columns:") :]
     for name, meaning in demo.LEGEND:
         assert f"{name:>8}  {meaning}" in legend
+
+
+def test_each_table_has_the_do_nothing_row_and_the_baseline_table_follows(capsys):
+    assert main(["demo", "--envs", "airline", "--num-tasks", "10", "--no-episode", "--agents", "give_up"]) == 0
+    out = capsys.readouterr().out
+    give_up = next(line for line in out.splitlines() if line.strip().startswith("give_up"))
+    nothing = next(line for line in out.splitlines() if line.strip().startswith("do-nothing"))
+    assert give_up.split()[1] == nothing.split()[1]  # with the talking customer, giving up earns the baseline
+    table = out[out.index("== the do-nothing baseline per split") :].splitlines()
+    assert table[1].split() == ["domain", "split", "tasks", "default", "strict", "partial"]
+    assert {line.split()[1] for line in table[2:] if line.startswith("  airline")} == {"train", "test", "base"}
 
 
 def test_the_episode_is_printed_as_a_conversation_with_the_reward_breakdown(capsys):

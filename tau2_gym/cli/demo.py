@@ -3,9 +3,11 @@
 First one episode as a conversation -- the agent's turns, the customer's, every tool call with its result --
 and the reward with its breakdown. Then, for every registered env id (``tau2/<domain>-v0`` and the solo
 variants), the oracle agent (the task's gold actions, saying what must be said) and deliberately flawed agents
-play tasks against the oracle customer; one table per env, its columns explained in a legend, and where the
-wall time went. Without the default data (no network, no ``TAU2_GYM_SOURCE``) it falls back to the legacy
-data, runs the domains that data has and names the ones it skips.
+play tasks against the offline talking customer (it answers from the task; ``--user oracle`` for the customer
+that stops at the agent's first question); one table per env, its columns explained in a legend, each with the
+do-nothing baseline beside it, then the baseline of every split and reward mode, and where the wall time
+went. Without the default data (no network, no ``TAU2_GYM_SOURCE``) it falls back to the legacy data, runs the
+domains that data has and names the ones it skips.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from typing import Any
 from tau2_gym import data
 from tau2_gym.data import DataError
 from tau2_gym.envs import env_id, register_envs
+from tau2_gym.envs.baseline import baseline_table, do_nothing_baseline
 from tau2_gym.players.agents.scripted import ALL_AGENTS, make_agent
+from tau2_gym.scoring.rewards import REWARD_MODES
 
 REASONS = ("user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error")
 SHORT = {
@@ -46,6 +50,7 @@ LEGEND = (
     ("eval_err", "episodes whose scoring raised (reward 0, reason in info['evaluation_error'])"),
     ("steps/ep", "env.step calls per episode"),
     ("ms/ep", "time inside reset + step per episode: turn loop, tools, customer, scoring"),
+    ("baseline", "the do-nothing row: what an agent earns that takes no action and says goodbye (tasks it passes)"),
 )
 #: the episode shown first, when its env runs (else the first env's first task)
 EPISODE = ("tau2/airline-v0", "14")
@@ -77,7 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="NL-assertion judge (default for the demo: pass -- no LLM judge offline, so tasks "
         "whose reward needs one count their NL assertions as met; fail | exclude | openai:MODEL)",
     )
+    parser.add_argument(
+        "--user",
+        default="talking",
+        choices=("talking", "oracle"),
+        help="the offline customer: talking (default: answers from the task) or oracle (does the task's own "
+        "actions, stops at the agent's first question)",
+    )
     parser.add_argument("--no-episode", action="store_true", help="skip the conversation shown first")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the do-nothing baseline table")
     parser.add_argument("--no-table", action="store_true", help="show the conversation only")
 
 
@@ -178,8 +191,8 @@ def print_episode(env: Any, task_id: str) -> None:
     obs, info = env.reset(options={"task_id": task_id})
     print(
         f"\n== one episode: {env.spec.id if env.spec else info['domain']}, task {task_id!r}, the oracle agent "
-        f"against the oracle customer ({len(info['tools'])} tools; the observation is a list of OpenAI chat "
-        "messages, the system prompt first)"
+        f"against the {env.unwrapped.config.user} customer ({len(info['tools'])} tools; the observation is a list "
+        "of OpenAI chat messages, the system prompt first)"
     )
     print(f"  {'system':>12} | {_clip(obs[0]['content'], 100)}")
     for message in obs[1:]:
@@ -258,6 +271,26 @@ def play_agent(env: Any, name: str, tasks: list) -> tuple[Row, float]:
     return row, t_final
 
 
+def baseline_row(env: Any, tasks: list) -> str:
+    """The do-nothing row under an env's table: same tasks, same reward mode and judge as the agents above."""
+    u = env.unwrapped
+    base = do_nothing_baseline(u.domain, tasks, reward_mode=u.config.reward_mode, judge=u.config.judge)
+    return f"  {'do-nothing':17s} {base.mean:6.2f}  ({len(base.passes)} of {len(tasks)} tasks pass with no action)"
+
+
+def print_baseline_table(domains: list[str], args: argparse.Namespace, source: Any) -> None:
+    """The do-nothing baseline of every split and reward mode of these domains (telecom's `full` split left out)."""
+    print(
+        f"\n== the do-nothing baseline per split and reward mode (judge {args.judge!r}; in brackets: tasks passed "
+        "with no action; sierra-research/tau2-bench#384)"
+    )
+    print(f"  {'domain':18s} {'split':6s} {'tasks':>5s}  " + " ".join(f"{m:>12s}" for m in REWARD_MODES))
+    load = {"data_dir": args.data_dir, "data_version": args.data_version if args.data_dir else source.version.name}
+    for row in baseline_table(domains, judge=args.judge, **load):
+        cells = " ".join(f"{f'{b.mean:.2f} ({len(b.passes)})':>12s}" for b in row["baselines"].values())
+        print(f"  {row['domain']:18s} {row['split']:6s} {row['tasks']:>5d}  {cells}")
+
+
 def print_legend() -> None:
     print("\ncolumns:")
     for name, meaning in LEGEND:
@@ -273,6 +306,7 @@ def _make(gym: Any, eid: str, args: argparse.Namespace, source: Any) -> Any:
         data_dir=args.data_dir,
         task_split=args.task_split,
         judge=args.judge,
+        user=args.user,
         data_version=args.data_version if args.data_dir else source.version.name,
     )
 
@@ -338,11 +372,16 @@ def run(args: argparse.Namespace) -> int:
             t_eval += t_final
             total_episodes += len(tasks)
             total_steps += row.steps
+        if not u.config.solo:
+            print(baseline_row(env, tasks))
         env.close()
+    if not args.no_baseline:
+        domains = list(dict.fromkeys(env.unwrapped.config.domain for env in envs.values()))
+        print_baseline_table(domains, args, source)
     wall = time.perf_counter() - t_start + t_make
     print(f"\n{total_episodes} episodes, {total_steps} env steps in {wall:.2f} s wall time (including data loading)")
     print(
-        f"inside the env (reset + step, incl. oracle user and scoring): {t_env:.2f} s = {t_env / wall:.0%} of wall "
+        f"inside the env (reset + step, incl. the customer and scoring): {t_env:.2f} s = {t_env / wall:.0%} of wall "
         f"time; of which the final steps (with the tau2 evaluation): {t_eval:.2f} s"
     )
     print(

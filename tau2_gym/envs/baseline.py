@@ -129,11 +129,13 @@ def baseline_table(
     domains: Iterable[str],
     reward_modes: Iterable[str] = REWARD_MODES,
     skip_splits: Iterable[str] = ("full",),
+    judge: Any = None,
     **load: Any,
 ) -> list[dict[str, Any]]:
     """The do-nothing baseline of the splits of each domain's default task set, under each reward mode: one row
     per (domain, split) with ``tasks`` and ``{mode: Baseline}``. ``skip_splits``: splits left out (telecom's
-    2,285-task ``full``, by default); ``load``: :func:`load_domain`'s data arguments."""
+    2,285-task ``full``, by default); ``judge`` as :func:`do_nothing_baseline`; ``load``: :func:`load_domain`'s data
+    arguments."""
     rows = []
     modes, skip_splits = tuple(reward_modes), set(skip_splits)
     for name in domains:
@@ -143,6 +145,6 @@ def baseline_table(
             if split in skip_splits:
                 continue
             tasks = dom.tasks(task_set, split if dom.splits(task_set) else None)
-            by_mode = {m: do_nothing_baseline(dom, tasks, reward_mode=m) for m in modes}
+            by_mode = {m: do_nothing_baseline(dom, tasks, reward_mode=m, judge=judge) for m in modes}
             rows.append({"domain": name, "split": split, "tasks": len(tasks), "baselines": by_mode})
     return rows
