@@ -176,6 +176,7 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         self._inline = user is None or _offline(user) or not hasattr(self._env, "begin_step")
         self._episode_id: Optional[str] = None
         self._steps = 0
+        self._started = False  # a reset succeeded: steps have an episode to act on
 
     # -------------------------------------------------------------- reset / step
 
@@ -236,12 +237,13 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
             env.answer_user(reply)
 
     def _check_started(self) -> None:
-        if getattr(self._env, "episode", None) is None:
+        if not self._started:
             raise RuntimeError("no episode in this session: send a reset first")
 
     # -------------------------------------------------------------- observations
 
     def _after_reset(self, obs: Any, info: dict, episode_id: Optional[str]) -> Tau2Observation:
+        self._started = True
         self._steps = 0
         self._episode_id = episode_id
         out = self._observation(obs, 0.0, False, False, info)
@@ -305,6 +307,7 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         )
 
     def close(self) -> None:
+        self._started = False
         self._env.close()
 
 
