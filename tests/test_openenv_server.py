@@ -284,8 +284,7 @@ def test_bearer_token_session_bound_and_idle_expiry():
                 for ws in (a, b):
                     await ws.send(json.dumps({"type": "state"}))
                     assert (await _reply(ws))["type"] == "state"
-                async with connect(ws_url, additional_headers=auth) as c:  # one over the bound
-                    await c.send(json.dumps({"type": "state"}))
+                async with connect(ws_url, additional_headers=auth) as c:  # one over the bound: told at once
                     reply = await _reply(c)
                     assert reply["type"] == "error" and reply["data"]["code"] == "CAPACITY_REACHED"
                 # idle past the expiry: an error reply, then the session is closed and its slot freed
