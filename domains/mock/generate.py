@@ -47,6 +47,7 @@ GENERATOR = "tau2_gym.domains.mock.generate"
 GENERATOR_VERSION = 1
 INTENTS = ("complete", "reopen", "create")
 SPLITS = ("train", "test")
+STYLES = ("natural", "terse")
 
 FIRST_NAMES = (
     "Ada", "Bruno", "Chloe", "Dmitri", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kira", "Luca",
@@ -133,7 +134,14 @@ def _pools(rng: random.Random, base_db: dict, id_digits: int) -> dict[str, dict[
 
 
 def _one_task(
-    rng: random.Random, pool: dict[str, list], intent: str, index: int, split: str, seed: int, id_prefix: str
+    rng: random.Random,
+    pool: dict[str, list],
+    intent: str,
+    index: int,
+    split: str,
+    seed: int,
+    id_prefix: str,
+    style: str = "natural",
 ) -> dict:
     """One task of ``intent``, its values drawn from ``pool`` (distinct within the task; tasks of a split may
     share values, each task's DB is its own)."""
@@ -182,8 +190,8 @@ def _one_task(
             "persona": rng.choice(PERSONAS),
             "instructions": {
                 "domain": "mock",
-                "reason_for_call": reason.format(**values),
-                "known_info": f"You are {name}, user id {user_id}.\n{_summary(intent, values)}",
+                "reason_for_call": reason.format(**values) if style == "natural" else _summary(intent, values),
+                "known_info": f"{_who(intent, values)}\n{_summary(intent, values)}" if style == "natural" else None,
                 "task_instructions": todo.format(**values) + " Once the agent confirms, end the conversation.",
             },
         },
@@ -197,10 +205,18 @@ def _one_task(
     }
 
 
+def _who(intent: str, values: dict) -> str:
+    """Who the customer is: the user id only where the call needs it (``create``), so the task id is the only
+    number an update request mentions."""
+    if intent == "create":
+        return f"You are {values['name']}, user id {values['user_id']}."
+    return f"You are {values['name']}."
+
+
 def _summary(intent: str, values: dict) -> str:
     """The request's one-line summary the customer's first message ends with (same shape for every intent)."""
     if intent == "create":
-        return f"New task title: {values['title']}."
+        return f"New task for {values['user_id']}, title: {values['title']}."
     status = "completed" if intent == "complete" else "pending"
     return f"Task id: {values['task_id']}. New status: {status}."
 
@@ -213,6 +229,7 @@ def generate_tasks(
     intents: Sequence[str] = INTENTS,
     id_prefix: str = "gen_",
     id_digits: int = 3,
+    style: str = "natural",
     base_db: Optional[dict] = None,
     data_dir: Optional[str] = None,
 ) -> GeneratedTasks:
@@ -232,6 +249,8 @@ def generate_tasks(
     if base_db is None:
         base_db = load_domain("mock", data_dir).base_db.data
     rng = random.Random(seed)
+    if style not in STYLES:
+        raise ValueError(f"style={style!r}: choose one of {STYLES}")
     if id_digits not in (2, 3, 4):
         raise ValueError(f"id_digits={id_digits!r}: choose 2, 3 or 4")
     pools = _pools(rng, base_db, id_digits)
@@ -239,7 +258,7 @@ def generate_tasks(
     splits: dict[str, list[str]] = {"train": [], "test": []}
     for split, n in (("train", n_train), ("test", n_test)):
         for i in range(n):
-            task = _one_task(rng, pools[split], intents[i % len(intents)], i, split, seed, id_prefix)
+            task = _one_task(rng, pools[split], intents[i % len(intents)], i, split, seed, id_prefix, style)
             Task.model_validate(task)  # upstream's format, checked as the loader will
             tasks.append(task)
             splits[split].append(task["id"])
@@ -251,6 +270,7 @@ def generate_tasks(
         "intents": list(intents),
         "id_prefix": id_prefix,
         "id_digits": id_digits,
+        "style": style,
     }
     return GeneratedTasks(tasks=tasks, splits=splits, settings=settings)
 

@@ -1,0 +1,575 @@
+"""Does the env's reward, and nothing else, make a policy better at tasks it was not trained on?
+
+    # CPU, a tiny model built in code, 3 seeds (docs/learning.md has the numbers and the plot)
+    python examples/learning_proof.py
+    # a real model on a GPU: same steps, vLLM generation, a domain's own train/test splits, an LLM customer
+    python examples/learning_proof.py --model Qwen/Qwen3-1.7B --use-vllm --domain airline \\
+        --user openai:gpt-4.1-mini --seeds 1
+
+Steps, per seed: (1) tasks -- on mock, :mod:`tau2_gym.domains.mock.generate` writes a verified train set and a
+held-out set sharing no argument value (other domains: their ``train`` / ``test`` splits); (2) a policy -- a
+tiny Qwen2 built in code with a tokenizer fitted to the domain's texts (``--model``: a real one); (3) a short
+SFT on the oracle agent's train episodes (``tau2-gym rollout`` + ``export_dataset``), short enough to leave the
+policy weak; (4) from that one checkpoint, two GRPO runs with the same settings through
+``tau2_gym.training.trl`` (rollout function + tau2 reward): the *real* arm trains on the env's reward, the
+*control* arm on the same rewards shuffled within each group (same reward statistics, no information about
+which completion earned it). Success (reward 1) is measured by sampling at the training temperature, K
+episodes per task, on train and held-out tasks after SFT and after each arm; held-out success is also
+measured every ``--eval-every`` GRPO steps for the plot. Seeds are aggregated as mean and 95% t-interval.
+
+The last line printed is::
+
+    held-out success: after SFT X.XX, after GRPO Y.YY (control Z.ZZ), train A.AA -> B.BB, N episodes, S seeds
+
+``--mutation flip`` (negated reward) / ``zero`` (all rewards 0, so all advantages 0) break the real arm on
+purpose: ``tests/test_learning.py`` checks that its assertion fails under them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import re
+import statistics
+import tempfile
+import time
+from typing import Any, Callable, Optional, Sequence
+
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    g = p.add_argument_group("tasks")
+    g.add_argument("--domain", default="mock", help="mock: generated tasks; other domains: their train/test splits")
+    g.add_argument("--train-tasks", type=int, default=96, help="generated train tasks (mock)")
+    g.add_argument("--test-tasks", type=int, default=16, help="generated held-out tasks (mock)")
+    g.add_argument("--task-seed", type=int, default=0, help="seed of the generated task set (mock)")
+    g.add_argument("--intents", nargs="+", default=["complete", "reopen"], help="generated intents (mock)")
+    g.add_argument("--id-digits", type=int, default=2, help="digits of generated task/user ids (mock)")
+    g.add_argument("--style", default="terse", help="the customer's first message: terse or natural (mock)")
+    g.add_argument("--user", default="oracle", help="customer: oracle, openai:<model>[@url], hf:<model>")
+    g = p.add_argument_group("policy")
+    g.add_argument("--model", default=None, help="a model path or hub name (default: a tiny model built in code)")
+    g.add_argument("--hidden-size", type=int, default=128, help="tiny model width")
+    g.add_argument("--layers", type=int, default=2, help="tiny model depth")
+    g.add_argument("--use-vllm", action="store_true", help="GRPO generation through TRL's vLLM backend (GPU)")
+    g = p.add_argument_group("training")
+    g.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (model init, SFT order, sampling)")
+    g.add_argument("--sft-steps", type=int, default=300)
+    g.add_argument("--sft-learning-rate", type=float, default=3e-3)
+    g.add_argument("--sft-batch-size", type=int, default=8)
+    g.add_argument(
+        "--sft-stop-loss",
+        type=float,
+        default=0.03,
+        help="end SFT early once the mean loss of the last 5 steps is below this (a weak policy, whatever the seed)",
+    )
+    g.add_argument("--grpo-steps", type=int, default=72)
+    g.add_argument("--grpo-learning-rate", type=float, default=1.5e-4)
+    g.add_argument("--num-generations", type=int, default=8)
+    g.add_argument("--batch-size", type=int, default=32, help="episodes per GRPO step")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of GRPO and evaluation")
+    g.add_argument("--max-new-tokens", type=int, default=64, help="tokens per policy turn")
+    g.add_argument("--max-completion-length", type=int, default=160, help="tokens per episode")
+    g.add_argument("--control", choices=("shuffle", "zero"), default="shuffle", help="the control arm's reward")
+    g.add_argument("--mutation", choices=("none", "flip", "zero"), default="none", help="break the real arm")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--eval-k", type=int, default=4, help="sampled episodes per task per evaluation")
+    g.add_argument("--eval-every", type=int, default=12, help="GRPO steps between held-out evaluations (0: off)")
+    g.add_argument("--output-dir", default=None, help="default: a temporary folder")
+    g.add_argument("--plot", default=None, help="PNG of held-out success vs GRPO step (default: OUTPUT_DIR/...)")
+    g.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
+    return p.parse_args(argv)
+
+
+def cpu(args: argparse.Namespace) -> bool:
+    return args.model is None
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+
+
+def prepare_tasks(args: argparse.Namespace, out: str) -> dict[str, Any]:
+    """The data folder (None: the domain's own data) and the train / held-out task ids."""
+    import gymnasium as gym
+
+    import tau2_gym  # noqa: F401 - registers the envs
+    from tau2_gym.core.domain import load_domain
+    from tau2_gym.domains.mock.generate import episode_verifier, generate_tasks, write_task_set
+    from tau2_gym.players.agents.scripted import make_agent
+
+    if args.domain != "mock":
+        loaded = load_domain(args.domain)
+        return {"data_dir": None, "train": list(loaded.splits()["train"]), "test": list(loaded.splits()["test"])}
+    gen = generate_tasks(
+        seed=args.task_seed,
+        n_train=args.train_tasks,
+        n_test=args.test_tasks,
+        intents=tuple(args.intents),
+        id_digits=args.id_digits,
+        style=args.style,
+    )
+
+    def make_env(data_dir: str) -> Any:
+        return gym.make("tau2/mock-v0", data_dir=data_dir, task_split=None, user="oracle", disable_env_checker=True)
+
+    data_dir = write_task_set(os.path.join(out, "tasks"), gen, episode_verifier(make_env, make_agent))
+    return {"data_dir": data_dir, "train": gen.ids("train"), "test": gen.ids("test")}
+
+
+# ------------------------------------------------------------------------------------------------ policy
+
+
+#: The tiny policy's chat template: the tiny ChatML one of :mod:`tau2_gym.training.hf.tiny` without the system
+#: turn (the domain policy and the tool schemas). A model this size cannot use them -- it learns the tools and
+#: the answer format from SFT -- and they are ~90% of an episode's tokens, which is where CPU time goes. A real
+#: model renders everything with its own template (``--model``).
+def tiny_template() -> str:
+    from tau2_gym.training.hf.tiny import CHATML_TOOLS_TEMPLATE
+
+    head = CHATML_TOOLS_TEMPLATE.index("{% for m in rest %}")
+    return (
+        "{% set rest = messages %}"
+        "{% if messages and messages[0].role == 'system' %}{% set rest = messages[1:] %}{% endif %}"
+        + CHATML_TOOLS_TEMPLATE[head:]
+    )
+
+
+def load_policy(args: argparse.Namespace, seed: int) -> tuple[Any, Any, Optional[str]]:
+    """(model, tokenizer, chat template override); SFT data, evaluation and GRPO all render with that template.
+
+    The tiny tokenizer is fitted to the shipped mock data (policy, tool schemas, the 10 hand-written tasks),
+    with digits blanked: ids are one token per digit, the same tokens in train and held-out.
+    """
+    import torch
+
+    if cpu(args):
+        from tau2_gym.training.hf.tiny import domain_corpus, tiny_model, tiny_tokenizer
+
+        torch.set_num_threads(args.threads)
+        texts = [re.sub(r"[0-9]", " ", t) for t in domain_corpus("mock")]  # no merges of digits
+        tokenizer = tiny_tokenizer(chat_template=tiny_template(), corpus=texts)
+        return tiny_model(tokenizer, seed=seed, hidden_size=args.hidden_size, num_layers=args.layers), tokenizer, None
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.bfloat16)
+    template = None
+    try:  # a prefix-preserving training template + a response parser (as examples/trl_grpo.py)
+        from trl.chat_template_utils import add_response_schema, get_training_chat_template
+
+        template = get_training_chat_template(tokenizer)
+        if getattr(tokenizer, "response_template", None) is None:
+            add_response_schema(tokenizer)
+    except (ImportError, ValueError) as exc:
+        print(f"note: {exc}")
+    return model, tokenizer, template
+
+
+# ------------------------------------------------------------------------------------------------ SFT
+
+
+def sft_dataset(args: argparse.Namespace, tasks: dict[str, Any], tokenizer: Any, template: Any, out: str) -> Any:
+    """Token rows of the oracle agent's train episodes (``tau2-gym rollout`` + ``export_dataset``)."""
+    from tau2_gym.cli import main as cli
+    from tau2_gym.training.export import METADATA_COLUMNS, export_dataset
+
+    path = os.path.join(out, "oracle.json")
+    if not os.path.exists(path):
+        argv = ["rollout", "--domain", args.domain, "--task-split-name", "train", "--agent", "oracle"]
+        argv += ["--user", args.user, "--output", path, "--no-progress"]
+        if tasks["data_dir"]:
+            argv += ["--data-dir", tasks["data_dir"]]
+        if cli(argv) != 0:
+            raise SystemExit("the oracle rollout failed")
+    ds = export_dataset(
+        [path],
+        os.path.join(out, "sft-data"),
+        format="tokens",
+        tokenizer=tokenizer,
+        chat_template=template,
+        split="train",
+        min_reward=1.0,
+        domain=args.domain,
+        data_dir=tasks["data_dir"],
+    )
+    return ds.remove_columns(list(METADATA_COLUMNS))
+
+
+def sft(model: Any, tokenizer: Any, dataset: Any, args: argparse.Namespace, seed: int, out: str) -> list[float]:
+    from trl import SFTConfig, SFTTrainer
+
+    cfg = SFTConfig(
+        output_dir=os.path.join(out, "sft"),
+        max_steps=args.sft_steps,
+        learning_rate=args.sft_learning_rate,
+        per_device_train_batch_size=min(args.sft_batch_size, len(dataset)),
+        max_length=None,  # token rows: TRL applies their assistant_masks to the loss
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=cpu(args),
+        bf16=not cpu(args),
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        seed=seed,
+        lr_scheduler_type="constant",
+    )
+    from transformers import TrainerCallback
+
+    class StopAtLoss(TrainerCallback):
+        def __init__(self) -> None:
+            self.recent: list[float] = []
+
+        def on_log(self, targs: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if args.sft_stop_loss is None or not logs or "loss" not in logs:
+                return
+            self.recent = (self.recent + [float(logs["loss"])])[-5:]
+            if len(self.recent) == 5 and mean(self.recent) < args.sft_stop_loss:
+                control.should_training_stop = True
+
+    trainer = SFTTrainer(
+        model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer, callbacks=[StopAtLoss()]
+    )
+    trainer.train()
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+
+
+class Evaluator:
+    """Success rates of a policy through the env: K sampled episodes per task at the training temperature."""
+
+    def __init__(self, args: argparse.Namespace, tasks: dict[str, Any], tokenizer: Any, template: Any) -> None:
+        self.args, self.tasks, self.tokenizer, self.template = args, tasks, tokenizer, template
+        self._envs: list[Any] = []
+
+    def envs(self, n: int) -> list[Any]:
+        import gymnasium as gym
+
+        import tau2_gym  # noqa: F401 - registers the envs
+
+        while len(self._envs) < n:
+            kw = {"data_dir": self.tasks["data_dir"]} if self.tasks["data_dir"] else {}
+            env_id = f"tau2/{self.args.domain}-v0"
+            self._envs.append(
+                gym.make(
+                    env_id, obs_format="messages", user=self.args.user, task_split=None, disable_env_checker=True, **kw
+                )
+            )
+        return self._envs[:n]
+
+    def success(self, model: Any, split: str, seed: int, k: Optional[int] = None) -> dict[str, float]:
+        """Per task: the fraction of K sampled episodes with reward 1 (torch's RNG seeded from ``seed``)."""
+        import torch
+
+        from tau2_gym.training.hf import hf_runner
+
+        k = k or self.args.eval_k
+        ids = [t for t in self.tasks[split] for _ in range(k)]
+        was_training = model.training
+        model.eval()
+        runner = hf_runner(
+            model,
+            self.tokenizer,
+            max_new_tokens=self.args.max_new_tokens,
+            max_completion_tokens=self.args.max_completion_length,
+            chat_template=self.template,
+            do_sample=True,
+            temperature=self.args.temperature,
+            top_k=0,
+            top_p=1.0,
+        )
+        state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        try:
+            trajectories = runner.run(self.envs(len(ids)), [{"task_id": t} for t in ids], seeds=[seed] * len(ids))
+        finally:
+            torch.random.set_rng_state(state)
+            model.train(was_training)
+        self.last = trajectories
+        per_task: dict[str, list[float]] = {}
+        for t in trajectories:
+            per_task.setdefault(t.task_id, []).append(1.0 if t.reward >= 1.0 - 1e-9 else 0.0)
+        return {tid: sum(v) / len(v) for tid, v in per_task.items()}
+
+
+def mean(xs: Sequence[float]) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------ GRPO
+
+
+def group_shuffled(reward_func: Callable[..., list], num_generations: int, seed: int) -> Callable[..., list]:
+    """The control's reward: ``reward_func``'s rewards permuted within each group (the episodes of one task in a
+    call), so each group keeps its rewards' mean and spread but not which completion earned which."""
+    rng = random.Random(seed)
+
+    def shuffled(*args: Any, task_id: Sequence[str] = (), **kwargs: Any) -> list:
+        rewards = list(reward_func(*args, task_id=task_id, **kwargs))
+        groups: dict[str, list[int]] = {}
+        for i, tid in enumerate(task_id or [str(j // num_generations) for j in range(len(rewards))]):
+            groups.setdefault(tid, []).append(i)
+        out = list(rewards)
+        for idx in groups.values():
+            perm = list(idx)
+            rng.shuffle(perm)
+            for i, j in zip(idx, perm):
+                out[i] = rewards[j]
+        return out
+
+    shuffled.__name__ = "tau2_reward"  # the same metric names in TRL's logs as the real arm
+    return shuffled
+
+
+def mutated(reward_func: Callable[..., list], how: str) -> Callable[..., list]:
+    """The real reward broken on purpose (``flip``: negated; ``zero``: 0 everywhere, so no advantage)."""
+
+    def broken(*args: Any, **kwargs: Any) -> list:
+        rewards = reward_func(*args, **kwargs)
+        return [None if r is None else (-r if how == "flip" else 0.0) for r in rewards]
+
+    broken.__name__ = "tau2_reward"
+    return broken
+
+
+def grpo(
+    model: Any,
+    tokenizer: Any,
+    template: Any,
+    args: argparse.Namespace,
+    tasks: dict[str, Any],
+    reward_func: Callable[..., list],
+    seed: int,
+    out: str,
+    on_step: Optional[Callable[[int, Any], None]] = None,
+) -> Any:
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from tau2_gym.training.trl import build_dataset, make_rollout_func
+
+    env_kwargs: dict[str, Any] = {"user": args.user}
+    if tasks["data_dir"]:
+        env_kwargs["data_dir"] = tasks["data_dir"]
+    dataset = build_dataset(args.domain, split="train", data_dir=tasks["data_dir"])
+    rollout = make_rollout_func(
+        env_kwargs=env_kwargs, max_new_tokens=args.max_new_tokens, chat_template=template, seed=seed, split="train"
+    )
+    cfg = GRPOConfig(
+        output_dir=out,
+        max_steps=args.grpo_steps,
+        learning_rate=args.grpo_learning_rate,
+        lr_scheduler_type="constant",
+        num_generations=args.num_generations,
+        per_device_train_batch_size=args.batch_size,
+        max_completion_length=args.max_completion_length,
+        temperature=args.temperature,
+        top_k=0,
+        top_p=1.0,
+        beta=0.0,
+        use_vllm=args.use_vllm,
+        use_cpu=cpu(args),
+        bf16=not cpu(args),
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        activation_checkpointing=not cpu(args),
+    )
+
+    class Probe(TrainerCallback):
+        def on_step_end(self, targs: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            if on_step is not None:
+                on_step(state.global_step, model)
+
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_func],
+        args=cfg,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+        callbacks=[Probe()],
+    )
+    trainer.train()
+    return trainer
+
+
+# ------------------------------------------------------------------------------------------------ one seed
+
+
+def run_seed(
+    args: argparse.Namespace, seed: int, tasks: dict[str, Any], out: str, extra_arms: Sequence[str] = ()
+) -> dict[str, Any]:
+    """SFT once, then the real and the control GRPO arm from the same checkpoint; what each measured.
+    ``extra_arms``: mutations (``flip``, ``zero``) run as further arms from the same checkpoint (the test's
+    mutation check, without a second SFT)."""
+    from tau2_gym.training.trl import tau2_reward
+
+    start = time.perf_counter()
+    model, tokenizer, template = load_policy(args, seed)
+    ev = Evaluator(args, tasks, tokenizer, template)
+    data = sft_dataset(args, tasks, tokenizer, template, out)
+    report: dict[str, Any] = {"seed": seed, "sft_rows": len(data)}
+    report["sft_losses"] = sft(model, tokenizer, data, args, seed, os.path.join(out, f"seed{seed}"))
+    eval_seed = 10_000 + seed  # the same sampling noise for every evaluation of this seed
+    report["after_sft"] = {s: mean(ev.success(model, s, eval_seed).values()) for s in ("train", "test")}
+    checkpoint = copy.deepcopy(model.state_dict())
+    real = tau2_reward if args.mutation == "none" else mutated(tau2_reward, args.mutation)
+    control = (
+        group_shuffled(tau2_reward, args.num_generations, seed)
+        if args.control == "shuffle"
+        else mutated(tau2_reward, "zero")
+    )
+    arms = [("real", real), ("control", control)] + [(m, mutated(tau2_reward, m)) for m in extra_arms]
+    for arm, reward_func in arms:
+        model.load_state_dict(checkpoint)
+        curve = [(0, report["after_sft"]["test"])]
+
+        def on_step(step: int, m: Any, curve: list = curve) -> None:
+            if args.eval_every and step % args.eval_every == 0 and step < args.grpo_steps:
+                curve.append((step, mean(ev.success(m, "test", eval_seed).values())))
+
+        trainer = grpo(
+            model, tokenizer, template, args, tasks, reward_func, seed, os.path.join(out, f"seed{seed}-{arm}"), on_step
+        )
+        after = {s: mean(ev.success(trainer.model, s, eval_seed).values()) for s in ("train", "test")}
+        curve.append((args.grpo_steps, after["test"]))
+        logs = [h for h in trainer.state.log_history if "rewards/tau2_reward/mean" in h]
+        report[arm] = {
+            "after": after,
+            "curve": curve,
+            "batch_reward": [h["rewards/tau2_reward/mean"] for h in logs],
+            "masked": dict(trainer.rollout_func.masked),
+        }
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+# ------------------------------------------------------------------------------------------------ summary
+
+
+def interval(xs: Sequence[float]) -> tuple[float, float]:
+    """(mean, half-width of the 95% t-interval over seeds; 0 for one seed)."""
+    xs = list(xs)
+    m = mean(xs)
+    if len(xs) < 2:
+        return m, 0.0
+    return m, T975.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def summarize(reports: Sequence[dict[str, Any]], args: argparse.Namespace, tasks: dict[str, Any]) -> dict[str, Any]:
+    def col(f: Callable[[dict], float]) -> tuple[float, float]:
+        return interval([f(r) for r in reports])
+
+    s = {
+        "after_sft_test": col(lambda r: r["after_sft"]["test"]),
+        "after_sft_train": col(lambda r: r["after_sft"]["train"]),
+        "real_test": col(lambda r: r["real"]["after"]["test"]),
+        "real_train": col(lambda r: r["real"]["after"]["train"]),
+        "control_test": col(lambda r: r["control"]["after"]["test"]),
+        "control_train": col(lambda r: r["control"]["after"]["train"]),
+    }
+    n_eval = 3 * (len(tasks["train"]) + len(tasks["test"])) * args.eval_k  # after SFT, after each arm
+    curve_points = sum(len(r["real"]["curve"]) + len(r["control"]["curve"]) - 4 for r in reports)
+    s["episodes"] = len(reports) * n_eval + curve_points * len(tasks["test"]) * args.eval_k
+    s["seeds"] = len(reports)
+    return s
+
+
+def table(reports: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| seed | train after SFT | held-out after SFT | held-out after GRPO | held-out control | "
+        "train after GRPO | train control | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in reports:
+        lines.append(
+            f"| {r['seed']} | {r['after_sft']['train']:.2f} | {r['after_sft']['test']:.2f} | "
+            f"{r['real']['after']['test']:.2f} | {r['control']['after']['test']:.2f} | "
+            f"{r['real']['after']['train']:.2f} | {r['control']['after']['train']:.2f} | {r['seconds']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def final_line(s: dict[str, Any]) -> str:
+    return (
+        f"held-out success: after SFT {s['after_sft_test'][0]:.2f}, after GRPO {s['real_test'][0]:.2f} "
+        f"(control {s['control_test'][0]:.2f}), train {s['after_sft_train'][0]:.2f} -> {s['real_train'][0]:.2f}, "
+        f"{s['episodes']} episodes, {s['seeds']} seeds"
+    )
+
+
+def plot(path: str, reports: Sequence[dict[str, Any]]) -> bool:
+    """Held-out success vs GRPO step, real vs control: mean over seeds and a min-max band."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for arm, color, label in (("real", "tab:blue", "GRPO, env reward"), ("control", "tab:gray", "control")):
+        steps = [s for s, _ in reports[0][arm]["curve"]]
+        ys = [[dict(r[arm]["curve"])[s] for r in reports] for s in steps]
+        ax.plot(steps, [mean(y) for y in ys], marker="o", color=color, label=f"{label} (mean)")
+        ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=color, alpha=0.2)
+    ax.set(xlabel="GRPO step", ylabel="held-out success (sampled)", ylim=(-0.02, 1.02))
+    ax.set_title(f"held-out tasks, {len(reports)} seeds (band: min-max)", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    args = parse_args(argv)
+    start = time.perf_counter()
+    out = args.output_dir or tempfile.mkdtemp(prefix="tau2-learning-")
+    os.makedirs(out, exist_ok=True)
+    tasks = prepare_tasks(args, out)
+    print(f"tasks: {len(tasks['train'])} train, {len(tasks['test'])} held-out ({tasks['data_dir'] or args.domain})")
+    reports = []
+    for seed in range(args.seeds):
+        r = run_seed(args, seed, tasks, out)
+        reports.append(r)
+        print(
+            f"seed {seed}: after SFT train {r['after_sft']['train']:.2f} held-out {r['after_sft']['test']:.2f}; "
+            f"GRPO held-out {r['real']['after']['test']:.2f} (control {r['control']['after']['test']:.2f}); "
+            f"{r['seconds']:.0f}s",
+            flush=True,
+        )
+    summary = summarize(reports, args, tasks)
+    summary["wall_seconds"] = time.perf_counter() - start
+    print(table(reports))
+    for key in ("after_sft_test", "real_test", "control_test", "after_sft_train", "real_train", "control_train"):
+        m, h = summary[key]
+        print(f"{key}: {m:.2f} +- {h:.2f}")
+    png = args.plot or os.path.join(out, "learning.png")
+    if plot(png, reports):
+        print(f"plot: {png}")
+    with open(os.path.join(out, "learning.json"), "w", encoding="utf-8") as fh:
+        json.dump({"args": vars(args), "summary": summary, "reports": reports}, fh, indent=1)
+    print(f"wall time {summary['wall_seconds']:.0f}s; results {os.path.join(out, 'learning.json')}")
+    print(final_line(summary))
+    return {"summary": summary, "reports": reports, "output_dir": out}
+
+
+if __name__ == "__main__":
+    main()
