@@ -118,8 +118,10 @@ def test_oracle_episodes_match_the_in_process_env(env_id, kwargs):
 
     async def drive(url: str) -> dict:
         out = {}
-        async with Tau2Client(url) as client:
+        # whole views on the wire, and incremental ones that the client puts back together
+        async with Tau2Client(url, incremental=False) as whole, Tau2Client(url) as incremental:
             for (task_id, seed), episode in expected.items():
+                client = whole if seed == 0 else incremental
                 out[(task_id, seed)] = await served_episode(client, episode["actions"], task_id, seed)
         return out
 
@@ -212,6 +214,7 @@ def test_hostile_frames_get_error_replies_and_the_server_keeps_serving(airline_s
         (json.dumps({"type": "reset", "data": {"task_id": "no-such-task"}}), "EXECUTION_ERROR"),
         (json.dumps({"type": "reset", "data": {"task_index": "zero"}}), "EXECUTION_ERROR"),
         (json.dumps({"type": "reset", "data": {"warp_speed": 9}}), "EXECUTION_ERROR"),
+        (json.dumps({"type": "reset", "data": {"task_id": "1", "incremental": "yes"}}), "EXECUTION_ERROR"),
         (json.dumps({"type": "step", "data": {"action": "hi", "sneaky": 1}}), "VALIDATION_ERROR"),
         (json.dumps({"type": "step", "data": {"action": 42}}), "VALIDATION_ERROR"),
         (json.dumps({"no_type": True}), "UNKNOWN_TYPE"),
@@ -409,3 +412,26 @@ def test_an_llm_customer_is_awaited_and_matches_the_in_process_env():
     assert all(seen == expected for seen in together)
     assert customer_turns >= 2 and single >= 0.2 * customer_turns  # the customer's replies were awaited in turn
     assert elapsed < 3 * single, (elapsed, single)  # six sessions in about the time of one, not six
+
+
+def test_incremental_observations_carry_only_the_new_messages(airline_server):
+    ws_url = airline_server.url.replace("http://", "ws://") + "/ws"
+
+    actions = ({"name": "get_user_details", "arguments": {"user_id": "x"}}, "Could you give me your user id?")
+
+    async def views(incremental: bool) -> list:
+        async with connect(ws_url, max_size=None) as ws:
+            reset = {"task_id": "1", "seed": 2, "incremental": incremental}
+            await ws.send(json.dumps({"type": "reset", "data": reset}))
+            out = [(await _reply(ws))["data"]["observation"]]
+            for action in actions:
+                await ws.send(json.dumps({"type": "step", "data": {"action": action}}))
+                out.append((await _reply(ws))["data"]["observation"])
+            return out
+
+    whole, parts = asyncio.run(views(False)), asyncio.run(views(True))
+    assert all(o["messages_offset"] == 0 for o in whole)
+    assert parts[0]["messages_offset"] == 0 and parts[0]["messages"] == whole[0]["messages"]
+    for before, after, part in zip(whole, whole[1:], parts[1:]):
+        assert part["messages_offset"] == len(before["messages"]) > 0
+        assert part["messages"] and before["messages"] + part["messages"] == after["messages"]  # what the step added

@@ -100,6 +100,13 @@ class Tau2Observation(Observation):
     tools: Optional[list[dict[str, Any]]] = Field(
         default=None, description="the OpenAI tool schemas the agent may call (in the reset observation)"
     )
+    messages_offset: int = Field(
+        default=0,
+        description=(
+            "incremental observations (reset option incremental=true): `messages` holds the view from this index "
+            "on, the earlier ones being the previous observation's; 0: the whole view"
+        ),
+    )
     task_id: Optional[str] = None
     episode_id: Optional[str] = Field(default=None, description="the tau2 episode id")
     step_count: int = Field(default=0, description="upstream's orchestrator step counter")
@@ -146,9 +153,13 @@ class _LoadedEnv:
         return env
 
 
-def _reset_options(task_id: Any, task_index: Any, extra: dict[str, Any]) -> dict[str, Any]:
+def _reset_options(task_id: Any, task_index: Any, incremental: Any, extra: dict[str, Any]) -> dict[str, Any]:
     if extra:
-        raise ValueError(f"unknown reset option(s) {sorted(extra)}; reset takes seed, task_id, task_index, episode_id")
+        raise ValueError(
+            f"unknown reset option(s) {sorted(extra)}; reset takes seed, task_id, task_index, episode_id, incremental"
+        )
+    if not isinstance(incremental, bool):
+        raise ValueError(f"incremental must be true or false, got {incremental!r}")
     options: dict[str, Any] = {}
     if task_id is not None:
         options["task_id"] = str(task_id)
@@ -177,6 +188,9 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         self._episode_id: Optional[str] = None
         self._steps = 0
         self._started = False  # a reset succeeded: steps have an episode to act on
+        self._incremental = False
+        self._sent = 0  # messages of the view the client holds (incremental observations)
+        self._sent_last: Any = None  # the last of them: the view grew from it only if it is still there
 
     # -------------------------------------------------------------- reset / step
 
@@ -186,11 +200,12 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         episode_id: Optional[str] = None,
         task_id: Optional[str] = None,
         task_index: Optional[int] = None,
+        incremental: bool = False,
         **kwargs: Any,
     ) -> Tau2Observation:
-        options = _reset_options(task_id, task_index, kwargs)
+        options = _reset_options(task_id, task_index, incremental, kwargs)
         obs, info = self._env.reset(seed=seed, options=options)
-        return self._after_reset(obs, info, episode_id)
+        return self._after_reset(obs, info, episode_id, incremental)
 
     async def reset_async(
         self,
@@ -198,15 +213,16 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         episode_id: Optional[str] = None,
         task_id: Optional[str] = None,
         task_index: Optional[int] = None,
+        incremental: bool = False,
         **kwargs: Any,
     ) -> Tau2Observation:
         if self._inline:
-            return self.reset(seed=seed, episode_id=episode_id, task_id=task_id, task_index=task_index, **kwargs)
+            return self.reset(seed, episode_id, task_id, task_index, incremental, **kwargs)
         env = self._env
-        env.begin_reset(seed=seed, options=_reset_options(task_id, task_index, kwargs))
+        env.begin_reset(seed=seed, options=_reset_options(task_id, task_index, incremental, kwargs))
         await self._answer_user()
         obs, info = env.end_reset()
-        return self._after_reset(obs, info, episode_id)
+        return self._after_reset(obs, info, episode_id, incremental)
 
     def step(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:
         self._check_started()
@@ -242,10 +258,12 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
 
     # -------------------------------------------------------------- observations
 
-    def _after_reset(self, obs: Any, info: dict, episode_id: Optional[str]) -> Tau2Observation:
+    def _after_reset(self, obs: Any, info: dict, episode_id: Optional[str], incremental: Any) -> Tau2Observation:
         self._started = True
         self._steps = 0
         self._episode_id = episode_id
+        self._incremental = incremental
+        self._sent, self._sent_last = 0, None
         out = self._observation(obs, 0.0, False, False, info)
         out.tools = list(info.get("tools") or [])
         out.reward = None
@@ -253,8 +271,17 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
 
     def _observation(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Tau2Observation:
         loop = getattr(self._env, "loop", None)
+        offset = 0
+        if self._incremental and isinstance(obs, list):
+            # the agent's view only grows, its message dicts shared between observations: when the last message
+            # the client has is still in place, send what came after it
+            sent = self._sent
+            if 0 < sent <= len(obs) and obs[sent - 1] is self._sent_last:
+                offset = sent
+            self._sent, self._sent_last = len(obs), (obs[-1] if obs else None)
         fields: dict[str, Any] = {
-            "messages": obs,
+            "messages": obs[offset:] if offset else obs,
+            "messages_offset": offset,
             "task_id": info.get("task_id"),
             "episode_id": None if loop is None else loop.episode_id,
             "step_count": int(info.get("step_count") or 0),
@@ -623,9 +650,18 @@ class Tau2Client(EnvClient[Tau2Action, Tau2Observation, Tau2State]):
     ...     print(result.reward, result.observation.termination_reason)
     """
 
-    def __init__(self, base_url: str, *, token: Optional[str] = None, **kwargs: Any) -> None:
+    def __init__(self, base_url: str, *, token: Optional[str] = None, incremental: bool = True, **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
         self._token = token
+        self._incremental = incremental
+        self._messages: list = []  # the session's view so far (incremental observations are appended to it)
+
+    async def reset(self, **kwargs: Any) -> StepResult[Tau2Observation]:
+        """OpenEnv's reset; ``incremental`` (default: the client's) has the server send only the messages each
+        step adds -- this client puts the whole view back together, so ``observation.messages`` is always whole."""
+        if self._incremental:
+            kwargs.setdefault("incremental", True)
+        return await super().reset(**kwargs)
 
     async def connect(self) -> Tau2Client:
         if self._ws is not None:
@@ -662,6 +698,14 @@ class Tau2Client(EnvClient[Tau2Action, Tau2Observation, Tau2State]):
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[Tau2Observation]:
         fields = dict(payload.get("observation") or {})
+        messages, offset = fields.get("messages"), int(fields.get("messages_offset") or 0)
+        if isinstance(messages, list):
+            if offset:
+                if offset > len(self._messages):
+                    raise RuntimeError(f"incremental observation from message {offset}, but {len(self._messages)} held")
+                messages = fields["messages"] = self._messages[:offset] + messages
+                fields["messages_offset"] = 0
+            self._messages = list(messages)
         reward, done = payload.get("reward"), bool(payload.get("done", False))
         observation = Tau2Observation.model_construct(**fields, reward=reward, done=done)
         return StepResult(observation=observation, reward=reward, done=done)
