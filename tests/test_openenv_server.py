@@ -266,6 +266,8 @@ def test_hostile_frames_get_error_replies_and_the_server_keeps_serving(airline_s
         assert big.status_code == 413
         ok = http.post("/reset", json={"task_id": "1"})
         assert ok.status_code == 200 and ok.json()["observation"]["task_id"] == "1"
+        assert http.post("/reset", json={"task_id": "no-such-task"}).status_code == 422
+        assert http.post("/step", json={"action": {"action": "hi"}}).status_code == 409  # HTTP has no sessions
 
 
 # ---------------------------------------------------------------------------------------------- access and bounds

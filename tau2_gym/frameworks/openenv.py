@@ -22,6 +22,7 @@ the per-message size limit and the idle-session expiry; it also answers frames O
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import ipaddress
@@ -35,6 +36,7 @@ from typing import Any, Optional, Union
 
 import gymnasium as gym
 import uvicorn
+from fastapi import HTTPException
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server import create_app
@@ -170,6 +172,16 @@ def _reset_options(task_id: Any, task_index: Any, incremental: Any, extra: dict[
     return options
 
 
+@contextlib.contextmanager
+def _caller_errors() -> Any:
+    """A reset the caller got wrong (unknown task id, index out of range, bad option) is a 422 over HTTP; on a
+    WebSocket every exception is an error reply on the session."""
+    try:
+        yield
+    except (ValueError, IndexError, TypeError) as exc:
+        raise HTTPException(422, str(exc)) from exc
+
+
 class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
     """One session's episode, as OpenEnv's ``Environment``. Built by the server per WebSocket connection (and per
     stateless HTTP request) from the loaded env it shares with every other session."""
@@ -203,8 +215,9 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         incremental: bool = False,
         **kwargs: Any,
     ) -> Tau2Observation:
-        options = _reset_options(task_id, task_index, incremental, kwargs)
-        obs, info = self._env.reset(seed=seed, options=options)
+        with _caller_errors():
+            options = _reset_options(task_id, task_index, incremental, kwargs)
+            obs, info = self._env.reset(seed=seed, options=options)
         return self._after_reset(obs, info, episode_id, incremental)
 
     async def reset_async(
@@ -219,7 +232,8 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         if self._inline:
             return self.reset(seed, episode_id, task_id, task_index, incremental, **kwargs)
         env = self._env
-        env.begin_reset(seed=seed, options=_reset_options(task_id, task_index, incremental, kwargs))
+        with _caller_errors():
+            env.begin_reset(seed=seed, options=_reset_options(task_id, task_index, incremental, kwargs))
         await self._answer_user()
         obs, info = env.end_reset()
         return self._after_reset(obs, info, episode_id, incremental)
@@ -253,8 +267,8 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
             env.answer_user(reply)
 
     def _check_started(self) -> None:
-        if not self._started:
-            raise RuntimeError("no episode in this session: send a reset first")
+        if not self._started:  # 409 over OpenEnv's stateless HTTP /step (every request a fresh session)
+            raise HTTPException(409, "no episode in this session: send a reset first (sessions live on /ws)")
 
     # -------------------------------------------------------------- observations
 
