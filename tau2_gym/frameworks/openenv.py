@@ -595,6 +595,8 @@ class Tau2Server:
             backlog=max(2048, 2 * self.max_sessions),
         )
         self.server = uvicorn.Server(config)
+        # listening from here on: a client that connects as soon as the URL is printed waits in the backlog
+        self.socket.listen(config.backlog)
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -605,14 +607,11 @@ class Tau2Server:
     def run(self) -> None:
         """Serve until interrupted (Ctrl-C / SIGTERM)."""
         _raise_fd_limit(self.max_sessions)
-        self.socket.listen(self.server.config.backlog)
         self.server.run(sockets=[self.socket])
 
     def start(self, timeout: float = 30.0) -> Tau2Server:
         """Serve on a daemon thread; returns once the server accepts connections."""
         _raise_fd_limit(self.max_sessions)
-        self.socket.listen(self.server.config.backlog)
-        self.server.config.install_signal_handlers = False  # type: ignore[attr-defined]
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.socket]}, name="tau2-openenv-server", daemon=True
         )
