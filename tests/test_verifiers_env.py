@@ -5,8 +5,8 @@ same stub replies: the same reward per task, recorded on verifiers' traces.
 The stub plays the oracle behind an endpoint: it recognises the task from the customer's opening message and
 answers with the oracle's next action, so some episodes earn 1.0 and the comparison covers scored endings.
 
-Skipped without the ``verifiers`` extra (``pip install tau2-gym[verifiers]``; verifiers 0.4 pins ``openai<3`` and
-``mcp==2.0.0``, so CI's default install leaves it out).
+Skipped without the ``verifiers`` extra (``pip install tau2-gym[verifiers]``; verifiers 0.4 pins ``openai<3``, so
+CI's default install leaves it out).
 """
 
 from __future__ import annotations
