@@ -8,8 +8,8 @@ itself: the warning is attributed to the first caller outside tau2-gym, its doma
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
-import sys
 import warnings
 from typing import Optional
 
@@ -28,8 +28,9 @@ _INTERNAL = tuple(
 def caller_stacklevel(internal: tuple[str, ...] = _INTERNAL) -> int:
     """The ``stacklevel`` that makes a warning issued by the calling function name the first frame outside
     ``internal`` (tau2-gym, its domains, Gymnasium) and outside Python's import machinery."""
-    frame: Optional[object] = sys._getframe(2)  # the caller of the function that calls this one
-    level = 2
+    here = inspect.currentframe()
+    frame: Optional[object] = here.f_back.f_back if here is not None and here.f_back is not None else None
+    level = 2  # frame: the caller of the function that calls this one
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)  # type: ignore[attr-defined]
         if not filename.startswith(internal) and not filename.startswith("<frozen importlib"):

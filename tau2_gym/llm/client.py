@@ -764,6 +764,15 @@ class ChatClient:
             return None
         return self.cache.key(kwargs, self.identity())
 
+    def adopt_identity(self, known: Sequence[dict[str, Any]]) -> None:
+        """Take the server identity another process learned for this endpoint and model (a Ray driver's check),
+        so that this client's first request can already be answered from the cache."""
+        for ident in known:
+            if ident.get("base_url") == self.base_url and ident.get("model") == self.config.model:
+                if ident.get("served_model"):
+                    self.served_model, self.identified = ident["served_model"], True
+                return
+
     def _learn_identity(self, raw: dict) -> None:
         served = raw.get("model")
         self.served_model = served if isinstance(served, str) and served else None

@@ -13,7 +13,15 @@ from typing import Any, Iterable
 from tau2_gym.llm.client import ChatClient, LLMError
 from tau2_gym.runner.log import INFRASTRUCTURE_ERROR
 
-__all__ = ["llm_clients", "check_servers", "retryable", "failure_counts", "failure_line", "infra_error_share"]
+__all__ = [
+    "llm_clients",
+    "check_servers",
+    "adopt_identities",
+    "retryable",
+    "failure_counts",
+    "failure_line",
+    "infra_error_share",
+]
 
 
 def llm_clients(*players: Any) -> list[ChatClient]:
@@ -30,6 +38,12 @@ async def check_servers(*players: Any) -> list[dict[str, Any]]:
     """One small request to each player's server (:meth:`ChatClient.acheck`); the first failure raises
     :class:`~tau2_gym.llm.client.ServerCheckError`. Returns what each server said it is, for the run's log."""
     return [{"who": c.who, **(await c.acheck())} for c in llm_clients(*players)]
+
+
+def adopt_identities(known: list[dict[str, Any]], *players: Any) -> None:
+    """Give players built elsewhere (Ray actors) the server identities the run's check learned."""
+    for client in llm_clients(*players):
+        client.adopt_identity(known)
 
 
 def retryable(exc: BaseException) -> bool:

@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.tasks import Task
 from tau2_gym.llm.cache import cache_info, sum_stats
+from tau2_gym.runner.checks import adopt_identities, llm_clients
 from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, prepare_run, run_collection
 from tau2_gym.runner.episodes import EpisodeRunner
 from tau2_gym.runner.log import record_key
@@ -78,10 +79,19 @@ class EpisodeActor:
     the actor exactly as in :func:`~tau2_gym.runner.collect.acollect`.
     """
 
-    def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
+    def __init__(
+        self,
+        config: RolloutConfig,
+        tasks: Sequence[Task],
+        policy: Any,
+        user: Any,
+        judge: Any,
+        servers: Sequence[dict] = (),
+    ) -> None:
         self.policy = build_player(policy, "policy")
         self.user = build_player(user, "user", config.solo)
         judge = judge if hasattr(judge, "assess") else make_judge(judge)
+        adopt_identities(list(servers), self.policy, self.user, judge)  # the driver's check: cache from request one
         self.tasks = {t.id: t for t in tasks}
         self.runner = EpisodeRunner(config, list(tasks), self.policy, self.user, judge)
 
@@ -299,6 +309,11 @@ async def acollect_ray(
     # the driver's own players describe the run (signature, results info) and check its servers; the actors
     # build theirs
     info_policy, info_user, judge, selected = await prepare_run(cfg, tasks, policy, user)
+    servers = [
+        {"base_url": c.base_url, "model": c.config.model, "served_model": c.served_model}
+        for c in llm_clients(info_policy, info_user, judge)
+        if c.identified
+    ]
     collection = Collection(cfg, selected, EpisodeRunner(cfg, selected, info_policy, info_user, judge))
     started_ray = False
     pool: Optional[ActorPool] = None
@@ -339,7 +354,7 @@ async def acollect_ray(
         restarts = num_actors if max_actor_restarts is None else max_actor_restarts
         pool = ActorPool(
             ray,
-            lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge),
+            lambda: remote.remote(actor_cfg, tasks_ref, policy, user, cfg.judge, servers),
             min(num_actors, len(units)),
             max(1, cfg.concurrency),
             restarts,
