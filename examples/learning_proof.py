@@ -82,6 +82,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     g.add_argument("--mutation", choices=("none", "flip", "zero"), default="none", help="break the real arm")
     g = p.add_argument_group("measurement")
     g.add_argument("--eval-k", type=int, default=4, help="sampled episodes per task per evaluation")
+    g.add_argument("--eval-splits", nargs="+", default=["train", "test"], help="splits measured before/after")
     g.add_argument("--eval-every", type=int, default=12, help="GRPO steps between held-out evaluations (0: off)")
     g.add_argument("--output-dir", default=None, help="default: a temporary folder")
     g.add_argument("--plot", default=None, help="PNG of held-out success vs GRPO step (default: OUTPUT_DIR/...)")
@@ -426,7 +427,7 @@ def run_seed(
     report: dict[str, Any] = {"seed": seed, "sft_rows": len(data)}
     report["sft_losses"] = sft(model, tokenizer, data, args, seed, os.path.join(out, f"seed{seed}"))
     eval_seed = 10_000 + seed  # the same sampling noise for every evaluation of this seed
-    report["after_sft"] = {s: mean(ev.success(model, s, eval_seed).values()) for s in ("train", "test")}
+    report["after_sft"] = {s: mean(ev.success(model, s, eval_seed).values()) for s in args.eval_splits}
     checkpoint = copy.deepcopy(model.state_dict())
     real = tau2_reward if args.mutation == "none" else mutated(tau2_reward, args.mutation)
     control = (
@@ -446,7 +447,7 @@ def run_seed(
         trainer = grpo(
             model, tokenizer, template, args, tasks, reward_func, seed, os.path.join(out, f"seed{seed}-{arm}"), on_step
         )
-        after = {s: mean(ev.success(trainer.model, s, eval_seed).values()) for s in ("train", "test")}
+        after = {s: mean(ev.success(trainer.model, s, eval_seed).values()) for s in args.eval_splits}
         curve.append((args.grpo_steps, after["test"]))
         logs = [h for h in trainer.state.log_history if "rewards/tau2_reward/mean" in h]
         report[arm] = {

@@ -25,17 +25,20 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
-#: the reduced run: fewer tasks, episodes and steps than the example's default
-REDUCED = ["--seeds", "1", "--train-tasks", "48", "--test-tasks", "12", "--eval-k", "4", "--eval-every", "0"]
+#: the reduced run: one seed, fewer GRPO steps (at a higher learning rate), held-out evaluations only
+REDUCED = [
+    "--seeds", "1", "--grpo-steps", "40", "--grpo-learning-rate", "2e-4", "--eval-every", "0",
+    "--eval-splits", "test",
+]  # fmt: skip
 
-#: held-out success must beat the control's by this much (sampling noise on 12 x 4 episodes is ~0.07 sd)
+#: held-out success must beat the control's by this much (sampling noise on 16 x 4 episodes: sd <= 0.0625)
 MARGIN = 0.15
 
 
 def learned(report: dict, arm: str) -> bool:
-    """The claim under test: ``arm`` raised held-out success above both after-SFT and the control arm."""
+    """The claim under test: ``arm`` raised held-out success above after-SFT, and above the control by MARGIN."""
     after = report[arm]["after"]["test"]
-    return after >= report["control"]["after"]["test"] + MARGIN and after >= report["after_sft"]["test"] + MARGIN
+    return after >= report["control"]["after"]["test"] + MARGIN and after > report["after_sft"]["test"]
 
 
 def test_env_reward_beats_control_on_held_out_and_a_flipped_reward_does_not(tmp_path):
@@ -53,4 +56,4 @@ def test_env_reward_beats_control_on_held_out_and_a_flipped_reward_does_not(tmp_
     assert learned(report, "real"), {k: report[k] for k in ("after_sft", "real", "control")}
     # mutation: the reward's sign flipped -- the same check must fail
     assert not learned(report, "flip"), report["flip"]
-    assert report["flip"]["after"]["test"] <= report["after_sft"]["test"] + MARGIN / 3
+    assert report["flip"]["after"]["test"] <= report["after_sft"]["test"]
