@@ -484,6 +484,10 @@ def summarize(reports: Sequence[dict[str, Any]], args: argparse.Namespace, tasks
         "control_test": col(lambda r: r["control"]["after"]["test"]),
         "control_train": col(lambda r: r["control"]["after"]["train"]),
     }
+    # paired per seed: each arm against its own seed's after-SFT policy (the seeds differ most in where SFT left them)
+    s["gain_real"] = col(lambda r: r["real"]["after"]["test"] - r["after_sft"]["test"])
+    s["gain_control"] = col(lambda r: r["control"]["after"]["test"] - r["after_sft"]["test"])
+    s["real_minus_control"] = col(lambda r: r["real"]["after"]["test"] - r["control"]["after"]["test"])
     n_eval = 3 * (len(tasks["train"]) + len(tasks["test"])) * args.eval_k  # after SFT, after each arm
     curve_points = sum(len(r["real"]["curve"]) + len(r["control"]["curve"]) - 4 for r in reports)
     s["episodes"] = len(reports) * n_eval + curve_points * len(tasks["test"]) * args.eval_k
@@ -559,7 +563,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     summary = summarize(reports, args, tasks)
     summary["wall_seconds"] = time.perf_counter() - start
     print(table(reports))
-    for key in ("after_sft_test", "real_test", "control_test", "after_sft_train", "real_train", "control_train"):
+    keys = ("after_sft_test", "real_test", "control_test", "after_sft_train", "real_train", "control_train")
+    for key in keys + ("gain_real", "gain_control", "real_minus_control"):
         m, h = summary[key]
         print(f"{key}: {m:.2f} +- {h:.2f}")
     png = args.plot or os.path.join(out, "learning.png")
