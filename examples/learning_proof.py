@@ -71,8 +71,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         default=0.03,
         help="end SFT early once the mean loss of the last 5 steps is below this (a weak policy, whatever the seed)",
     )
-    g.add_argument("--grpo-steps", type=int, default=72)
-    g.add_argument("--grpo-learning-rate", type=float, default=1.5e-4)
+    g.add_argument("--grpo-steps", type=int, default=96)
+    g.add_argument("--grpo-learning-rate", type=float, default=2e-4)
     g.add_argument("--num-generations", type=int, default=8)
     g.add_argument("--batch-size", type=int, default=32, help="episodes per GRPO step")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of GRPO and evaluation")
@@ -83,7 +83,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     g = p.add_argument_group("measurement")
     g.add_argument("--eval-k", type=int, default=4, help="sampled episodes per task per evaluation")
     g.add_argument("--eval-splits", nargs="+", default=["train", "test"], help="splits measured before/after")
-    g.add_argument("--eval-every", type=int, default=12, help="GRPO steps between held-out evaluations (0: off)")
+    g.add_argument("--eval-every", type=int, default=16, help="GRPO steps between held-out evaluations (0: off)")
     g.add_argument("--output-dir", default=None, help="default: a temporary folder")
     g.add_argument("--plot", default=None, help="PNG of held-out success vs GRPO step (default: OUTPUT_DIR/...)")
     g.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
