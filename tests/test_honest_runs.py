@@ -226,3 +226,19 @@ def test_eval_says_on_the_console_why_a_simulation_was_not_scored(tmp_path, caps
     assert "output file" not in err  # no output file was asked for: no note about its fields
     assert main(["eval", str(out), "--no-progress", "-o", str(tmp_path / "o.json")]) == 1
     assert "in the output file" in capsys.readouterr().err
+
+
+def test_a_server_that_now_reports_another_model_gets_no_cached_replies(tmp_path, capsys, monkeypatch):
+    # the same URL and requested name, but the server now serves (and reports) other weights: its check says so,
+    # and the entries the old model answered are misses
+    monkeypatch.setenv("TAU2_GYM_CACHE_DIR", str(tmp_path / "cache"))
+    with OpenAIStub(["Hi, the old model here.", "###STOP###"], model="ckpt-100") as srv:
+        assert rollout(user_llm_run(srv.base_url, tmp_path / "a.json"), capsys)[0] == 0
+        srv.model, srv.replies, srv.requests = "ckpt-200", ["Hi, the new model here.", "###STOP###"], []
+        code, stdout, _, _ = rollout(user_llm_run(srv.base_url, tmp_path / "b.json"), capsys)
+        assert code == 0 and "user cache: 0 hits" in stdout
+        texts = user_texts(tmp_path / "b.json")
+        assert any("new model" in t for t in texts) and not any("old model" in t for t in texts)
+        # and the new model's entries serve the next run
+        _, stdout, _, _ = rollout(user_llm_run(srv.base_url, tmp_path / "c.json"), capsys)
+    assert "user cache: 2 hits" in stdout

@@ -3,11 +3,13 @@
 The user simulator dominates the cost of a tau2 rollout, and at temperature 0 (or with a fixed seed) its
 requests repeat across epochs, GRPO groups and re-runs; so do the NL judge's. The key is the SHA-256 of the
 whole request body (model, messages, sampling arguments, tools, tool choice, seed, extra body) in canonical
-JSON, together with who answers it -- the server's base URL and the model name that server reports -- and
-the key format's version: any change to what would be sent, or to where, is a different entry. A hit is
-therefore valid exactly when the sampling repeats (temperature 0, or the same seed) and the server, the model,
-the seed and the request are the same; a server whose replies changed behind the same URL and model name
-(a new checkpoint served under an old name) is the one case the key cannot see -- turn the cache off for it.
+JSON, together with where it is sent (the server's base URL) and the key format's version: any change to what
+would be sent, or to where, is a different entry. An entry also keeps the model name the server reported in its
+reply; once a client knows which model its server serves now (the run's server check, or its first reply), an
+entry answered by another model is a miss. A hit is therefore valid exactly when the sampling repeats
+(temperature 0, or the same seed) and the server, the model, the seed and the request are the same; new
+weights served behind the same URL under the same reported name are the one case it cannot see -- turn the
+cache off for them.
 One row per key: ``(key, model, response JSON, created)``.
 
 Why SQLite: many threads and processes (concurrent rollouts, Ray actors on one node) share one file. WAL
@@ -161,8 +163,11 @@ class ResponseCache:
         put compute it once and pass it to both)."""
         return request_key(kwargs, server) if cacheable(kwargs, self.seeded) else None
 
-    def get(self, kwargs: dict[str, Any], key: Optional[str] = None) -> Optional[dict]:
-        """The cached response for this request, or None (not cacheable, absent or unreadable)."""
+    def get(
+        self, kwargs: dict[str, Any], key: Optional[str] = None, served_model: Optional[str] = None
+    ) -> Optional[dict]:
+        """The cached response for this request, or None (not cacheable, absent, unreadable, or -- with
+        ``served_model`` -- answered by another model than the one the server now reports)."""
         key = key or self.key(kwargs)
         if key is None:
             return None
@@ -184,7 +189,7 @@ class ResponseCache:
                 logger.warning(
                     "LLM reply cache %s: entry %s is unreadable (%s); asking the model again", self.path, key[:12], exc
                 )
-        if not isinstance(value, dict):
+        if not isinstance(value, dict) or (served_model is not None and value.get("model") not in (None, served_model)):
             self._miss()
             return None
         with self._lock:

@@ -421,7 +421,7 @@ class ChatClient:
         self._rng = random.Random()
         #: the model name the server reported to the check (:meth:`acheck`); None before it ran or if it failed
         self.served_model: Optional[str] = None
-        #: whether ``served_model`` is known (from the check or the first reply); the cache waits for it
+        #: whether ``served_model`` is known (from the check or the first reply); cache hits are checked against it
         self.identified = False
         setting = config.cache
         if not auto_cache and isinstance(setting, str) and setting.lower() == "auto":
@@ -493,8 +493,9 @@ class ChatClient:
         return chat_http.base_url(self.config.base_url)
 
     def identity(self) -> dict[str, Any]:
-        """Who answers: the endpoint and the model name the server reports (None until the check has run).
-        Part of every cache key, so replies of one server are never served as another's."""
+        """Who answers: the endpoint and the model name the server reports (None until the check or the first
+        reply said). The endpoint is part of every cache key, so one server's replies are never served as
+        another's; the reported model is checked against each entry's own (``ResponseCache.get``)."""
         return {"base_url": self.base_url, "served_model": self.served_model}
 
     def api_key(self) -> Optional[str]:
@@ -758,11 +759,10 @@ class ChatClient:
         return {"on": False} if self.cache is None else self.cache.stats()
 
     def _cache_key(self, kwargs: dict[str, Any]) -> Optional[str]:
-        """The request's cache key, computed once for the lookup and the store (None: not cached -- also while
-        the server's identity is unknown: the first reply, or the server check, tells it)."""
-        if self.cache is None or not self.identified:
+        """The request's cache key, computed once for the lookup and the store (None: not cached)."""
+        if self.cache is None:
             return None
-        return self.cache.key(kwargs, self.identity())
+        return self.cache.key(kwargs, {"base_url": self.base_url})
 
     def adopt_identity(self, known: Sequence[dict[str, Any]]) -> None:
         """Take the server identity another process learned for this endpoint and model (a Ray driver's check),
@@ -781,7 +781,7 @@ class ChatClient:
     def _from_cache(self, kwargs: dict[str, Any], key: Optional[str], parse: Callable[[dict], T]) -> Optional[Reply[T]]:
         if key is None or self.cache is None:
             return None
-        raw = self.cache.get(kwargs, key)
+        raw = self.cache.get(kwargs, key, self.served_model if self.identified else None)
         if raw is None:
             return None
         try:
@@ -797,7 +797,6 @@ class ChatClient:
         value = parse(raw)
         if not self.identified:
             self._learn_identity(raw)
-            key = self._cache_key(kwargs)
         if key is not None and self.cache is not None:
             self.cache.put(kwargs, raw, key)
         usage = usage_of(raw)
