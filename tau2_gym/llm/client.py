@@ -766,7 +766,7 @@ class ChatClient:
 
     def adopt_identity(self, known: Sequence[dict[str, Any]]) -> None:
         """Take the server identity another process learned for this endpoint and model (a Ray driver's check),
-        so that this client's first request can already be answered from the cache."""
+        so that cache hits are checked against the served model from this client's first request on."""
         for ident in known:
             if ident.get("base_url") == self.base_url and ident.get("model") == self.config.model:
                 if ident.get("served_model"):

@@ -91,7 +91,7 @@ class EpisodeActor:
         self.policy = build_player(policy, "policy")
         self.user = build_player(user, "user", config.solo)
         judge = judge if hasattr(judge, "assess") else make_judge(judge)
-        adopt_identities(list(servers), self.policy, self.user, judge)  # the driver's check: cache from request one
+        adopt_identities(list(servers), self.policy, self.user, judge)  # the served model the driver's check learned
         self.tasks = {t.id: t for t in tasks}
         self.runner = EpisodeRunner(config, list(tasks), self.policy, self.user, judge)
 
