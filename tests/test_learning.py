@@ -6,7 +6,7 @@ on the same rewards shuffled within each group. The mutation check: the same ass
 reward negated, must fail -- so the test can tell a working reward signal from a broken one.
 
 Every number compared comes from the run: success rates are the env's tau2 rewards of sampled episodes.
-Marked ``slow`` (a few minutes on 2 shared cores); ``-m "not slow"`` leaves it out.
+Marked ``slow`` (about two minutes on 2 cores); ``-m "not slow"`` leaves it out.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 #: the reduced run: one seed, fewer GRPO steps (at a higher learning rate), held-out evaluations only
 REDUCED = [
-    "--seeds", "1", "--grpo-steps", "40", "--grpo-learning-rate", "2e-4", "--eval-every", "0",
+    "--seeds", "1", "--grpo-steps", "24", "--grpo-learning-rate", "3e-4", "--eval-every", "0",
     "--eval-splits", "test",
 ]  # fmt: skip
 
