@@ -543,6 +543,18 @@ def plot(path: str, reports: Sequence[dict[str, Any]]) -> bool:
     return True
 
 
+def baseline_line(args: argparse.Namespace, tasks: dict[str, Any]) -> str:
+    """What doing nothing earns on the same tasks (tau2_gym.envs.baseline): read the success rates beside it."""
+    from tau2_gym.core.domain import load_domain
+    from tau2_gym.envs.baseline import do_nothing_baseline
+
+    dom = load_domain(args.domain, tasks["data_dir"])
+    means = {
+        split: do_nothing_baseline(dom, [dom.task(str(i)) for i in tasks[split]]).mean for split in ("train", "test")
+    }
+    return f"baseline: do-nothing train {means['train']:.2f}, held-out {means['test']:.2f}"
+
+
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = parse_args(argv)
@@ -551,6 +563,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     os.makedirs(out, exist_ok=True)
     tasks = prepare_tasks(args, out)
     print(f"tasks: {len(tasks['train'])} train, {len(tasks['test'])} held-out ({tasks['data_dir'] or args.domain})")
+    print(baseline_line(args, tasks), flush=True)
     reports = []
     for seed in range(args.seeds):
         r = run_seed(args, seed, tasks, out)
