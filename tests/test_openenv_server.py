@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -317,9 +320,9 @@ def test_serve_command_runs_an_episode(monkeypatch, capsys):
     servers = []
     real_run = Tau2Server.run
 
-    def run(self):
+    def run(self, workers=1):
         servers.append(self)
-        real_run(self)
+        real_run(self, workers)
 
     monkeypatch.setattr(Tau2Server, "run", run)
     argv = ["serve", "--domain", "mock", "--port", "0", "--max-sessions", "4", "--env-arg", "max_steps=30"]
@@ -347,6 +350,58 @@ def test_serve_command_runs_an_episode(monkeypatch, capsys):
         server.server.should_exit = True
         thread.join(10)
     assert not thread.is_alive()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc to find the worker processes")
+def test_workers_serve_sessions_from_several_processes_on_one_port():
+    """``--workers 2``: two server processes on one port; concurrent sessions all finish their episodes, and
+    stopping the server stops its workers."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tau2_gym.cli", "serve", "--domain", "mock", "--port", "0", "--workers", "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+)", line).group(1)
+        deadline = time.monotonic() + 30
+        while len(_children(proc.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        assert len(workers) == 1  # the parent serves too
+
+        async def episode(i: int) -> float:
+            async with Tau2Client(url) as client:
+                result = await client.reset(task_index=i % 3)
+                while not result.done:
+                    result = await client.step("Is there anything else I can help you with?")
+                return result.observation.termination_reason
+
+        async def scenario() -> list:
+            return await asyncio.gather(*(episode(i) for i in range(8)))
+
+        assert all(reason for reason in asyncio.run(scenario()))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{pid}") for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)  # the parent stopped and reaped its worker
 
 
 # ---------------------------------------------------------------------------------------------- an LLM customer

@@ -43,7 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"require 'Authorization: Bearer TOKEN' (default: the {TOKEN_ENV} variable, else no token)",
     )
-    g.add_argument("--max-sessions", type=int, default=1024, help="concurrent WebSocket sessions (default: 1024)")
+    g.add_argument(
+        "--max-sessions", type=int, default=1024, help="concurrent WebSocket sessions per worker (default: 1024)"
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on the one port (default: 1); a process spends about 1 ms of CPU per step, so "
+        "hundreds of sessions behind fast LLMs want one per core",
+    )
     g.add_argument(
         "--idle-timeout",
         type=float,
@@ -119,5 +128,5 @@ def run(args: argparse.Namespace) -> int:
         f"max {args.max_sessions} sessions{'; bearer token required' if token else ''})",
         flush=True,
     )
-    server.run()
+    server.run(workers=args.workers)
     return 0

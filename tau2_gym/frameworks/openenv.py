@@ -28,7 +28,9 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import resource
+import signal
 import socket
 import threading
 import time
@@ -604,10 +606,35 @@ class Tau2Server:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    def run(self) -> None:
-        """Serve until interrupted (Ctrl-C / SIGTERM)."""
+    def run(self, workers: int = 1) -> None:
+        """Serve until interrupted (Ctrl-C / SIGTERM). ``workers`` > 1 forks that many server processes on the one
+        listening socket (the kernel hands each new connection to one of them; a session stays in the process
+        that accepted it): one process spends about a millisecond of CPU per step, so many sessions waiting on
+        fast LLM calls need several cores. The loaded data is shared copy-on-write; ``max_sessions`` is per
+        process."""
         _raise_fd_limit(self.max_sessions)
-        self.server.run(sockets=[self.socket])
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1; got {workers}")
+        children: list[int] = []
+        for _ in range(workers - 1):
+            pid = os.fork()
+            if pid == 0:  # a worker: serve, then leave without running the parent's clean-up
+                code = 0
+                try:
+                    self.server.run(sockets=[self.socket])
+                except BaseException:  # noqa: BLE001 - a worker's failure is its exit status, seen by the parent
+                    code = 1
+                os._exit(code)
+            children.append(pid)
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            for pid in children:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, ChildProcessError):
+                    pass
 
     def start(self, timeout: float = 30.0) -> Tau2Server:
         """Serve on a daemon thread; returns once the server accepts connections."""
