@@ -636,56 +636,37 @@ class ChatClient:
             fix = "is the server running, and are the host and port right?"
         return ServerCheckError(self.who, self.base_url, reason, fix)
 
-    def _checked(self, raw: Optional[dict], exc: Optional[BaseException], strict: bool) -> dict[str, Any]:
+    def _checked(self, raw: Optional[dict], exc: Optional[BaseException]) -> dict[str, Any]:
         if exc is None and (not isinstance(raw, dict) or not isinstance(raw.get("choices"), list)):
             exc = chat_http.Unreadable(f"not a chat completion: {str(raw)[:200]}")
         if exc is not None:
             status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
-            if status in _BUSY_STATUS:
+            if status in _BUSY_STATUS:  # reachable and serving, only busy: the run may start
                 return {**self.identity(), "model": self.config.model, "busy": status}
-            failure = self._check_failure(exc)
-            if strict:
-                raise failure from exc
-            logger.debug("%s server check failed: %s", self.who, failure)
-            return {**self.identity(), "model": self.config.model, "error": str(failure)}
+            raise self._check_failure(exc) from exc
         self._learn_identity(raw)
         return {**self.identity(), "model": self.config.model}
 
-    def _probe_kwargs(self) -> dict[str, Any]:
-        return self.request_kwargs([dict(m) for m in PROBE_MESSAGES])
-
-    def check(self, strict: bool = True) -> dict[str, Any]:
-        """Sync :meth:`acheck` (the SDK transport)."""
-        problem = self._key_problem()
-        if problem is not None:
-            if strict:
-                raise problem
-            return {**self.identity(), "model": self.config.model, "error": str(problem)}
-        try:
-            raw, exc = self.send(self._probe_kwargs()), None
-        except Exception as error:  # noqa: BLE001 - classified into the check's one-line failure
-            raw, exc = None, error
-        return self._checked(raw, exc, strict)
-
-    async def acheck(self, strict: bool = True) -> dict[str, Any]:
+    async def acheck(self) -> dict[str, Any]:
         """One small request (:data:`PROBE_MESSAGES` with the run's sampling arguments), never cached or retried:
         a missing key, an unreachable server, an HTTP error other than 408/429 or an unreadable reply raises
-        :class:`ServerCheckError` (``strict``; else the result says ``error``). Learns the model name the server
-        reports, which keys the reply cache. Returns ``{"base_url", "served_model", "model"}``."""
+        :class:`ServerCheckError`. Learns the model name the server reports (cache hits are checked against it).
+        Returns ``{"base_url", "served_model", "model"}``."""
         problem = self._key_problem()
         if problem is not None:
-            if strict:
-                raise problem
-            return {**self.identity(), "model": self.config.model, "error": str(problem)}
+            raise problem
         client, _ = await self._loop_state()
+        limit = min(self.config.timeout, _PROBE_TIMEOUT)
         try:
-            limit = min(self.config.timeout, _PROBE_TIMEOUT)
-            raw, exc = await asyncio.wait_for(self._asend(client, self._probe_kwargs()), limit), None
+            raw, exc = (
+                await asyncio.wait_for(self._asend(client, self.request_kwargs(list(PROBE_MESSAGES))), limit),
+                None,
+            )
         except asyncio.TimeoutError:
-            raw, exc = None, chat_http.Deadline(f"no reply within {min(self.config.timeout, _PROBE_TIMEOUT)}s")
+            raw, exc = None, chat_http.Deadline(f"no reply within {limit}s")
         except Exception as error:  # noqa: BLE001 - classified into the check's one-line failure
             raw, exc = None, error
-        return self._checked(raw, exc, strict)
+        return self._checked(raw, exc)
 
     # ------------------------------------------------------------------------------ failure policy
 
