@@ -36,7 +36,7 @@ def agent_reply(body: dict, n: int):
     if n % 6 == 4:
         return {"raw": "<html>bad gateway"}
     if n == 7:
-        return {"delay": 1.5, "then": "too late"}  # beyond the 0.5 s client timeout: retried
+        return {"delay": 3.0, "then": "too late"}  # beyond the test's 1.5 s client timeout: retried
     if body["messages"][-1]["role"] == "tool":
         return "Your booking is confirmed; the total was 1628 dollars."
     return {"tool_calls": [{"id": f"call_{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]}
@@ -53,8 +53,10 @@ def test_rollout_over_stub_endpoints_survives_injected_failures_and_records_the_
         return "Hi, I want to check my booking." if agent_texts <= 1 else "Thanks. ###STOP###"
 
     with OpenAIStub(agent_reply) as agent_srv, OpenAIStub(user_reply) as user_srv:
-        policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **FAST))
-        user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **FAST))
+        # a timeout with room for a loaded machine: only the injected delay may time out
+        roomy = {**FAST, "timeout": 1.5}
+        policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **roomy))
+        user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **roomy))
         out = tmp_path / "run.json"
         report = collect(
             ["0", "1", "2"],
