@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import weakref
 from dataclasses import fields
 from typing import Any, Optional
 
@@ -41,6 +42,7 @@ from tau2_gym.runner.collect import select_for_run
 from tau2_gym.runner.config import RolloutConfig, trial_seeds
 from tau2_gym.runner.episodes import EpisodeRunner
 from tau2_gym.runner.players import build_player
+from tau2_gym.scoring.rewards import apply_reward_mode
 
 __all__ = [
     "TASKSET_ID",
@@ -176,15 +178,18 @@ class Tau2HarnessConfig(vf.HarnessConfig):
 
 class _Players:
     """The customer and the judge of one setting, shared by the episodes that use it (reply caches, clients) on one
-    event loop (an LLM customer's HTTP client belongs to the loop it was first used on)."""
+    event loop (an LLM customer's HTTP client belongs to the loop it was first used on). Held per loop in a weak
+    mapping: a finished loop takes its players with it."""
 
-    _cache: dict[tuple, tuple[Any, Any, Any]] = {}
+    _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, tuple[Any, Any, Any]]] = (
+        weakref.WeakKeyDictionary()
+    )
 
     @classmethod
     def get(cls, data: Tau2TaskData) -> tuple[RolloutConfig, Any, Any]:
-        loop = id(asyncio.get_running_loop())
-        key = (loop, data.domain, data.task_set, data.data_version, data.user, data.judge, data.solo)
-        hit = cls._cache.get(key)
+        players = cls._by_loop.setdefault(asyncio.get_running_loop(), {})
+        key = (data.domain, data.task_set, data.data_version, data.user, data.judge, data.solo)
+        hit = players.get(key)
         if hit is None:
             config = RolloutConfig(
                 domain=data.domain,
@@ -197,15 +202,12 @@ class _Players:
             )
             judge, _ = select_for_run(config, [data.tau2_task_id])
             user = build_player(data.user, "user", solo=data.solo)
-            hit = cls._cache[key] = (config, user, judge)
-        config, user, judge = hit
-        return config, user, judge
+            hit = players[key] = (config, user, judge)
+        return hit
 
 
 def _reward_mode(reward_mode: str, run: dict) -> tuple[float, Optional[float]]:
     """(the training reward, upstream's reward) of a finished run, through the env's reward mode."""
-    from tau2_gym.scoring.rewards import apply_reward_mode
-
     reward_info = run.get("reward_info")
     raw = None if reward_info is None else float(reward_info.get("reward") or 0.0)
     info: dict[str, Any] = {}

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -135,7 +136,7 @@ class HFUserSimulator(UserSimulator):
         self._template_takes_tools = "tools" in (json.dumps(template) if isinstance(template, dict) else template)
         self._warned_tools = False
         self._lock = threading.Lock()
-        self._batchers: dict[int, _LoopBatcher] = {}
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatcher] = weakref.WeakKeyDictionary()
 
     def _load_model(self, transformers: Any) -> Any:
         cfg = self.config
@@ -306,7 +307,7 @@ class HFUserSimulator(UserSimulator):
     async def agenerate(self, request: UserTurnRequest) -> UserMessage:
         """Concurrent callers on one loop are served by shared ``generate_batch`` calls in a worker thread."""
         loop = asyncio.get_running_loop()
-        batcher = self._batchers.setdefault(id(loop), _LoopBatcher())
+        batcher = self._batchers.setdefault(loop, _LoopBatcher())
         fut: asyncio.Future = loop.create_future()
         batcher.pending.append((request, fut))
         if not batcher.running:
@@ -336,7 +337,7 @@ class HFUserSimulator(UserSimulator):
                 if not fut.done():
                     fut.set_exception(UserSimulatorError("the local user model's batch worker stopped"))
             batcher.running = False
-            self._batchers.pop(id(loop), None)
+            self._batchers.pop(loop, None)
 
     # ------------------------------------------------------------------------------ reporting
 

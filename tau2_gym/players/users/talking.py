@@ -425,24 +425,24 @@ class TalkingUser(UserSimulator):
         self.patience = patience
         self.max_calls_per_request = max_calls_per_request
         self.stop_text = stop_text
-        self._facts: dict[int, tuple[Task, TaskFacts]] = {}
+        self._facts: dict[str, TaskFacts] = {}
 
     def __getstate__(self) -> dict:
-        """Pickled (Ray actors, copies) without the parse cache: it holds tasks and is rebuilt on demand."""
+        """Pickled (Ray actors, copies) without the parse memo: it is rebuilt on demand."""
         return {**self.__dict__, "_facts": {}}
 
     # -------------------------------------------------------------------- helpers
 
     def facts(self, task: Task) -> TaskFacts:
-        """The parsed task (memoised per task object: parsing is pure, so a cache cannot change a reply)."""
-        hit = self._facts.get(id(task))
-        if hit is not None and hit[0] is task:  # the task object itself is kept: an id() cannot be reused
-            return hit[1]
-        if len(self._facts) > 4096:
-            self._facts.clear()
-        out = task_facts(task)
-        self._facts[id(task)] = (task, out)
-        return out
+        """The parsed task, memoised by the task's content (parsing is pure, so the memo cannot change a reply;
+        its serialisation costs a fraction of a parse)."""
+        key = task.model_dump_json()
+        hit = self._facts.get(key)
+        if hit is None:
+            if len(self._facts) > 4096:
+                self._facts.clear()
+            hit = self._facts[key] = task_facts(task)
+        return hit
 
     def fallback_texts(self, facts: TaskFacts) -> list[str]:
         """The replies that move nothing, in the order given (the last one repeats)."""
