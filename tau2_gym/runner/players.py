@@ -14,7 +14,7 @@ from typing import Any, Optional
 from tau2_gym.llm.params import model_family, tau2_run_args
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
 from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
-from tau2_gym.players.users import resolve_user
+from tau2_gym.players.users import OFFLINE_USERS, resolve_user
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 from tau2_gym.players.users.scripted import OracleUser
 
@@ -35,7 +35,6 @@ DEFAULT_LLM = "gpt-4.1-2025-04-14"
 LLM_AGENTS = ("llm_agent", "llm_agent_solo")
 LLM_USERS = ("user_simulator",)
 SCRIPTED_AGENTS = tuple(c.name for c in ALL_AGENTS)
-OFFLINE_USERS = ("talking", "oracle")
 UNSUPPORTED_AGENTS = {
     "llm_agent_gt": "upstream's ground-truth-guided LLM agent is not implemented here; use "
     "--agent llm_agent, or --agent oracle for the gold actions"

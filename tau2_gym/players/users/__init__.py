@@ -7,7 +7,10 @@ from tau2_gym.players.users.base import UserSimulator, UserSimulatorError, UserT
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.players.users.talking import TalkingUser
 
-__all__ = ["UserSimulator", "UserSimulatorError", "UserTurnRequest", "resolve_user", "user_from_spec"]
+__all__ = ["OFFLINE_USERS", "UserSimulator", "UserSimulatorError", "UserTurnRequest", "resolve_user", "user_from_spec"]
+
+#: the offline customers by name (no model, no network): the spec strings :func:`resolve_user` builds them from
+OFFLINE_USERS = {"oracle": OracleUser, "oracle_user": OracleUser, "talking": TalkingUser, "talking_user": TalkingUser}
 
 
 def user_from_spec(spec: str) -> UserSimulator:
@@ -43,10 +46,8 @@ def resolve_user(spec: Any) -> Any:
         if callable(getattr(spec, "generate", None)):
             return spec
         raise TypeError(f"user={spec!r} is not a user simulator (it needs a generate(request) method)")
-    if spec in ("oracle", "oracle_user"):
-        return OracleUser()
-    if spec in ("talking", "talking_user"):
-        return TalkingUser()
+    if spec in OFFLINE_USERS:
+        return OFFLINE_USERS[spec]()
     if ":" in spec and "." in spec.split(":", 1)[0]:  # "package.module:Attr"
         module, _, attr = spec.partition(":")
         obj = getattr(importlib.import_module(module), attr)
