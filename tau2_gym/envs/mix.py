@@ -24,7 +24,7 @@ from tau2_gym.core.domain import domain_names
 from tau2_gym.envs import entry_point
 from tau2_gym.envs.config import Tau2EnvConfig
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
-from tau2_gym.envs.tau2_env import Tau2Env
+from tau2_gym.envs.tau2_env import Tau2Env, check_reset_options
 from tau2_gym.envs.user_env import UserEnv
 
 SUCCESS = 1.0 - 1e-6  # a reward at least this is a success (tau2 rewards are 0 or 1 on shipped tasks)
@@ -318,10 +318,7 @@ class MixEnv(gym.Env):
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
         options = dict(options or {})
-        valid = ("domain", *Tau2Env.reset_options)
-        unknown = sorted(str(k) for k in options if k not in valid)
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {unknown}; valid options are: {', '.join(valid)}")
+        check_reset_options(options, ("domain", *Tau2Env.reset_options))
         forced = options.pop("domain", None)
         component = self.mixture.component(str(forced)) if forced is not None else self.mixture.draw(self.np_random)
         env = self.component_env(component.key)

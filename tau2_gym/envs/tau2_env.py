@@ -86,6 +86,14 @@ def transcript(messages: list, include_tool_results: bool = True) -> str:
     return "\n".join(lines)
 
 
+def check_reset_options(options: dict, valid: tuple[str, ...]) -> None:
+    """Refuse ``reset(options=...)`` keys outside ``valid``: a misspelled key must not silently draw a random
+    task."""
+    unknown = sorted(str(k) for k in options if k not in valid)
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {unknown}; valid options are: {', '.join(valid)}")
+
+
 class Tau2Env(gym.Env):
     """A tau2-bench episode as a Gymnasium environment: you are the customer-service agent.
 
@@ -356,9 +364,7 @@ class Tau2Env(gym.Env):
     reset_options: tuple[str, ...] = ("task_id", "task_index", "task")
 
     def _pick_task(self, options: dict) -> Task:
-        unknown = sorted(str(k) for k in options if k not in self.reset_options)
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {unknown}; valid options are: {', '.join(self.reset_options)}")
+        check_reset_options(options, self.reset_options)
         if "task" in options and isinstance(options["task"], Task):
             return options["task"]
         if options.get("task_id") is not None:
