@@ -544,9 +544,9 @@ def plot(path: str, reports: Sequence[dict[str, Any]]) -> bool:
 
 
 def baseline_line(args: argparse.Namespace, tasks: dict[str, Any]) -> str:
-    """What doing nothing earns on the same tasks (tau2_gym.envs.baseline): read the success rates beside it."""
+    """What doing nothing earns on the same tasks (tau2_gym.episodes.baseline): read the success rates beside it."""
     from tau2_gym.core.domain import load_domain
-    from tau2_gym.envs.baseline import do_nothing_baseline
+    from tau2_gym.episodes.baseline import do_nothing_baseline
 
     dom = load_domain(args.domain, tasks["data_dir"])
     means = {

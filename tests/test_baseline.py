@@ -11,7 +11,7 @@ import pytest
 
 import tau2_gym  # noqa: F401 - registers the env ids
 from tau2_gym import load_domain
-from tau2_gym.envs.baseline import do_nothing_baseline
+from tau2_gym.episodes.baseline import do_nothing_baseline
 from tau2_gym.runner.collect import collect
 from tau2_gym.scoring.metrics import is_pass
 
@@ -86,7 +86,7 @@ def test_the_report_shows_the_baseline_recorded_or_computed(tmp_path):
 
 
 def test_the_table_covers_every_split_and_mode_and_agrees_across_splits():
-    from tau2_gym.envs.baseline import baseline_table
+    from tau2_gym.episodes.baseline import baseline_table
 
     rows = {(r["domain"], r["split"]): r for r in baseline_table(["airline", "mock"])}
     dom = load_domain("airline")
@@ -112,7 +112,7 @@ def _documented_tables() -> dict[str, list[str]]:
 
 
 def test_the_documented_tables_are_what_the_code_computes():
-    from tau2_gym.envs.baseline import baseline_table
+    from tau2_gym.episodes.baseline import baseline_table
 
     tables = _documented_tables()
     assert "scoring.md" in tables

@@ -1,4 +1,4 @@
-"""The one episode driver (tau2_gym.envs.episode) and the env's two-phase step built on it: driving an episode in
+"""The one episode driver (tau2_gym.episodes.driver) and the env's two-phase step built on it: driving an episode in
 phases -- the action in, the customer's turns answered from outside, the transition out -- gives exactly what
 ``step`` gives, so the vector env and the runner batch or await customer turns with public calls only."""
 
@@ -12,7 +12,8 @@ import pytest
 
 import tau2_gym
 from tau2_gym.core.domain import load_domain
-from tau2_gym.envs.episode import AGENT, DONE, USER, EpisodeSetup, agent_tools
+from tau2_gym.core.settings import EpisodeSettings
+from tau2_gym.episodes.driver import AGENT, DONE, USER, EpisodeSetup, agent_tools
 from tau2_gym.players.agents.scripted import make_agent
 from tau2_gym.players.users.scripted import OracleUser
 
@@ -69,7 +70,7 @@ def test_two_phase_steps_equal_step(agent_name):
 
 def test_an_episode_is_driven_by_act_user_request_and_answer():
     domain = load_domain("mock")
-    setup = EpisodeSetup(domain, judge=None, evaluate=True)
+    setup = EpisodeSetup(domain, EpisodeSettings(domain="mock", evaluate=True))
     task = domain.tasks()[0]
     episode = setup.start(task, seed=3)
     user = OracleUser()
@@ -80,22 +81,23 @@ def test_an_episode_is_driven_by_act_user_request_and_answer():
     while not episode.done:
         request = episode.user_request()
         if request is not None:
-            episode.answer(user.generate(request))
+            episode.submit_user(user.generate(request))
             continue
         assert episode.status == AGENT
         episode.act(agent.act(episode.agent_messages(), {}))
         turns += 1
     assert episode.status == DONE and turns > 0
-    reward_info = episode.score()
-    run = episode.simulation_run(reward_info)
-    assert reward_info["reward"] == 1.0 and run["termination_reason"] == "user_stop"
+    outcome = episode.finish()
+    run = outcome.record.data
+    assert outcome.reward == 1.0 and run["termination_reason"] == "user_stop"
+    assert run["reward_info"] == outcome.reward_info and run["mode"] == "half_duplex"
     assert run["messages"][0]["role"] == "assistant"  # the greeting
 
 
 def test_an_unreadable_action_ends_the_episode_as_agent_error_without_raising():
     domain = load_domain("mock")
     episode = EpisodeSetup(domain).start(domain.tasks()[0], seed=0)
-    episode.answer(OracleUser().generate(episode.user_request()))
+    episode.submit_user(OracleUser().generate(episode.user_request()))
     episode.act({"tool_calls": [{"function": {"name": "get_users", "arguments": "{not json"}}]})
     assert episode.done and episode.termination_reason == "agent_error"
 
@@ -107,11 +109,12 @@ def test_a_server_reply_with_call_markup_becomes_calls_only_with_a_reply_parser(
         "content": '<tool_call>{"name": "get_users", "arguments": {}}</tool_call>',
         "raw_data": {"id": "x"},
     }
-    for parser, calls in ((None, 0), ("hermes", 1)):
-        episode = EpisodeSetup(domain, reply_parser=parser).start(domain.tasks()[0], seed=0)
-        episode.answer(OracleUser().generate(episode.user_request()))
+    for parse_replies, calls in ((False, 0), (True, 1)):
+        settings = EpisodeSettings(domain="mock", parser="hermes", parse_replies=parse_replies)
+        episode = EpisodeSetup(domain, settings).start(domain.tasks()[0], seed=0)
+        episode.submit_user(OracleUser().generate(episode.user_request()))
         episode.act(dict(reply))
-        assistant = [m for m in episode.loop.trajectory if m.role == "assistant"][-1]
+        assistant = [m for m in episode.trajectory if m.role == "assistant"][-1]
         assert len(assistant.tool_calls or ()) == calls
 
 
@@ -137,7 +140,9 @@ def _constructions(name: str) -> list[str]:
 
 
 def test_the_turn_loop_is_constructed_in_one_place():
-    assert [site.split(":")[0] for site in _constructions("TurnLoop")] == ["envs/episode.py"]
+    # an Episode is the turn loop; EpisodeSetup.start is the only place one is built
+    assert _constructions("TurnLoop") == []
+    assert [site.split(":")[0] for site in _constructions("Episode")] == ["episodes/driver.py"]
 
 
 def test_no_speed_trick_patches_the_envs_or_the_interpreter():

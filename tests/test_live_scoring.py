@@ -205,7 +205,7 @@ def test_a_domain_with_non_deterministic_tools_is_always_replayed(monkeypatch, s
         for t in dom.tasks()
         if t.evaluation_criteria and t.evaluation_criteria.actions and not t.evaluation_criteria.env_assertions
     )
-    from tau2_gym.core.orchestrator import TurnLoop
+    from tau2_gym.core.turn_loop import TurnLoop
 
     loop = TurnLoop(dom, task)
     loop.start()

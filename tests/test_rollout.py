@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from tau2_gym.core.results_file import load_results
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.players.agents.base import AgentPolicy
 from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.runner.collect import (
-    INFRASTRUCTURE_ERROR,
     RolloutConfig,
     acollect,
     collect,
     log_path,
     read_log,
-    select_tasks,
+    select_for_run,
     trial_seeds,
 )
 
@@ -50,12 +50,16 @@ def test_config_describes_every_field_and_checks_values():
         RolloutConfig(num_trials=0)
 
 
+def _selected(config: RolloutConfig) -> list:
+    return select_for_run(config)[1]
+
+
 def test_task_selection_by_split_ids_and_num_tasks():
-    assert len(select_tasks(RolloutConfig(domain="airline", task_split="test"))) == 20
-    assert [t.id for t in select_tasks(RolloutConfig(domain="airline", task_ids=["3", "1"]))] == ["3", "1"]
-    assert len(select_tasks(RolloutConfig(domain="airline", num_tasks=4))) == 4
+    assert len(_selected(RolloutConfig(domain="airline", task_split="test"))) == 20
+    assert [t.id for t in _selected(RolloutConfig(domain="airline", task_ids=["3", "1"]))] == ["3", "1"]
+    assert len(_selected(RolloutConfig(domain="airline", num_tasks=4))) == 4
     with pytest.raises(ValueError, match="nope"):
-        select_tasks(RolloutConfig(domain="airline", task_ids=["nope"]))
+        _selected(RolloutConfig(domain="airline", task_ids=["nope"]))
 
 
 # ------------------------------------------------------------------------------------ runs, resume, results
@@ -97,7 +101,7 @@ def test_resume_skips_logged_episodes_and_reruns_infrastructure_errors(tmp_path)
                     "task_id": "2",
                     "trial": 0,
                     "seed": trial_seeds(300, 1)[0],
-                    "termination_reason": INFRASTRUCTURE_ERROR,
+                    "termination_reason": TerminationReason.INFRASTRUCTURE_ERROR,
                     "messages": [],
                 }
             )
@@ -167,10 +171,10 @@ def test_failing_episodes_are_retried_then_recorded_and_the_run_goes_on(tmp_path
     assert by_id["0"]["reward_info"]["reward"] == 1.0
     assert by_id["2"]["reward_info"]["reward"] == 1.0  # succeeded on its retry
     bad = by_id["1"]
-    assert bad["termination_reason"] == INFRASTRUCTURE_ERROR and bad["reward_info"] is None
+    assert bad["termination_reason"] == TerminationReason.INFRASTRUCTURE_ERROR and bad["reward_info"] is None
     assert bad["info"]["error_type"] == "ConnectionError" and bad["info"]["failed_after_attempts"] == 3
     assert report.failed == 1
-    assert load_results(out).simulations[1].termination_reason.value == INFRASTRUCTURE_ERROR
+    assert load_results(out).simulations[1].termination_reason.value == TerminationReason.INFRASTRUCTURE_ERROR
 
 
 def test_evaluation_failures_count_as_episode_failures(tmp_path, monkeypatch):
@@ -181,7 +185,7 @@ def test_evaluation_failures_count_as_episode_failures(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ev, "evaluate_simulation", boom)
     report = collect(["0"], "oracle", domain="airline", max_retries=1, retry_delay=0.0, progress=False)
-    assert report.simulations[0]["termination_reason"] == INFRASTRUCTURE_ERROR
+    assert report.simulations[0]["termination_reason"] == TerminationReason.INFRASTRUCTURE_ERROR
     assert "replay mismatch" in report.simulations[0]["info"]["error"]
 
 

@@ -13,12 +13,13 @@ from openai_stub import OpenAIStub
 
 from tau2_gym import load_domain
 from tau2_gym.core.messages import AssistantMessage
-from tau2_gym.core.orchestrator import agent_system_prompt
+from tau2_gym.core.termination import TerminationReason
+from tau2_gym.core.turn_loop import agent_system_prompt
 from tau2_gym.llm.client import ServerCheckError
 from tau2_gym.players.agents.base import AgentTurnRequest
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy, PolicyError
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
-from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect, trial_seeds
+from tau2_gym.runner.collect import collect, trial_seeds
 
 FAST = dict(api_key_env=None, timeout=0.5, max_retries=2, backoff_base=0.01, backoff_max=0.02, empty_retries=1)
 
@@ -84,7 +85,7 @@ def test_rollout_over_stub_endpoints_survives_injected_failures_and_records_the_
             assert run["seed"] == seeds[trial]
     for trial in (0, 1):
         dead = by[("2", trial)]
-        assert dead["termination_reason"] == INFRASTRUCTURE_ERROR and dead["messages"] == []
+        assert dead["termination_reason"] == TerminationReason.INFRASTRUCTURE_ERROR and dead["messages"] == []
         assert "HTTP 500" in dead["info"]["error"] and dead["info"]["failed_after_attempts"] == 2
     assert report.failed == 2
     # failures were injected (and survived): 503s, a garbage body, a timeout
@@ -121,7 +122,7 @@ def test_a_dead_agent_endpoint_without_the_check_fails_every_episode_but_the_run
         progress=False,
         check_servers=False,
     )
-    assert [r["termination_reason"] for r in report.simulations] == [INFRASTRUCTURE_ERROR] * 2
+    assert [r["termination_reason"] for r in report.simulations] == [TerminationReason.INFRASTRUCTURE_ERROR] * 2
     assert all(
         "connection error" in r["info"]["error"] and r["info"]["error_type"] == "PolicyError"
         for r in report.simulations

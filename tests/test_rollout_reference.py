@@ -8,6 +8,7 @@ import os
 import pytest
 from refutil import ok, run_reference
 
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.players.agents.base import AgentPolicy
 from tau2_gym.players.agents.scripted import (
     GiveUpAgent,
@@ -16,7 +17,7 @@ from tau2_gym.players.agents.scripted import (
     SkipLastActionAgent,
     WrongArgumentsAgent,
 )
-from tau2_gym.runner.collect import INFRASTRUCTURE_ERROR, collect
+from tau2_gym.runner.collect import collect
 
 pytestmark = pytest.mark.reference
 
@@ -55,7 +56,7 @@ def test_upstream_reads_and_rescores_our_rollout_results(tmp_path):
         progress=False,
     )
     ours = {(r["task_id"], r["trial"]): r for r in report.simulations}
-    assert sum(1 for r in ours.values() if r["termination_reason"] == INFRASTRUCTURE_ERROR) == 2
+    assert sum(1 for r in ours.values() if r["termination_reason"] == TerminationReason.INFRASTRUCTURE_ERROR) == 2
     rewards = {r["reward_info"]["reward"] for r in ours.values() if r["reward_info"]}
     assert rewards == {0.0, 1.0}
     up = ok(run_reference("driver_rollout", [{"path": str(out)}])[0])

@@ -18,7 +18,7 @@ import gymnasium as gym
 import pytest
 
 from tau2_gym import load_domain
-from tau2_gym.envs.baseline import do_nothing_baseline
+from tau2_gym.episodes.baseline import do_nothing_baseline
 from tau2_gym.players.agents.scripted import (
     CLOSING,
     GiveUpAgent,
@@ -72,7 +72,7 @@ def run(env, agent, task_id, seed=None):
             break
     trajectory = [
         (m.role, m.content, [(tc.name, tc.arguments) for tc in getattr(m, "tool_calls", None) or ()])
-        for m in env.unwrapped.episode.loop.messages()
+        for m in env.unwrapped.episode.messages()
     ]
     return reward, info, trajectory
 
@@ -235,9 +235,9 @@ def conversation(domain, task_id, lines, user=None):
     env.reset(options={"task_id": task_id})
     replies, reward = [], None
     for line in lines:
-        n = len(env.unwrapped.episode.loop.messages())
+        n = len(env.unwrapped.episode.messages())
         _, reward, term, trunc, _ = env.step(line)
-        for m in env.unwrapped.episode.loop.messages()[n + 1 :]:
+        for m in env.unwrapped.episode.messages()[n + 1 :]:
             if m.role == "user":
                 replies.append(f"call:{m.tool_calls[0].name}" if m.tool_calls else m.content)
         if term or trunc:
@@ -443,7 +443,7 @@ def test_odd_agent_messages_never_break_the_customer_and_it_always_ends(domain):
             if term or trunc:
                 break
         assert term and info["termination_reason"] == "user_stop", (task.id, info["termination_reason"])
-        customer = [m for m in env.unwrapped.episode.loop.messages() if m.role == "user"]
+        customer = [m for m in env.unwrapped.episode.messages() if m.role == "user"]
         assert len(customer) <= 12 + 1
 
 

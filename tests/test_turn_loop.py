@@ -1,4 +1,4 @@
-"""The half-duplex turn loop (tau2_gym/core/orchestrator.py): upstream orchestrator semantics, pinned case by case.
+"""The half-duplex turn loop (tau2_gym/core/turn_loop.py): upstream orchestrator semantics, pinned case by case.
 
 Expected step counts and termination reasons follow reference §2 (tau2-engine.md): every delivery is one
 step, checks are skipped while a tool result is pending, limits override a stop on the same step.
@@ -13,9 +13,10 @@ import pytest
 from tau2_gym import load_domain
 from tau2_gym.core.environment import Environment
 from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
-from tau2_gym.core.orchestrator import GREETING, TurnLoop, user_tools_for
 from tau2_gym.core.results_file import SimulationRun
+from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.core.tasks import Task
+from tau2_gym.core.turn_loop import GREETING, TurnLoop, user_tools_for
 from tau2_gym.players.users.base import UserSimulatorError
 
 MOCK_TASK = "create_task_1"
@@ -48,7 +49,7 @@ def utext(s):
 
 
 def started(dom, t=None, **kw):
-    loop = TurnLoop(dom, t or task(dom), **kw)
+    loop = TurnLoop(dom, t or task(dom), EpisodeSettings(domain=dom.name, **kw))
     loop.start()
     return loop
 
@@ -248,7 +249,7 @@ def test_trajectory_timestamps_are_strictly_increasing_and_sorting_keeps_append_
 
 def test_solo_first_message_is_part_of_initialization_not_a_step(mock):
     t = task(mock)
-    loop = TurnLoop(mock, t, solo=True, max_steps=1)
+    loop = TurnLoop(mock, t, EpisodeSettings(domain="mock", solo=True, max_steps=1))
     assert loop.start() == "agent"
     assert loop.trajectory == [] and loop.agent_messages()[0]["role"] == "system"
     loop.submit_agent(call("get_users"))  # init message, then the env step is step 1 -> max_steps
@@ -271,7 +272,7 @@ def test_solo_done_is_agent_stop_and_text_is_agent_error(mock):
 
 def test_solo_refuses_tasks_its_agent_cannot_take(mock):
     with pytest.raises(ValueError, match="cannot run in solo mode"):
-        TurnLoop(mock, mock.task("update_task_with_message_history"), solo=True)
+        TurnLoop(mock, mock.task("update_task_with_message_history"), EpisodeSettings(domain="mock", solo=True))
 
 
 def test_protocol_check_ends_mixed_messages_when_enforced(mock):

@@ -22,21 +22,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tau2_gym import data
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data import DataError
 from tau2_gym.envs import env_id, register_envs
-from tau2_gym.envs.baseline import baseline_table, do_nothing_baseline
+from tau2_gym.episodes.baseline import baseline_table, do_nothing_baseline
 from tau2_gym.players.agents.scripted import ALL_AGENTS, make_agent
 from tau2_gym.scoring.rewards import REWARD_MODES
 
-REASONS = ("user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error")
+#: the endings the table counts, with their column names
 SHORT = {
-    "user_stop": "u_stop",
-    "agent_stop": "a_stop",
-    "max_steps": "max_st",
-    "too_many_errors": "errors",
-    "agent_error": "a_err",
-    "user_error": "u_err",
+    TerminationReason.USER_STOP: "u_stop",
+    TerminationReason.AGENT_STOP: "a_stop",
+    TerminationReason.MAX_STEPS: "max_st",
+    TerminationReason.TOO_MANY_ERRORS: "errors",
+    TerminationReason.AGENT_ERROR: "a_err",
+    TerminationReason.USER_ERROR: "u_err",
 }
+REASONS = tuple(SHORT)
 #: the table's columns, in order, with what they count (printed as the legend)
 LEGEND = (
     ("agent", "the scripted agent: oracle plays the gold actions; the others fail on purpose, each in its own way"),

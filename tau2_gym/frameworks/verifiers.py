@@ -6,7 +6,7 @@ every model call going through verifiers' interception endpoint, which records t
 
 * :class:`Tau2Taskset` yields one :class:`Tau2Task` per tau2 task of a domain's split;
 * :class:`Tau2Harness` plays the task *in-process* through the one episode driver, as ``tau2-gym rollout`` does
-  (:class:`~tau2_gym.runner.episodes.EpisodeRunner`): the model's turns are the agent's (an
+  (:class:`~tau2_gym.runner.episode_runner.EpisodeRunner`): the model's turns are the agent's (an
   :class:`~tau2_gym.players.agents.openai_agent.OpenAIAgentPolicy` pointed at the interception endpoint), the
   customer and the tools step inside, and the tau2 reward lands on the trace's state;
 * the env is verifiers' ``SingleAgentEnv`` (the taskset's default harness is this module's).
@@ -40,7 +40,7 @@ from tau2_gym.core.records import as_dict
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
 from tau2_gym.runner.collect import select_for_run
 from tau2_gym.runner.config import RolloutConfig, trial_seeds
-from tau2_gym.runner.episodes import EpisodeRunner
+from tau2_gym.runner.episode_runner import EpisodeRunner
 from tau2_gym.runner.players import build_player
 from tau2_gym.scoring.rewards import apply_reward_mode
 

@@ -47,9 +47,9 @@ from tau2_gym.core.messages import (
     from_openai,
     message_from_dict,
 )
-from tau2_gym.core.orchestrator import MAX_STEPS, TIMEOUT
 from tau2_gym.core.results_file import ResultsFileError, read_json_any
 from tau2_gym.core.tasks import Task
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data.versions import VERSIONS, get_version
 from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.players.users.playback import PlaybackUser
@@ -505,10 +505,10 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
         _, reward, terminated, truncated, final_info = env.step(action)
         done = terminated or truncated
     if not done:
-        if ending == "agent_error":
-            env.episode.abort(_RECORDED_AGENT_ERROR, _copy_agent(refused) if refused is not None else None)
+        if ending == TerminationReason.AGENT_ERROR:
+            env.episode.abort_agent(_RECORDED_AGENT_ERROR, _copy_agent(refused) if refused is not None else None)
             done = True
-        elif ending in (MAX_STEPS, TIMEOUT):
+        elif ending in (TerminationReason.MAX_STEPS, TerminationReason.TIMEOUT):
             env.episode.truncate(ending)  # an outer step limit / the clock ended the recorded run at this turn
             done = True
         if done:

@@ -36,8 +36,9 @@ from tau2_gym.core.domain import get_domain_spec, load_domain
 from tau2_gym.core.messages import TRANSFER
 from tau2_gym.core.prompts import STOP_FUNCTION_NAME
 from tau2_gym.core.results_file import ResultsFileError, read_json_any
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data import DataError
-from tau2_gym.envs.baseline import do_nothing_baseline
+from tau2_gym.episodes.baseline import do_nothing_baseline
 from tau2_gym.scoring.metrics import PASS_TOLERANCE, Tally, is_pass, pass_hat_k
 
 __all__ = [
@@ -64,7 +65,6 @@ COMPONENT_NAMES = {
     "COMMUNICATE": "communicate",
     "NL_ASSERTION": "NL assertions",
 }
-INFRASTRUCTURE_ERROR = "infrastructure_error"
 CHUNK = 64  # simulations per compressed details block (build_report(compress=True))
 
 
@@ -230,7 +230,7 @@ def _analyse(
         trial=sim.trial,
         reward=None if ri is None else ri.reward,
         termination=term,
-        infra=term == INFRASTRUCTURE_ERROR,
+        infra=term == TerminationReason.INFRASTRUCTURE_ERROR,
     )
     compact = []
     for m in sim.messages:

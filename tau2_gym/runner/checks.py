@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.llm.client import ChatClient, LLMError
-from tau2_gym.runner.log import INFRASTRUCTURE_ERROR
 
 __all__ = [
     "llm_clients",
@@ -68,14 +68,18 @@ def _reason(run: dict) -> str:
 
 def failure_counts(simulations: Iterable[dict]) -> Counter:
     """Infrastructure-failed episodes by their first error line."""
-    return Counter(_reason(r) for r in simulations if r.get("termination_reason") == INFRASTRUCTURE_ERROR)
+    return Counter(
+        _reason(r) for r in simulations if r.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR
+    )
 
 
 def infra_error_share(simulations: list[dict]) -> float:
     """The share of episodes that ended as ``infrastructure_error`` (0.0 for no episodes)."""
     if not simulations:
         return 0.0
-    return sum(r.get("termination_reason") == INFRASTRUCTURE_ERROR for r in simulations) / len(simulations)
+    return sum(r.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR for r in simulations) / len(
+        simulations
+    )
 
 
 def failure_line(simulations: list[dict]) -> str:
@@ -86,4 +90,5 @@ def failure_line(simulations: list[dict]) -> str:
         return f"failed: 0 of {len(simulations)} episodes"
     reasons = "; ".join(f"{n}x {reason}" for reason, n in counts.most_common(3))
     more = f"; {len(counts) - 3} other reason(s)" if len(counts) > 3 else ""
-    return f"failed: {failed} of {len(simulations)} episodes ({INFRASTRUCTURE_ERROR}: {reasons}{more})"
+    ending = TerminationReason.INFRASTRUCTURE_ERROR
+    return f"failed: {failed} of {len(simulations)} episodes ({ending}: {reasons}{more})"

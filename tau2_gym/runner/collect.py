@@ -10,7 +10,7 @@
 
 Episodes are the (task, trial) pairs of the selection, trial-major like upstream; trial ``t`` gets upstream's
 seed ``seeds[t]`` (``random.seed(seed)`` then one ``randint(0, 1_000_000)`` per trial), forwarded to the agent
-and the user. Each episode is played by the one episode driver (:mod:`tau2_gym.envs.episode`), awaiting the policy
+and the user. Each episode is played by the one episode driver (:mod:`tau2_gym.episodes.driver`), awaiting the policy
 and the user simulator; up to ``concurrency`` run at once.
 
 One collect core serves this single-process runner and the Ray runner (:mod:`tau2_gym.runner.ray`): a
@@ -31,6 +31,7 @@ recorded as ``infrastructure_error`` with the error under ``info`` -- and re-run
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -39,16 +40,17 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.domain import load_domain
-from tau2_gym.core.orchestrator import solo_task_error
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.tasks import Task
+from tau2_gym.core.termination import TerminationReason
+from tau2_gym.episodes.selection import select_tasks
 from tau2_gym.runner.checks import check_servers, failure_line, infra_error_share
 from tau2_gym.runner.config import RolloutConfig, trial_seeds
-from tau2_gym.runner.episodes import EpisodeRunner
-from tau2_gym.runner.log import INFRASTRUCTURE_ERROR, EpisodeLog, log_path, open_log, output_paths, read_log, record_key
+from tau2_gym.runner.episode_runner import EpisodeRunner
+from tau2_gym.runner.log import EpisodeLog, log_path, open_log, output_paths, read_log, record_key
 from tau2_gym.runner.players import build_player
 from tau2_gym.runner.progress import EpisodeProgress
-from tau2_gym.scoring.judges import apply_no_judge_choice, make_judge
+from tau2_gym.scoring.judges import make_judge
 from tau2_gym.scoring.metrics import nl_unjudged
 
 logger = logging.getLogger("tau2_gym")
@@ -64,7 +66,6 @@ __all__ = [
     "trial_seeds",
     "log_path",
     "read_log",
-    "INFRASTRUCTURE_ERROR",
 ]
 
 #: one episode to run: (task, trial, seed)
@@ -107,7 +108,7 @@ class RolloutReport:
         return [
             float(s["reward_info"]["reward"])
             for s in self.simulations
-            if s.get("reward_info") and s.get("termination_reason") != INFRASTRUCTURE_ERROR
+            if s.get("reward_info") and s.get("termination_reason") != TerminationReason.INFRASTRUCTURE_ERROR
         ]
 
     @property
@@ -136,62 +137,21 @@ class RolloutReport:
         return not self.interrupted and self.infra_error_share <= max_infra_error_rate
 
 
-def select_tasks(config: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]] = None) -> list[Task]:
-    """The episode tasks: ``tasks`` (Task objects or ids) or the config's task set/split/ids, first ``num_tasks``."""
-    dom = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
-    if tasks is None:
-        if config.task_ids is not None:
-            by_id = {t.id: t for t in dom.tasks(config.task_set, None)}
-            missing = [i for i in config.task_ids if i not in by_id]
-            if missing:
-                raise ValueError(
-                    f"task ids {missing} are not in the {config.domain!r} task set "
-                    f"{config.task_set or dom.spec.default_task_set!r}"
-                )
-            out = [by_id[i] for i in config.task_ids]
-        else:
-            out = list(dom.tasks(config.task_set, config.task_split))
-    else:
-        by_id = None
-        out = []
-        for t in tasks:
-            if isinstance(t, Task):
-                out.append(t)
-            else:
-                if by_id is None:
-                    by_id = {x.id: x for x in dom.tasks(config.task_set, None)}
-                if str(t) not in by_id:
-                    raise ValueError(f"task id {t!r} is not in the {config.domain!r} task set")
-                out.append(by_id[str(t)])
-    if config.solo:
-        rejected = [t.id for t in out if solo_task_error(t) is not None]
-        if rejected:
-            logger.warning("%d task(s) cannot run in solo mode and are skipped: %s", len(rejected), rejected[:5])
-        out = [t for t in out if solo_task_error(t) is None]
-    if config.num_tasks is not None:
-        out = out[: config.num_tasks]
-    if not out:
-        raise ValueError(f"no tasks selected for domain {config.domain!r}")
-    ids = [t.id for t in out]
-    if len(set(ids)) != len(ids):
-        raise ValueError("the task selection holds duplicate task ids; each (task, trial) must be unique")
-    return out
-
-
-def select_for_run(cfg: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]]) -> tuple[Any, list[Task]]:
-    """The run's judge and its tasks (the selection, with the no-judge choice applied to NL-judged ones)."""
-    judge = cfg.judge if hasattr(cfg.judge, "assess") else make_judge(cfg.judge)
+def select_for_run(cfg: RolloutConfig, tasks: Optional[Sequence[Union[Task, str]]] = None) -> tuple[Any, list[Task]]:
+    """The run's judge and its tasks (:func:`~tau2_gym.episodes.selection.select_tasks`: ``tasks`` -- Task objects or
+    ids -- or the config's task set/split/ids, the first ``num_tasks``, the no-judge choice applied)."""
+    judge = make_judge(cfg.judge)
     domain = load_domain(cfg.domain, cfg.data_dir, cfg.data_version, options=cfg.domain_options)
-    return judge, list(apply_no_judge_choice(domain, select_tasks(cfg, tasks), judge, f"rollout of {cfg.domain!r}"))
+    where = f"rollout of {cfg.domain!r}"
+    selected = select_tasks(domain, cfg, tasks, num_tasks=cfg.num_tasks, judge=judge, where=where)
+    return judge, list(selected)
 
 
 def ids_in_split_order(config: RolloutConfig) -> list[str]:
     """``config.task_ids`` as ``tau2 run`` takes them: they filter the split, in the split's order; an id outside
     the split is refused."""
-    pool = [
-        t.id
-        for t in select_tasks(RolloutConfig(**{**config.__dict__, "task_ids": None, "num_tasks": None, "output": None}))
-    ]
+    domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
+    pool = [t.id for t in select_tasks(domain, dataclasses.replace(config, task_ids=None, num_tasks=None))]
     missing = [i for i in config.task_ids or () if i not in set(pool)]
     if missing:
         raise ValueError(f"--task-ids {missing} are not in split {config.task_split!r} of {config.domain!r}")
@@ -217,7 +177,8 @@ class Collection:
         self.log: Optional[EpisodeLog] = None
         if self.log_path is not None:
             self.log, self.records = open_log(config, self.log_path, runner.signature())
-        done = {k for k, r in self.records.items() if r.get("termination_reason") != INFRASTRUCTURE_ERROR}
+        failed = TerminationReason.INFRASTRUCTURE_ERROR
+        done = {k for k, r in self.records.items() if r.get("termination_reason") != failed}
         self.todo: list[Unit] = [(t, trial, seed) for t, trial, seed in units if (t.id, trial, seed) not in done]
         self.resumed = len(units) - len(self.todo)
         self.ran = self.failed = 0
@@ -232,7 +193,7 @@ class Collection:
         for run in batch:
             self.records[record_key(run)] = run
             self.ran += 1
-            self.failed += run.get("termination_reason") == INFRASTRUCTURE_ERROR
+            self.failed += run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR
             self.progress.add(run)
 
     def report(self, interrupted: bool, extra_info: Optional[dict] = None) -> RolloutReport:
@@ -241,7 +202,7 @@ class Collection:
             self.log.close()
         self.progress.close()
         runs = sorted((r for k, r in self.records.items() if k in self.order), key=lambda r: self.order[record_key(r)])
-        results = self.runner.results(runs, self.seeds)
+        results = self.runner.results(runs)
         results["info"].update(extra_info or {})
         if self.out_path is not None:
             write_json_atomic(self.out_path, results)

@@ -10,13 +10,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.runner.config import RolloutConfig
 
 logger = logging.getLogger("tau2_gym")
 
 __all__ = [
     "LOG_FORMAT",
-    "INFRASTRUCTURE_ERROR",
     "EpisodeLog",
     "log_path",
     "open_log",
@@ -26,7 +26,6 @@ __all__ = [
 ]
 
 LOG_FORMAT = 1
-INFRASTRUCTURE_ERROR = "infrastructure_error"  # the ending of an episode whose run failed (re-run on resume)
 
 
 def log_path(output: Union[str, os.PathLike]) -> Path:
@@ -78,7 +77,7 @@ def read_log(path: Union[str, os.PathLike], repair: bool = False) -> tuple[Optio
             continue
         key = record_key(obj)
         old = records.get(key)
-        if old is None or old.get("termination_reason") == INFRASTRUCTURE_ERROR:
+        if old is None or old.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR:
             records[key] = obj
     if repair and good_end < len(data):
         logger.warning(

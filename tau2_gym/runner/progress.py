@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Iterator
 
+from tau2_gym.core.termination import TerminationReason
+
 
 def progress(items: list, desc: str, enabled: bool) -> Iterator:
     """Yield ``items``, showing how many are done."""
@@ -52,7 +54,7 @@ class EpisodeProgress:
 
     def add(self, run: dict) -> None:
         self.done += 1
-        if run.get("termination_reason") == "infrastructure_error":
+        if run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR:
             self.failed += 1
         elif run.get("reward_info"):
             self.rewards.append(float(run["reward_info"]["reward"]))

@@ -42,7 +42,7 @@ from tau2_gym.core.tasks import Task
 from tau2_gym.llm.cache import cache_info, sum_stats
 from tau2_gym.runner.checks import adopt_identities, llm_clients
 from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Unit, prepare_run, run_collection
-from tau2_gym.runner.episodes import EpisodeRunner
+from tau2_gym.runner.episode_runner import EpisodeRunner
 from tau2_gym.runner.log import record_key
 from tau2_gym.runner.players import build_player
 from tau2_gym.scoring.judges import make_judge

@@ -28,24 +28,10 @@ from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.environment import Environment, pair_tool_calls
 from tau2_gym.core.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
 from tau2_gym.core.tasks import Action, RewardType, Task
+from tau2_gym.core.termination import SCORED, TerminationReason
 from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
-SCORED_TERMINATIONS = frozenset({"agent_stop", "user_stop"})
-KNOWN_TERMINATIONS = frozenset(
-    {
-        "user_stop",
-        "agent_stop",
-        "max_steps",
-        "too_many_errors",
-        "agent_error",
-        "user_error",
-        "judge_stop",
-        "timeout",
-        "infrastructure_error",
-        "context_window_exceeded",
-        "unexpected_error",
-    }
-)
+KNOWN_TERMINATIONS = frozenset(r.value for r in TerminationReason)
 
 _DB = RewardType.DB.value
 _EA = RewardType.ENV_ASSERTION.value
@@ -522,7 +508,7 @@ def evaluate_simulation(
         raise EvaluationError(
             f"task {task.id!r}: unknown termination_reason {reason!r}; expected one of {sorted(KNOWN_TERMINATIONS)}"
         )
-    if reason not in SCORED_TERMINATIONS:
+    if reason not in SCORED:
         return premature_reward_info(reason)
     crit = task.evaluation_criteria
     if crit is None:

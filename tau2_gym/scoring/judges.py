@@ -286,7 +286,7 @@ def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
     """A judge from a spec string, a config, an existing judge, or None (= no judge: fail, with a warning)."""
     if spec is None:
         return NoneJudge()
-    if isinstance(spec, Judge):
+    if isinstance(spec, Judge) or hasattr(spec, "assess"):  # a judge, or any object with the judge's method
         return spec
     if isinstance(spec, str):
         spec = parse_judge_spec(spec)

@@ -30,13 +30,13 @@ from typing import Any, Mapping, Optional
 import gymnasium as gym
 
 from tau2_gym.core.actions import ActionError, to_assistant_message
+from tau2_gym.core.termination import INFRASTRUCTURE
 
 REWARD_MODES = ("default", "strict", "partial")
 
 __all__ = [
     "REWARD_MODES",
     "PARTIAL_WEIGHTS",
-    "INFRASTRUCTURE_TERMINATIONS",
     "mode_reward",
     "strict_reward",
     "partial_reward",
@@ -59,8 +59,6 @@ PARTIAL_WEIGHTS: dict[str, float] = {
 }
 
 #: Endings caused by the machinery around the policy (the user simulator, the serving stack), not by the policy.
-INFRASTRUCTURE_TERMINATIONS = frozenset({"user_error", "infrastructure_error"})
-
 _NL = "NL_ASSERTION"
 
 
@@ -178,8 +176,8 @@ def infrastructure_failure(
     failed) and ``evaluation_error`` (scoring failed, e.g. the NL judge raised; the episode was left unjudged).
     A malformed action (``agent_error``), a step limit or a wrong answer are the policy's and stay signals.
     """
-    if termination_reason in INFRASTRUCTURE_TERMINATIONS:
-        return termination_reason
+    if termination_reason in INFRASTRUCTURE:
+        return str(termination_reason)
     if info and info.get("evaluation_error"):
         return "evaluation_error"
     return None

@@ -20,7 +20,7 @@ from tau2_gym.core.domain import load_domain
 from tau2_gym.core.messages import to_openai_messages
 from tau2_gym.core.prompts import agent_system_prompt
 from tau2_gym.core.results_file import ResultsFileError, load_results
-from tau2_gym.envs.episode import EpisodeSetup
+from tau2_gym.episodes.driver import EpisodeSetup
 from tau2_gym.training.hf.chat import ChatRenderer, TemplateError, stop_token_ids
 
 

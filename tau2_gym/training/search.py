@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tau2_gym.core.records import as_dict
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.envs.clone import clone_env
 from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.players.agents.scripted import OracleAgent
@@ -146,7 +147,7 @@ def reward_if_stopped(env: Any) -> Score:
             base.domain,
             loop.task,
             loop.messages(),
-            "user_stop",
+            TerminationReason.USER_STOP,
             solo=base.config.solo,
             judge=base.judge,
             strict=False,

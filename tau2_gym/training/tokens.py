@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
+from tau2_gym.core.termination import TerminationReason
 from tau2_gym.training.hf.policy import Trajectory, TurnRecord
 
 __all__ = ["TokenTrajectoryError", "server_trajectory", "server_trajectories"]
@@ -144,7 +145,7 @@ def server_trajectories(runs: list[dict]) -> tuple[list[Any], list[tuple[Any, st
     infrastructure errors are left out (they never reach training)."""
     good, bad = [], []
     for run in runs:
-        if run.get("termination_reason") == "infrastructure_error":
+        if run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR:
             continue
         try:
             good.append(server_trajectory(run))

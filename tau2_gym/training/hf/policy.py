@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.parsing import ParsedCall, has_response_parser, parse_tool_calls
+from tau2_gym.core.termination import MAX_TOKENS
 from tau2_gym.training.hf.chat import ChatRenderer
 from tau2_gym.training.hf.generation import Generation, Generator, HFGenerator
 
@@ -38,7 +39,6 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["PolicyRunner", "Trajectory", "TurnRecord", "hf_runner", "to_action"]
 
-MAX_TOKENS = "max_tokens"
 MAX_TURNS = "max_turns"
 _PREFIX_TAIL = 256  # tokens of context handed to a response parser as its `prefix`
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 
 from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.tasks import Task
-from tau2_gym.envs.episode import EpisodeSetup
+from tau2_gym.episodes.driver import EpisodeSetup
 from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError

@@ -1,6 +1,6 @@
-"""Playing one episode of a rollout: the policy and the customer are awaited, the episode is driven by the one
-episode driver (:mod:`tau2_gym.envs.episode`), scored, and recorded as a tau2 ``SimulationRun`` -- with upstream's
-retry policy: an episode whose run raised is run again, then recorded as ``infrastructure_error``."""
+"""Playing one episode of a rollout: the policy and the customer are awaited, the episode is driven, scored and
+recorded by the one episode driver (:mod:`tau2_gym.episodes.driver`) -- with upstream's retry policy: an episode
+whose run raised is run again, then recorded as ``infrastructure_error``."""
 
 from __future__ import annotations
 
@@ -13,22 +13,20 @@ from datetime import datetime
 from typing import Any, Optional, Sequence
 
 from tau2_gym.core.domain import load_domain
-from tau2_gym.core.prompts import user_guidelines
+from tau2_gym.core.records import as_dict
+from tau2_gym.core.results_file import results_info
 from tau2_gym.core.tasks import Task
-from tau2_gym.envs.baseline import do_nothing_baseline
-from tau2_gym.envs.episode import EpisodeSetup
+from tau2_gym.core.termination import TerminationReason
+from tau2_gym.episodes.baseline import do_nothing_baseline
+from tau2_gym.episodes.driver import HALF_DUPLEX, EpisodeSetup
 from tau2_gym.llm.cache import cache_info
-from tau2_gym.llm.cost import episode_usage, sum_usage
 from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
 from tau2_gym.runner.checks import retryable
 from tau2_gym.runner.config import RolloutConfig
-from tau2_gym.runner.log import INFRASTRUCTURE_ERROR
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["EpisodeRunner", "HALF_DUPLEX", "git_commit"]
-
-HALF_DUPLEX = "half_duplex"  # upstream's CommunicationMode of text runs (SimulationRun.mode)
+__all__ = ["EpisodeRunner", "git_commit"]
 
 
 def git_commit() -> str:
@@ -56,21 +54,8 @@ class EpisodeRunner:
         self.policy = policy
         self.user = user
         self.judge = judge
-        self.setup = EpisodeSetup(
-            self.domain,
-            solo=config.solo,
-            max_steps=config.max_steps,
-            max_errors=config.max_errors,
-            enforce_protocol=config.enforce_protocol,
-            agent_can_stop=config.agent_can_stop,
-            timeout=config.timeout,
-            parser=config.parser or "auto",
-            reply_parser=config.parser,
-            judge=judge,
-            evaluate=config.evaluate,
-            strict_replay=config.strict_replay,
-        )
-        self.agent_can_stop = self.setup.agent_can_stop
+        self.setup = EpisodeSetup(self.domain, config, judge)
+        self.agent_can_stop = config.agent_may_stop
         self.tools = list(self.setup.tools)
         self.policy_inline = _offline(policy)
         self.user_inline = user is not None and _offline(user)
@@ -90,7 +75,6 @@ class EpisodeRunner:
 
     async def run_once(self, task: Task, trial: int, seed: int) -> dict:
         """One attempt: the episode to its end, then its reward. Exceptions escape (the caller retries)."""
-        cfg = self.config
         episode = self.setup.start(task, seed=seed)
         try:
             while not episode.done:
@@ -98,31 +82,15 @@ class EpisodeRunner:
                 if request is not None:
                     if self.user is None:
                         raise RuntimeError(f"task {task.id!r} needs a user simulator but none was given")
-                    episode.answer(await self._user_turn(request))
+                    episode.submit_user(await self._user_turn(request))
                 else:
-                    episode.act(await self._agent_turn(episode.agent_request({"domain": cfg.domain, "trial": trial})))
+                    request = episode.agent_request({"domain": self.config.domain, "trial": trial})
+                    episode.act(await self._agent_turn(request))
         finally:
             done = getattr(self.policy, "episode_done", None)
             if done is not None:
                 done(episode.episode_id)
-        messages = episode.loop.messages()
-        diagnostics: dict[str, Any] = {}
-        reward_info = episode.score(messages, diagnostics)
-        run = episode.simulation_run(reward_info, trial=trial, messages=messages, info=diagnostics)
-        run.update(episode_usage(run["messages"]))  # agent_usage / user_usage, as upstream's newer files
-        run["mode"], run["policy"] = HALF_DUPLEX, self.domain.policy(cfg.solo, task)  # as upstream v1.0.1 records
-        if episode.loop.error is not None:
-            run["info"]["error"] = episode.loop.error
-        rejected = episode.rejected_reply
-        if rejected is not None:  # the reply that ended the episode: its usage and (captured) tokens
-            run["info"]["rejected_agent_reply"] = {
-                "raw_data": rejected["raw_data"],
-                "usage": rejected.get("usage"),
-                "cost": rejected.get("cost"),
-            }
-            run["agent_usage"] = sum_usage([run.get("agent_usage"), rejected.get("usage")])  # it was paid for
-            run["agent_cost"] = float(run.get("agent_cost") or 0.0) + float(rejected.get("cost") or 0.0)
-        return run
+        return as_dict(episode.finish(trial=trial, catch_evaluation_errors=False).record)
 
     async def run_episode(self, task: Task, trial: int, seed: int) -> dict:
         """The episode with upstream's retry policy; never raises (except cancellation)."""
@@ -162,7 +130,7 @@ class EpisodeRunner:
             "start_time": now,
             "end_time": now,
             "duration": 0.0,
-            "termination_reason": INFRASTRUCTURE_ERROR,
+            "termination_reason": TerminationReason.INFRASTRUCTURE_ERROR,
             "agent_cost": None,
             "user_cost": None,
             "agent_usage": None,
@@ -206,16 +174,8 @@ class EpisodeRunner:
             **({"domain_options": cfg.domain_options} if cfg.domain_options else {}),
         }
 
-    def results_info(self, seed_list: list[int]) -> dict[str, Any]:
+    def results_info(self) -> dict[str, Any]:
         cfg = self.config
-        try:
-            guidelines = user_guidelines(self.domain.source, use_tools=False)
-        except FileNotFoundError:
-            guidelines = None
-        if self.user is not None and hasattr(self.user, "info"):
-            user_info = dict(self.user.info())
-        else:
-            user_info = {"implementation": "dummy_user", "llm": None, "llm_args": None}
         agent_info = (
             dict(self.policy.info())
             if hasattr(self.policy, "info")
@@ -229,23 +189,21 @@ class EpisodeRunner:
             agent_info["implementation"] = "llm_agent_solo"
         if self._git_commit is None:
             self._git_commit = git_commit()
-        return {
-            "git_commit": self._git_commit,
-            "num_trials": cfg.num_trials,
-            "max_steps": cfg.max_steps,
-            "max_errors": cfg.max_errors,
-            "user_info": {**user_info, "global_simulation_guidelines": guidelines},
-            "agent_info": agent_info,
-            "environment_info": {"domain_name": cfg.domain, "policy": self.domain.policy(cfg.solo), "tool_defs": None},
-            "seed": cfg.seed,
-            "data_version": self.domain.data_version_record(),
-            **dict(self.domain.spec.extra.get("results_info") or {}),
-            **cache_info(self.user, self.judge),  # tau2_gym.llm.cache: whether the caches were on, where, counts
-            **self.baseline_info(),
-        }
+        info = results_info(
+            self.domain,
+            cfg,
+            user=self.user,
+            agent_info=agent_info,
+            num_trials=cfg.num_trials,
+            seed=cfg.seed,
+            git_commit=self._git_commit,
+        )
+        info.update(cache_info(self.user, self.judge))  # tau2_gym.llm.cache: whether the caches were on, where, counts
+        info.update(self.baseline_info())
+        return info
 
     def baseline_info(self) -> dict[str, Any]:
-        """The do-nothing baseline of the run's tasks (:mod:`tau2_gym.envs.baseline`), to read a score beside;
+        """The do-nothing baseline of the run's tasks (:mod:`tau2_gym.episodes.baseline`), to read a score beside;
         not for solo runs (there is no customer to say goodbye to)."""
         if self.config.solo:
             return {}
@@ -259,10 +217,10 @@ class EpisodeRunner:
             }
         }
 
-    def results(self, runs: list[dict], seed_list: list[int]) -> dict[str, Any]:
+    def results(self, runs: list[dict]) -> dict[str, Any]:
         return {
             "timestamp": datetime.now().isoformat(),
-            "info": self.results_info(seed_list),
+            "info": self.results_info(),
             "tasks": [t.model_dump(mode="json") for t in self.tasks],
             "simulations": runs,
             "simulation_index": None,

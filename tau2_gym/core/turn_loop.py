@@ -40,7 +40,8 @@ from tau2_gym.core.messages import (
     dumps_arguments,
     message_from_dict,
 )
-from tau2_gym.core.records import Record
+from tau2_gym.core.settings import EpisodeSettings
+from tau2_gym.core.termination import TRUNCATIONS, TerminationReason
 from tau2_gym.core.turns import UserTurnRequest
 
 if TYPE_CHECKING:
@@ -51,13 +52,6 @@ if TYPE_CHECKING:
 AGENT, USER, ENV, DONE = "agent", "user", "env", "done"
 GREETING = "Hi! How can I help you today?"
 STOP_TOOL = prompts.STOP_FUNCTION_NAME
-
-# termination reasons (values of tau2's TerminationReason)
-USER_STOP, AGENT_STOP = "user_stop", "agent_stop"
-MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT = "max_steps", "too_many_errors", "timeout"
-AGENT_ERROR, USER_ERROR = "agent_error", "user_error"
-SCORED_REASONS = frozenset({USER_STOP, AGENT_STOP})
-TRUNCATION_REASONS = frozenset({MAX_STEPS, TOO_MANY_ERRORS, TIMEOUT, USER_ERROR})
 
 
 def new_episode_id() -> str:
@@ -228,12 +222,10 @@ class TurnLoop:
 
     Args:
         domain: the loaded domain; ``task``: the task to run.
-        solo: upstream solo mode (no user; agent + user tools; only tool calls; ``done`` ends).
-        max_steps, max_errors: upstream's limits (orchestrator defaults 100 / 10).
-        enforce_protocol: upstream ``--enforce-communication-protocol`` (text XOR tool calls).
-        agent_can_stop: whether the agent ends the episode with ``done`` / ``###STOP###``. ``None`` = only in
-            solo mode (tau2 run: the standard agent cannot stop); ``True`` = upstream's gym agent.
-        timeout: wall-clock seconds (upstream HEAD ``timeout``), checked after each step; None = none.
+        settings: the episode settings (:class:`~tau2_gym.core.settings.EpisodeSettings`); the loop reads upstream's
+            orchestrator settings from it: ``solo``, ``max_steps``, ``max_errors``, ``enforce_protocol``,
+            ``agent_can_stop`` (resolved as :attr:`~tau2_gym.core.settings.EpisodeSettings.agent_may_stop`) and
+            ``timeout``. Default: upstream's orchestrator defaults.
         episode_id, seed: recorded in the simulation run and passed to the user simulator.
         environment: a prepared environment (default: a fresh one of ``domain``).
     """
@@ -256,22 +248,19 @@ class TurnLoop:
         "done",
         "duration",
         "end_time",
-        "enforce_protocol",
         "env",
         "episode_id",
         "error",
         "from_role",
-        "max_errors",
-        "max_steps",
         "message",
         "num_errors",
         "seed",
+        "settings",
         "solo",
         "start_time",
         "step_count",
         "task",
         "termination_reason",
-        "timeout",
         "to_role",
         "trajectory",
         "user_turns",
@@ -281,25 +270,18 @@ class TurnLoop:
         self,
         domain: LoadedDomain,
         task: Task,
+        settings: Optional[EpisodeSettings] = None,
         *,
-        solo: bool = False,
-        max_steps: int = 100,
-        max_errors: int = 10,
-        enforce_protocol: bool = False,
-        agent_can_stop: Optional[bool] = None,
-        timeout: Optional[float] = None,
         episode_id: Optional[str] = None,
         seed: Optional[int] = None,
         environment: Optional[Environment] = None,
     ) -> None:
+        settings = settings if settings is not None else EpisodeSettings(domain=domain.name)
+        self.settings = settings
         self.domain = domain
         self.task = task
-        self.solo = bool(solo)
-        self.max_steps = int(max_steps)
-        self.max_errors = int(max_errors)
-        self.enforce_protocol = bool(enforce_protocol)
-        self.agent_can_stop = self.solo if agent_can_stop is None else bool(agent_can_stop)
-        self.timeout = timeout
+        self.solo = bool(settings.solo)
+        self.agent_can_stop = settings.agent_may_stop
         self.episode_id = episode_id or new_episode_id()
         self.seed = seed
         if self.solo:
@@ -346,7 +328,7 @@ class TurnLoop:
 
     @property
     def truncated(self) -> bool:
-        return self.done and self.termination_reason in TRUNCATION_REASONS
+        return self.done and self.termination_reason in TRUNCATIONS
 
     # ------------------------------------------------------------------ initialization
 
@@ -394,12 +376,12 @@ class TurnLoop:
             self.from_role = AGENT
             self.to_role = ENV if last.is_tool_call() else USER
             if self._agent_is_stop(last):
-                self._finish(AGENT_STOP)
+                self._finish(TerminationReason.AGENT_STOP)
         elif isinstance(last, UserMessage):
             self.from_role = USER
             self.to_role = ENV if last.is_tool_call() else AGENT
             if user_is_stop(last):
-                self._finish(USER_STOP)
+                self._finish(TerminationReason.USER_STOP)
         elif isinstance(last, ToolMessage):
             self.from_role = ENV
             self.to_role = AGENT if last.requestor == "assistant" else USER
@@ -407,7 +389,7 @@ class TurnLoop:
             raise ValueError(f"Last message should be an assistant, user or tool message, got {type(last).__name__}")
 
     def _end_of_init(self) -> None:
-        if self.enforce_protocol:
+        if self.settings.enforce_protocol:
             self._protocol_check()
         self.env.sync_tools()
 
@@ -421,7 +403,7 @@ class TurnLoop:
         if user_sees(msg):
             self._user_view.append(_openai(msg, flip=True))
 
-    def _finish(self, reason: str, error: Optional[str] = None) -> None:
+    def _finish(self, reason: TerminationReason, error: Optional[str] = None) -> None:
         self.done = True
         self.termination_reason = reason
         if error is not None:
@@ -438,25 +420,32 @@ class TurnLoop:
 
     def _after_step(self) -> None:
         """End of upstream ``step()`` and the loop's ``_check_termination()``."""
-        if self.enforce_protocol:
+        if self.settings.enforce_protocol:
             self._protocol_check()
         self.step_count += 1
         self.env.sync_tools()
         if self.to_role == ENV:
             return
-        if self.step_count >= self.max_steps:
-            self._finish(MAX_STEPS)
-        if self.num_errors >= self.max_errors:
-            self._finish(TOO_MANY_ERRORS)
-        if self.timeout is not None and not self.done and time.perf_counter() - self._t0 >= self.timeout:
-            self._finish(TIMEOUT)
+        if self.step_count >= self.settings.max_steps:
+            self._finish(TerminationReason.MAX_STEPS)
+        if self.num_errors >= self.settings.max_errors:
+            self._finish(TerminationReason.TOO_MANY_ERRORS)
+        if (
+            self.settings.timeout is not None
+            and not self.done
+            and time.perf_counter() - self._t0 >= self.settings.timeout
+        ):
+            self._finish(TerminationReason.TIMEOUT)
 
     def _protocol_check(self) -> None:
         """upstream ``check_communication_error`` (only with ``enforce_protocol``)."""
         if self.from_role not in (AGENT, USER):
             return
         msg = self.message
-        who, reason = self.from_role, (AGENT_ERROR if self.from_role == AGENT else USER_ERROR)
+        who, reason = (
+            self.from_role,
+            (TerminationReason.AGENT_ERROR if self.from_role == AGENT else TerminationReason.USER_ERROR),
+        )
         if not msg.is_tool_call() and not msg.has_text_content():
             self._finish(reason, f"{who} sent an empty message.")
         elif msg.is_tool_call() and msg.has_text_content():
@@ -477,7 +466,10 @@ class TurnLoop:
         calls = self.message.tool_calls or []
         if not calls:  # upstream crashes here (IndexError); only reachable through a user simulator
             who = self.from_role
-            self._finish(AGENT_ERROR if who == AGENT else USER_ERROR, f"{who} sent an empty tool-call list")
+            self._finish(
+                TerminationReason.AGENT_ERROR if who == AGENT else TerminationReason.USER_ERROR,
+                f"{who} sent an empty tool-call list",
+            )
             return
         results = []
         for call in calls:
@@ -513,7 +505,7 @@ class TurnLoop:
             message.content, message.tool_calls = STOP, None  # tau2 rewrites a `done` call to the stop token
         if not message.has_text_content() and not message.is_tool_call():
             # upstream: message.validate() raises and the run aborts
-            self._finish(AGENT_ERROR, "agent sent an empty message (no text, no tool calls)")
+            self._finish(TerminationReason.AGENT_ERROR, "agent sent an empty message (no text, no tool calls)")
             return self._advance()
         message.timestamp = self._clock.now()
         message.turn_idx = None
@@ -522,7 +514,7 @@ class TurnLoop:
         if self._solo_opening:
             return self._solo_first(message, is_stop)
         if is_stop:
-            self._finish(AGENT_STOP)
+            self._finish(TerminationReason.AGENT_STOP)
         self._append(message)
         self.message, self.from_role = message, AGENT
         if message.is_tool_call():
@@ -530,7 +522,10 @@ class TurnLoop:
         else:
             self.to_role = USER
             if self.solo and not is_stop:
-                self._finish(AGENT_ERROR, "agent sent a text message in solo mode (only tool calls are allowed)")
+                self._finish(
+                    TerminationReason.AGENT_ERROR,
+                    "agent sent a text message in solo mode (only tool calls are allowed)",
+                )
         self._after_step()
         return self._advance()
 
@@ -542,9 +537,12 @@ class TurnLoop:
         if not message.is_tool_call():
             self.to_role = USER
             if is_stop:
-                self._finish(AGENT_STOP)
+                self._finish(TerminationReason.AGENT_STOP)
             else:
-                self._finish(AGENT_ERROR, "agent sent a text message in solo mode (only tool calls are allowed)")
+                self._finish(
+                    TerminationReason.AGENT_ERROR,
+                    "agent sent a text message in solo mode (only tool calls are allowed)",
+                )
         else:
             self.to_role = ENV
         self._end_of_init()
@@ -561,26 +559,26 @@ class TurnLoop:
             message.timestamp = self._clock.now()
             self._append(message)
             self.message, self.from_role, self.to_role = message, AGENT, USER
-        self._finish(AGENT_ERROR, error)
+        self._finish(TerminationReason.AGENT_ERROR, error)
         return self._advance()
 
-    def truncate(self, reason: str = MAX_STEPS) -> str:
+    def truncate(self, reason: str = TerminationReason.MAX_STEPS) -> str:
         """End a running episode from outside at the agent's turn (an outer step limit such as Gymnasium's
         ``TimeLimit``), as upstream ends one at its step limit: ``max_steps`` by default, so it is recorded and
         scored (0.0) like any other truncation."""
         if self.status != AGENT:
             raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
-        if reason not in TRUNCATION_REASONS:
-            raise ValueError(f"reason={reason!r}; a truncation is one of {sorted(TRUNCATION_REASONS)}")
+        if reason not in TRUNCATIONS:
+            raise ValueError(f"reason={reason!r}; a truncation is one of {sorted(str(r) for r in TRUNCATIONS)}")
         self._finish(reason)
         return self._advance()
 
     # ------------------------------------------------------------------ the user's turn
 
-    def user_request(self) -> UserTurnRequest:
-        """The pending user turn (status ``"user"``): what the user simulator must answer."""
+    def user_request(self) -> Optional[UserTurnRequest]:
+        """The pending user turn -- what the user simulator must answer -- or None when the user is not to speak."""
         if self.status != USER:
-            raise RuntimeError(f"no user turn is pending (status {self.status!r})")
+            return None
         if self._pending is None:
             if self._user_prompt is None:
                 self._user_tools = user_tools_for(self.domain, self.task)
@@ -604,23 +602,26 @@ class TurnLoop:
             raise RuntimeError(f"no user turn is pending (status {self.status!r})")
         self._pending = None
         if isinstance(message, BaseException):
-            self._finish(USER_ERROR, f"user simulator failed: {type(message).__name__}: {message}")
+            self._finish(TerminationReason.USER_ERROR, f"user simulator failed: {type(message).__name__}: {message}")
             return self._advance()
         if not isinstance(message, UserMessage):
-            self._finish(USER_ERROR, f"user simulator returned {type(message).__name__}, expected a UserMessage")
+            self._finish(
+                TerminationReason.USER_ERROR,
+                f"user simulator returned {type(message).__name__}, expected a UserMessage",
+            )
             return self._advance()
         calls = message.tool_calls
         if calls is not None:
             # tau2's simulator re-tags its calls as the user's (ids kept)
             message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in calls] or None
         if not message.has_text_content() and not message.is_tool_call():
-            self._finish(USER_ERROR, "user simulator sent an empty message (no text, no tool calls)")
+            self._finish(TerminationReason.USER_ERROR, "user simulator sent an empty message (no text, no tool calls)")
             return self._advance()
         message.timestamp = self._clock.now()
         message.turn_idx = None
         self.user_turns += 1
         if user_is_stop(message):
-            self._finish(USER_STOP)
+            self._finish(TerminationReason.USER_STOP)
         self._append(message)
         self.message, self.from_role = message, USER
         self.to_role = ENV if message.is_tool_call() else AGENT
@@ -629,12 +630,11 @@ class TurnLoop:
 
     # ------------------------------------------------------------------ views and the record
 
-    def agent_messages(self, system_prompt: Optional[str] = None) -> list[dict[str, Any]]:
-        """The agent's view in OpenAI chat format, system prompt first; a fresh list of fresh dicts."""
-        sp = system_prompt if system_prompt is not None else self.agent_prompt
-        out = copy_view(self._agent_view)
-        out.insert(0, {"role": "system", "content": sp})
-        return out
+    def agent_messages(self, copy: bool = True) -> list[dict[str, Any]]:
+        """The agent's view in OpenAI chat format, system prompt first: fresh dicts, or with ``copy=False`` the
+        loop's own (read them, do not change them; a long episode's views then cost O(T), not O(T^2))."""
+        view = copy_view(self._agent_view) if copy else self._agent_view
+        return [{"role": "system", "content": self.agent_prompt}, *view]
 
     def agent_view(self) -> list[dict[str, Any]]:
         """The agent's view without the system prompt; the dicts are the loop's own (read them, do not change
@@ -676,24 +676,6 @@ class TurnLoop:
         run = self._run_head(reward_info, trial, info)
         run["messages"] = [m.to_dict() for m in msgs]
         return run
-
-    def simulation_record(
-        self,
-        reward_info: Optional[dict] = None,
-        trial: Optional[int] = 0,
-        messages: Optional[list[AnyMessage]] = None,
-        info: Optional[dict] = None,
-    ) -> Record:
-        """:meth:`simulation_run` as a :class:`~tau2_gym.core.records.Record` whose messages are rendered on first
-        read; everything else is taken now. Only for a finished episode (its messages no longer change)."""
-        msgs = self.messages() if messages is None else messages
-        run = self._run_head(reward_info, trial, info)
-
-        def build() -> dict[str, Any]:
-            run["messages"] = [m.to_dict() for m in msgs]
-            return run
-
-        return Record.deferred(build)
 
     def _run_head(self, reward_info: Optional[dict], trial: Optional[int], info: Optional[dict]) -> dict[str, Any]:
         """The SimulationRun dict with ``messages`` still None (in its place in the field order)."""

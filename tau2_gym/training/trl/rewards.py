@@ -1,0 +1,92 @@
+"""The reward function TRL calls, what a rollout returns per episode, and which episodes carry no signal."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from tau2_gym.core.termination import INFRASTRUCTURE
+from tau2_gym.scoring.rewards import infrastructure_failure
+from tau2_gym.training.hf.policy import Trajectory
+
+
+def tau2_reward(
+    prompts: Any = None,
+    completions: Any = None,
+    tau2_reward: Optional[list] = None,
+    tau2_masked: Optional[list] = None,
+    log_metric: Optional[Callable[[str, float], None]] = None,
+    **kwargs: Any,
+) -> list[Optional[float]]:
+    """TRL reward function: the reward the rollout function computed for each episode (the env's reward under
+    its ``reward_mode``; upstream's raw reward is the ``upstream_reward`` field).
+
+    An episode that failed for infrastructure reasons (``tau2_masked``: ``user_error``, ``infrastructure_error``,
+    ``evaluation_error``) gets ``None`` -- TRL's convention for "no reward": the trainer turns it into NaN,
+    leaves it out of the group baseline and the logged reward, and gives it advantage 0 (the rollout function
+    also zeroes its ``env_mask``, so none of its tokens enters the loss). With TRL's ``log_metric`` the counts
+    are logged as ``tau2/masked_fraction`` and ``tau2/masked/<reason>``.
+    """
+    if tau2_reward is None:
+        raise ValueError("tau2_reward needs the 'tau2_reward' field; use it with make_rollout_func's rollout function")
+    masked = list(tau2_masked) if tau2_masked is not None else [None] * len(tau2_reward)
+    out = [None if (r is None or why) else float(r) for r, why in zip(tau2_reward, masked)]
+    if log_metric is not None and out:
+        reasons = [why for why in masked if why]
+        log_metric("tau2/masked_fraction", len(reasons) / len(out))
+        for why in INFRASTRUCTURE_REASONS:
+            log_metric(f"tau2/masked/{why}", float(reasons.count(why)))
+    return out
+
+
+#: The ``tau2_masked`` reasons (see :func:`tau2_gym.scoring.rewards.infrastructure_failure`).
+INFRASTRUCTURE_REASONS = (*sorted(str(r) for r in INFRASTRUCTURE), "evaluation_error")
+
+
+def masked_reason(t: Trajectory) -> Optional[str]:
+    """Why a trajectory carries no signal about the policy (None: it does): see ``tau2_gym.scoring.rewards``."""
+    return infrastructure_failure(t.termination_reason, t.info)
+
+
+def rollout_output(
+    trajectories: Sequence[Trajectory], stop_id: int, splits: Optional[Sequence[Optional[str]]] = None
+) -> dict[str, list]:
+    """The dict a TRL ``rollout_func`` returns for these trajectories (one entry each, in order).
+
+    An episode that ended before the policy's first turn gets a one-token completion (``stop_id``, masked
+    out) because TRL reads each completion's last token. An infrastructure failure (:func:`masked_reason`)
+    gets reward ``None`` and an all-zero ``env_mask``: it is masked out of the gradient, never a policy failure.
+    ``splits`` (recorded per episode as ``split``) are the training splits the tasks were checked against.
+    """
+    out: dict[str, list] = {
+        "prompt_ids": [],
+        "completion_ids": [],
+        "logprobs": [],
+        "env_mask": [],
+        "tau2_reward": [],
+        "upstream_reward": [],
+        "tau2_masked": [],
+        "reward_info": [],
+        "termination_reason": [],
+        "task_id": [],
+        "split": [],
+    }
+    splits = list(splits) if splits is not None else [None] * len(trajectories)
+    for t, split in zip(trajectories, splits):
+        completion, mask, logprobs = list(t.completion_ids), list(t.env_mask), list(t.logprobs)
+        if not completion:
+            completion, mask, logprobs = [stop_id], [0], [0.0]
+        why = masked_reason(t)
+        if why is not None:
+            mask = [0] * len(completion)
+        out["prompt_ids"].append(list(t.prompt_ids))
+        out["completion_ids"].append(completion)
+        out["logprobs"].append(logprobs)
+        out["env_mask"].append(mask)
+        out["tau2_reward"].append(None if why is not None else float(t.reward))
+        out["upstream_reward"].append(float(t.info.get("tau2_reward", t.reward)))
+        out["tau2_masked"].append(why)
+        out["reward_info"].append(t.reward_info)
+        out["termination_reason"].append(t.termination_reason)
+        out["task_id"].append(t.task_id)
+        out["split"].append(split)
+    return out

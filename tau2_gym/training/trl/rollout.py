@@ -1,0 +1,283 @@
+"""``rollout_func`` for ``GRPOTrainer``: one tau2 episode per prompt, played in lockstep with batched generation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import Counter
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tau2_gym.core.domain import load_domain
+from tau2_gym.envs import env_id
+from tau2_gym.players.users import resolve_user
+from tau2_gym.training.export import SplitGuardError, training_split
+from tau2_gym.training.hf.policy import PolicyRunner, Trajectory
+from tau2_gym.training.trl.dataset import parse_task_prompt
+from tau2_gym.training.trl.generators import TRLLocalGenerator, TRLVLLMGenerator, _tokenizer_of
+from tau2_gym.training.trl.rewards import rollout_output
+
+logger = logging.getLogger("tau2_gym.training.trl")
+
+
+class Tau2Rollout:
+    """The ``rollout_func`` object (see :func:`make_rollout_func`); keeps a pool of envs per domain."""
+
+    def __init__(
+        self,
+        *,
+        env_kwargs: Optional[dict[str, Any]] = None,
+        max_new_tokens: int = 512,
+        max_turns: Optional[int] = None,
+        parser: Union[str, Callable[..., Any]] = "auto",
+        chat_template: Optional[str] = None,
+        chat_template_kwargs: Optional[dict[str, Any]] = None,
+        seed: Optional[int] = None,
+        use_vllm: Optional[bool] = None,
+        batch_size: Optional[int] = None,
+        logits_processor: Optional[Sequence[Any]] = None,
+        env_factory: Optional[Callable[[str], Any]] = None,
+        vectorize: bool = True,
+        split: Optional[str] = "train",
+        allow_test_split: bool = False,
+        group_seed: bool = True,
+    ) -> None:
+        self.env_kwargs = dict(env_kwargs or {})
+        self.env_kwargs.setdefault("obs_format", "messages")
+        if self.env_kwargs["obs_format"] != "messages":
+            raise ValueError("the rollout function needs obs_format='messages'")
+        self.max_new_tokens = int(max_new_tokens)
+        self.max_turns = max_turns
+        self.parser = parser
+        self.chat_template = chat_template
+        self.chat_template_kwargs = chat_template_kwargs
+        self.seed = seed
+        self.group_seed = bool(group_seed)
+        self._calls = 0
+        self.use_vllm = use_vllm
+        self.batch_size = batch_size
+        self.logits_processor = list(logits_processor or [])
+        self.env_factory = env_factory
+        self.vectorize = vectorize
+        self._pools: dict[str, list[Any]] = {}
+        self._vectors: dict[tuple[str, int], Any] = {}
+        self._episodes = 0
+        self.last_trajectories: list[Trajectory] = []
+        self.last_seeds: list[Optional[int]] = []
+        self.split = split
+        self.last_splits: list[str] = []
+        self.allow_test_split = bool(allow_test_split)
+        self._allowed: dict[str, tuple[frozenset, str]] = {}
+        self.masked: Counter = Counter()  # infrastructure failures masked out, by reason (whole run)
+        self.episodes = 0
+
+    def check_split(self, domain: str, task_id: str) -> str:
+        """The recorded training split of a prompt's task; raises when the task lies outside it (test tasks need
+        ``allow_test_split=True``)."""
+        allowed = self._allowed.get(domain)
+        if allowed is None:
+            kw = self.env_kwargs
+            loaded = load_domain(domain, kw.get("data_dir"), kw.get("data_version"), options=kw.get("domain_options"))
+            ids, recorded = training_split(
+                loaded, self.split, task_set=kw.get("task_set"), allow_test_split=self.allow_test_split
+            )
+            allowed = self._allowed[domain] = (frozenset(ids), recorded)
+        ids, recorded = allowed
+        if task_id not in ids:
+            raise SplitGuardError(
+                f"task {task_id!r} of domain {domain!r} is not in the training split "
+                f"{recorded!r}; build the dataset with build_dataset(split=...) of the same split "
+                "(test tasks need allow_test_split=True on both)"
+            )
+        return recorded
+
+    def _kwargs(self) -> dict[str, Any]:
+        """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
+        user = self.env_kwargs.get("user")
+        if isinstance(user, str) and user not in ("oracle", "oracle_user"):
+            self.env_kwargs["user"] = resolve_user(user)
+        return dict(self.env_kwargs)
+
+    def make_env(self, domain: str) -> Any:
+        if self.env_factory is not None:
+            return self.env_factory(domain)
+        import gymnasium as gym
+
+        kwargs = self._kwargs()
+        solo = bool(kwargs.pop("solo", False))
+        return gym.make(env_id(domain, solo), disable_env_checker=True, **kwargs)
+
+    def _vector(self, domain: str, n: int) -> Any:
+        key = (domain, n)
+        vec = self._vectors.get(key)
+        if vec is None:
+            import gymnasium as gym
+
+            kwargs = self._kwargs()
+            solo = bool(kwargs.pop("solo", False))
+            vec = self._vectors[key] = gym.make_vec(env_id(domain, solo), num_envs=n, **kwargs)
+        return vec
+
+    def _envs(self, domains: Sequence[str]) -> Any:
+        """One vector env (batched user turns) when every prompt is of one domain; else single envs."""
+        if self.vectorize and self.env_factory is None and len(set(domains)) == 1:
+            return self._vector(domains[0], len(domains))
+        taken: dict[str, int] = {}
+        envs = []
+        for d in domains:
+            pool = self._pools.setdefault(d, [])
+            i = taken.get(d, 0)
+            if i == len(pool):
+                pool.append(self.make_env(d))
+            taken[d] = i + 1
+            envs.append(pool[i])
+        return envs
+
+    def runner(self, trainer: Any) -> PolicyRunner:
+        use_vllm = bool(getattr(trainer, "use_vllm", False)) if self.use_vllm is None else self.use_vllm
+        if use_vllm:
+            generator: Any = TRLVLLMGenerator(trainer)
+        else:
+            generator = TRLLocalGenerator(trainer, batch_size=self.batch_size, logits_processor=self.logits_processor)
+        budget = getattr(trainer, "max_completion_length", None) or trainer.args.max_completion_length
+        kwargs = self.chat_template_kwargs
+        if kwargs is None:
+            kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
+        return PolicyRunner(
+            generator,
+            _tokenizer_of(trainer),
+            parser=self.parser,
+            max_new_tokens=min(self.max_new_tokens, budget),
+            max_completion_tokens=budget,
+            max_turns=self.max_turns,
+            chat_template=self.chat_template,
+            chat_template_kwargs=kwargs,
+        )
+
+    def episode_seeds(self, refs: Sequence[tuple[str, str]], trainer: Any = None) -> list[Optional[int]]:
+        """The reset seeds of one call's episodes (``refs``: their (domain, task id)); counts the call.
+
+        With ``group_seed`` every episode of one (domain, task) in the call gets one seed, a hash of the base
+        seed (``seed``, else the trainer's ``args.seed``, else 0), the trainer's ``state.global_step`` (a run
+        resumed from a checkpoint does not replay the first steps' seeds), the call number and the task: the
+        same in every process (TRL spreads a group over processes; each calls once per generation) and in
+        every run with that base. Without it, ``seed + i`` over all episodes so far (None without ``seed``: the
+        envs' own RNGs).
+        """
+        call = self._calls
+        self._calls += 1
+        start = self._episodes
+        self._episodes += len(refs)
+        if self.group_seed:
+            base = self.seed if self.seed is not None else getattr(getattr(trainer, "args", None), "seed", None)
+            base = 0 if base is None else int(base)
+            step = getattr(getattr(trainer, "state", None), "global_step", None)
+            key = [base, step if isinstance(step, int) else None, call]
+            return [
+                int.from_bytes(hashlib.sha256(json.dumps(key + [d, t]).encode()).digest()[:4], "big") & 0x7FFFFFFF
+                for d, t in refs
+            ]
+        if self.seed is None:
+            return [None] * len(refs)
+        return [self.seed + start + i for i in range(len(refs))]
+
+    def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
+        refs = [parse_task_prompt(p) for p in prompts]
+        self.last_splits = [self.check_split(d, t) for d, t in refs]
+        envs = self._envs([d for d, _ in refs])
+        seeds = self.episode_seeds(refs, trainer)
+        self.last_seeds = seeds
+        trajectories = self.runner(trainer).run(envs, [{"task_id": t} for _, t in refs], seeds)
+        self.last_trajectories = trajectories
+        return trajectories
+
+    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list]:
+        trajectories = self.run(prompts, trainer)
+        stop_id = min(int(i) for i in trainer.eos_token_ids)
+        out = rollout_output(trajectories, stop_id, self.last_splits)
+        self.episodes += len(trajectories)
+        reasons = Counter(why for why in out["tau2_masked"] if why)
+        if reasons:
+            self.masked.update(reasons)
+            logger.warning(
+                "masked %d of %d episodes out of the gradient (infrastructure, not the policy): %s; run total %s of %d",
+                sum(reasons.values()),
+                len(trajectories),
+                dict(reasons),
+                dict(self.masked),
+                self.episodes,
+            )
+        return out
+
+
+def make_rollout_func(
+    *,
+    env_kwargs: Optional[dict[str, Any]] = None,
+    max_new_tokens: int = 512,
+    max_turns: Optional[int] = None,
+    parser: Union[str, Callable[..., Any]] = "auto",
+    chat_template: Optional[str] = None,
+    chat_template_kwargs: Optional[dict[str, Any]] = None,
+    seed: Optional[int] = None,
+    use_vllm: Optional[bool] = None,
+    batch_size: Optional[int] = None,
+    logits_processor: Optional[Sequence[Any]] = None,
+    env_factory: Optional[Callable[[str], Any]] = None,
+    vectorize: bool = True,
+    split: Optional[str] = "train",
+    allow_test_split: bool = False,
+    group_seed: bool = True,
+) -> Tau2Rollout:
+    """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
+
+    Args:
+        env_kwargs: ``gym.make`` arguments of every env (``user``, ``max_steps``, ``solo``, ``judge``, ...).
+        max_new_tokens: token limit of one policy turn; the whole completion is limited by the trainer's
+            ``max_completion_length`` (an episode that runs out ends as ``max_tokens`` with reward 0.0).
+        max_turns: policy turns per episode (None: the env's own step limit decides).
+        parser: tool-call parser of the generated text (``"auto"``: the tokenizer's response template, else
+            Hermes ``<tool_call>``, else JSON).
+        chat_template, chat_template_kwargs: template override / variables (default: the trainer's
+            ``chat_template_kwargs``).
+        seed: base of the per-episode reset seeds (None: the trainer's ``args.seed`` with ``group_seed``, else
+            the envs' own RNGs). A reset seed seeds the env's RNG, which draws the user simulator's seed.
+        group_seed: the rollouts of one GRPO group -- the episodes of one (domain, task) in one call; TRL's
+            ``RepeatSampler`` sends each prompt ``num_generations`` times in a batch -- share one reset seed, so
+            they meet the same user simulator (same seed, same sampled customer replies while their histories
+            agree, same opening message) and the group's reward spread comes from the policy alone, which is
+            what GRPO's group baseline assumes (as in TRL without an env: one prompt, G samples of the
+            policy); the seed changes with every call, so the customer still varies
+            over training. A temperature-0 user with the cache on answers the group's identical requests once.
+            Deterministic from the base seed, the call number and the task. Default on; ``False``: a distinct
+            seed per episode (``seed + i``), for user variety inside a group.
+        use_vllm: generate through TRL's vLLM backend (default: when the trainer has ``use_vllm=True``).
+        batch_size: contexts per ``generate`` call with local generation (None: all active episodes).
+        logits_processor: extra logits processors for local generation.
+        env_factory: ``fn(domain) -> env`` instead of ``gym.make("tau2/<domain>-v0", **env_kwargs)``.
+        vectorize: run a batch of one domain's prompts in a ``Tau2VectorEnv`` so the customers' turns are
+            answered in one batch per round (LLM user simulators batch or run concurrently); else single envs.
+        split, allow_test_split: the training split every prompt's task must belong to (default ``train``;
+            recorded per episode as ``split``); tasks of the ``test`` split are refused unless
+            ``allow_test_split=True`` (see :func:`tau2_gym.training.export.training_split`).
+
+    Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
+    evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
+    counted in ``rollout.masked`` and in TRL's logs (see :func:`tau2_reward`).
+    """
+    return Tau2Rollout(
+        env_kwargs=env_kwargs,
+        max_new_tokens=max_new_tokens,
+        max_turns=max_turns,
+        parser=parser,
+        chat_template=chat_template,
+        chat_template_kwargs=chat_template_kwargs,
+        seed=seed,
+        use_vllm=use_vllm,
+        batch_size=batch_size,
+        logits_processor=logits_processor,
+        env_factory=env_factory,
+        vectorize=vectorize,
+        split=split,
+        allow_test_split=allow_test_split,
+        group_seed=group_seed,
+    )
