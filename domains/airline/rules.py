@@ -1040,6 +1040,9 @@ class _Run:
                 return self._split(spec["if_certificate_limit"], total, step)
             if "if_certificate_limit" in step:
                 raise _Declined("only one certificate per reservation", "certificate_limit")
+            if spec.get("only") and max(methods[c]["amount"] for c in certs) < total:
+                raise _Refused("payment_limits", "only one certificate per reservation, and it does not cover the "
+                               "price; the customer accepts no other method")  # fmt: skip
         out: list[dict] = []
         remaining = total
         used_certs = used_cards = used_gifts = 0
