@@ -216,6 +216,7 @@ class _World:
         self.users = [u for u in db["users"] if u not in exclude]
         self.flights = [f for f in flights if f not in exclude]
         self._pools: dict[str, list[str]] = {}
+        self.described: dict[str, dict] = {}  # reservation -> how the customer of the current draw names it
 
     def pool(self, name: str, test: Callable[[_Res], bool]) -> list[str]:
         if name not in self._pools:
@@ -267,7 +268,9 @@ def _choice(rng: random.Random, items: Sequence[Any]) -> Any:
 
 def _describe(rng: random.Random, world: _World, rid: str, part: _Part) -> dict:
     """How the customer names a reservation: its id (known), or its route when that is unique for the user (the
-    agent has to find it)."""
+    agent has to find it). The same reservation is named the same way in every part of one call."""
+    if rid in world.described:
+        return world.described[rid]
     res = world.reservation(rid)
     same_route = [
         r
@@ -278,11 +281,17 @@ def _describe(rng: random.Random, world: _World, rid: str, part: _Part) -> dict:
         and world.db["reservations"][r]["destination"] == res["destination"]
     ]
     if rng.random() < 0.35 and same_route == [rid]:
-        part.unknown.append("You do not remember the reservation id.")
-        part.known.append(f"The trip is your {_trip_words(res)}.")
-        return {"origin": [res["origin"]], "destination": [res["destination"]]}
-    part.known.append(f"Your reservation id is {rid}.")
-    return {"id": rid}
+        trip = _trip_words(res)
+        part.unknown.append(f"You do not remember the reservation id of your {trip}.")
+        part.known.append(f"You have a {trip}.")
+        sel: dict = {"origin": [res["origin"]], "destination": [res["destination"]]}
+    else:
+        part.known.append(
+            f"Your reservation id is {rid}." if not world.described else f"Your other reservation id is {rid}."
+        )
+        sel = {"id": rid}
+    world.described[rid] = sel
+    return sel
 
 
 def _payment_pref(rng: random.Random, world: _World, uid: str, allow_original: bool = True) -> tuple[dict, str]:
@@ -1117,6 +1126,7 @@ def _plan(intents: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _draw(world: _World, intent: str, variant: str, rng: random.Random) -> list[_Part]:
+    world.described = {}
     names = intent.split("+")
     if len(names) == 1:
         return [BUILDERS[intent](rng, world, variant)]

@@ -35,7 +35,8 @@ be used). Intents:
 A reservation selector is ``{"id": ...}``, ``{"this": true}`` (the reservation the refused step was about), or
 filters over the user's reservations: ``origin``/``destination`` (lists), ``date``, ``not_route``, ``has_flight``,
 ``upcoming``, ``passengers`` (count), ``cabin``, ``with_self`` (the user flies), ``has_delayed_flight``,
-``has_cancelled_flight``, ``longest_flight_over_hours``, ``legs_at_most_hours``.
+``has_cancelled_flight``, ``longest_flight_over_hours``, ``legs_at_most_hours``, ``most_recent`` (the latest
+booked of the matches).
 
 Where the customer states no preference the engine follows fixed conventions (marked "engine convention", not
 policy): a change is paid with the payment method already chosen in the call, else the reservation's original
@@ -398,6 +399,8 @@ class _Run:
             res = self.reservation(rid) if rid in self.state.reservations else None
             if res is not None and self._matches(res, sel):
                 found.append(rid)
+        if sel.get("most_recent") and found:
+            found = [max(found, key=lambda r: self.state.reservations[r]["created_at"])]
         if not found and not sel.get("may_be_empty"):
             raise RequestError(f"selector {sel} matches none of {self.user_id}'s reservations")
         if not many and len(found) > 1:
