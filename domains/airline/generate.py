@@ -38,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from tau2_gym.core.db import BaseData
+from tau2_gym.core.db import BaseData, same_json
 from tau2_gym.domains.airline.rules import (
     DAY_BEFORE_NOW,
     FLOWN,
@@ -253,7 +253,6 @@ class _Part:
     unknown: list[str] = field(default_factory=list)
     payment: Optional[dict] = None  # the customer's stated payment preference for changes
     forbidden: list[dict] = field(default_factory=list)  # a builder's own forbidden write (else the engine's)
-    expect_writes: Optional[bool] = None  # None: allowed -> writes, refused -> none
 
 
 class _Skip(Exception):
@@ -336,7 +335,11 @@ def _cancel(rng: random.Random, world: _World, variant: str, uid: Optional[str] 
         tests = {
             "recent": lambda r: r.upcoming and r.recent and r.cabin != "business",
             "airline": lambda r: (
-                r.airline_cancelled and not r.started and not r.recent and r.cabin != "business" and any_ahead(world, r)
+                r.airline_cancelled
+                and not r.started
+                and not r.recent
+                and r.cabin != "business"
+                and _any_ahead(world, r)
             ),
             "business": lambda r: r.upcoming and r.cabin == "business" and not r.recent,
             "insured": lambda r: r.upcoming and r.insurance == "yes" and r.cabin != "business" and not r.recent,
@@ -355,7 +358,7 @@ def _cancel(rng: random.Random, world: _World, variant: str, uid: Optional[str] 
     return _cancel_part(rng, world, rid, reason, variant)
 
 
-def any_ahead(world: _World, r: _Res) -> bool:
+def _any_ahead(world: _World, r: _Res) -> bool:
     flights = world.db["flights"]
     res = world.reservation(r.rid)
     return any(flights[s["flight_number"]]["dates"][s["date"]]["status"] in NOT_DEPARTED for s in res["flights"])
@@ -976,6 +979,9 @@ def _assemble(world: _World, parts: list[_Part], index: int, seed: int, id_prefi
         if p.variant == "refused" and p.intent == "book" and not p.forbidden:
             forbidden = _forbidden_booking(world, p, result)
     failed = [o for o in result["outcomes"] if o["outcome"] != "done"]
+    needs_write = bool(writes) and _changes_db(world, writes)
+    if writes and not needs_write:
+        raise _Skip("the writes change nothing")
     if variant == "allowed":
         if failed:
             raise _Skip(f"an allowed draft the engine does not fully allow: {result['reason']}")
@@ -1048,7 +1054,7 @@ def _assemble(world: _World, parts: list[_Part], index: int, seed: int, id_prefi
         "intent": intent,
         "variant": variant,
         "forbidden_actions": forbidden if variant == "refused" else [],
-        "needs_write": bool(writes),
+        "needs_write": needs_write,
         "rules": list(result["rules"]),
         "entities": {t: sorted(touched.get(t, ())) for t in TABLES},
     }
@@ -1094,16 +1100,20 @@ def _forbidden_booking(world: _World, part: _Part, result: dict) -> list[dict]:
 
 
 def _changes_db(world: _World, actions: list[dict]) -> bool:
-    """Whether the writes run without a tool error and change the DB (a forbidden write must cost the reward)."""
+    """Whether the writes run without a tool error and change the DB (a forbidden write must cost the reward):
+    the records they touched, compared with the base."""
     state = world.base.new_state()
-    before = state.hash()
     tools = AirlineTools(state)
     try:
         for a in actions:
             getattr(tools, a["name"])(**a["arguments"])
     except (ValueError, KeyError, TypeError):
         return False
-    return state.hash() != before
+    for name in TABLES:
+        table, base = state.get_field(name), world.db[name]
+        if any(k not in base or not same_json(table[k], base[k]) for k in table.changed_keys()):
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------------------------- the drafter

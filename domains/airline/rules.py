@@ -450,9 +450,6 @@ class _Run:
 
     # ------------------------------------------------------------------ payment
 
-    def method(self, pid: str) -> dict:
-        return self.state.users[self.user_id]["payment_methods"][pid]
-
     def _can_pay_change(self, pid: Optional[str], amount: int) -> bool:
         methods = self.state.users[self.user_id]["payment_methods"]
         if pid is None or pid not in methods:
@@ -715,14 +712,16 @@ class _Run:
             constraints = dict(spec)
             if after is not None:
                 constraints["after"] = after
-            if res["cabin"] == "basic_economy" or any(self.status(s) in FLOWN for s in old):
-                options = self.options(origin, destination, date, constraints, cabin, pax)
-                if res["cabin"] == "basic_economy":
-                    pick = options and self.choose(options, spec, cabin, [self.seg_view(s) for s in old])
-                    forbidden = self._forbidden_update(res, k, pick, cabin, new_legs, old_legs)
-                    raise _Refused("basic_no_change", f"{rid} is basic economy", forbidden)
-                raise _Refused("status", f"{rid}: the leg to change has been flown", transfer=True)
             options = self.options(origin, destination, date, constraints, cabin, pax)
+            if res["cabin"] == "basic_economy":  # refused; the write asked for is the customer's pick, if any
+                try:
+                    pick = self.choose(options, spec, cabin, [self.seg_view(s) for s in old])
+                except _Declined:
+                    pick = []
+                forbidden = self._forbidden_update(res, k, pick, cabin, new_legs, old_legs)
+                raise _Refused("basic_no_change", f"{rid} is basic economy", forbidden)
+            if any(self.status(s) in FLOWN for s in old):
+                raise _Refused("status", f"{rid}: the leg to change has been flown", transfer=True)
             pick = self.choose(options, spec, cabin, [self.seg_view(s) for s in old])
             new_legs.append([{"flight_number": s.flight_number, "date": s.date} for s in pick])
             after = pick[-1].end()
@@ -779,6 +778,9 @@ class _Run:
         """Price the new itinerary as the tool does (kept segments at their old price in the same cabin), check
         seats and the budget, pick the payment method and write."""
         pax = len(res["passengers"])
+        current = [{"flight_number": s["flight_number"], "date": s["date"]} for s in res["flights"]]
+        if flights == current and cabin == res["cabin"]:
+            raise _Declined(f"{res['reservation_id']} already has these flights in {cabin}", "no_change")
         total = 0
         kept = False
         for f in flights:
@@ -1287,13 +1289,6 @@ def _card_matches(method: dict, pref: dict) -> bool:
     return True
 
 
-def _write_payments(write: dict) -> list[tuple[str, int]]:
-    args = write["arguments"]
-    if write["name"] == "book_reservation":
-        return [(p["payment_id"], p["amount"]) for p in args["payment_methods"]]
-    return []
-
-
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.2f}"
 
@@ -1304,7 +1299,7 @@ def resolve(request: dict, db: Any) -> dict:
 
     Returns ``{"allowed", "reason", "actions" (the writes, in order), "communicate", "rules", "gold" (reads, writes
     and transfers a careful agent makes, in order), "forbidden" (refused asks: the write the customer wanted),
-    "outcomes" (per step and reservation: done / refused / declined, with the reason)}``.
+    "outcomes" (per step and reservation: done / refused / declined, with the reason), "transferred"}``.
     """
     run = _Run(db, request)
     allowed = run.run_steps(list(request.get("steps", [])), None, top=True)
@@ -1318,4 +1313,5 @@ def resolve(request: dict, db: Any) -> dict:
         "gold": [a for _, a in run.actions],
         "forbidden": run.forbidden,
         "outcomes": run.outcomes,
+        "transferred": run.transferred,
     }
