@@ -834,6 +834,9 @@ def _transfer(rng: random.Random, world: _World, variant: str, uid: Optional[str
     part.reason = rng.choice((
         f"You are in the middle of your {_trip_words(res)} and want to cancel the rest of it.",
         f"You already flew part of your {_trip_words(res)}; you want to cancel the remaining flights.",
+        f"Something came up during your {_trip_words(res)}: you will not fly the remaining flights and want them "
+        "cancelled.",
+        f"You want to cancel what is left of your {_trip_words(res)}; the first flight is already behind you.",
     ))  # fmt: skip
     part.instructions.append("If the agent cannot do it, you want to be transferred to a human agent.")
     part.steps = [{"intent": "cancel", "reservation": sel, "reason": "change_of_plan", "if_refused": [
@@ -843,6 +846,25 @@ def _transfer(rng: random.Random, world: _World, variant: str, uid: Optional[str
 
 
 # information --------------------------------------------------------------------------------------------------
+
+
+_TOTALS = {
+    "gift_card_balance_total": (
+        "You want to know the total balance of all your gift cards together.",
+        "How much money is left on your gift cards, all of them added up? That is what you want to find out.",
+        "You are planning a trip and want to know the combined balance of your gift cards.",
+    ),
+    "certificate_balance_total": (
+        "You want to know how much your travel certificates are worth in total.",
+        "You have several travel certificates and want to know their combined value.",
+        "Before booking anything, you want the total amount of your travel certificates.",
+    ),
+    "upcoming_total_cost": (
+        "You want to know how much you paid in total for all your upcoming trips.",
+        "For your budget, you want the total amount you paid for the trips you have not flown yet.",
+        "You are reviewing your expenses: what did all your upcoming reservations cost together?",
+    ),
+}
 
 
 def _info(rng: random.Random, world: _World, variant: str, uid: Optional[str] = None) -> _Part:
@@ -873,11 +895,7 @@ def _info(rng: random.Random, world: _World, variant: str, uid: Optional[str] = 
         uid = _choice(rng, users)
     part = _Part("info", "allowed", uid, [], "")
     part.known.append(f"Your user id is {uid}.")
-    part.reason = {
-        "gift_card_balance_total": "You want to know the total balance of all your gift cards together.",
-        "certificate_balance_total": "You want to know how much your travel certificates are worth in total.",
-        "upcoming_total_cost": "You want to know how much you paid in total for all your upcoming trips.",
-    }[question]
+    part.reason = rng.choice(_TOTALS[question])
     part.instructions.append("If the agent gives separate amounts, ask for the total as one number.")
     part.steps = [{"intent": "info", "question": question}]
     return part
