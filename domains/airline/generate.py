@@ -2,7 +2,7 @@
 
 The benchmark has 30 airline train tasks; this module drafts as many as a trainer needs (the machinery in
 :mod:`tau2_gym.generation` verifies each draft through the env before writing it). Seeded and deterministic, no
-LLM: draft ``i`` of seed ``s`` is drawn with ``random.Random(f"airline:{s}:{i}")`` from the DB's users,
+LLM: slot ``k`` of seed ``s`` draws with ``random.Random(f"airline:{s}:{k}:{attempt}")`` from the DB's users,
 reservations and flights (never one in ``exclude``), so the same arguments give the same drafts byte for byte.
 
 Every draft is a request in the customer's terms (the format of :mod:`.rules`, the same the benchmark annotations
@@ -1154,17 +1154,15 @@ def _plan(intents: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _draw(world: _World, intent: str, variant: str, rng: random.Random) -> list[_Part]:
+    """The parts of one call: several intents are one customer's; in a refused variant the last part is the
+    refused one and the others go through."""
     world.described = {}
     names = intent.split("+")
-    if len(names) == 1:
-        return [BUILDERS[intent](rng, world, variant)]
-    # two intents of one customer: the refused variant refuses the second (the first goes through)
-    first = BUILDERS[names[0]](rng, world, "allowed")
-    second_variant = variant if names[1] in REFUSABLE else "allowed"
-    if names[1] == "transfer":
-        second_variant = "refused"
-    second = BUILDERS[names[1]](rng, world, second_variant, first.user_id)
-    return [first, second]
+    parts: list[_Part] = []
+    for k, name in enumerate(names):
+        wanted = variant if k == len(names) - 1 and name in REFUSABLE else "allowed"
+        parts.append(BUILDERS[name](rng, world, wanted, parts[0].user_id if parts else None))
+    return parts
 
 
 def draft_tasks(
