@@ -139,6 +139,7 @@ class Session:
         self.user_id: Optional[str] = None
         self.actions: list[dict] = []
         self.reads: list[dict] = []
+        self.trace: list[dict] = []
         self.communicate: list[str] = []
         self.rules: list[str] = []
         self.parts: list[Part] = []
@@ -152,13 +153,24 @@ class Session:
         new.state = self.state.copy()
         new.tools = RetailTools(new.state)
         new.user_id = self.user_id
-        for name in ("actions", "reads", "communicate", "rules", "parts", "notes"):
+        for name in ("actions", "reads", "trace", "communicate", "rules", "parts", "notes"):
             setattr(new, name, list(getattr(self, name)))
         new.money_back = self.money_back
         return new
 
     def adopt(self, other: Session) -> None:
-        for name in ("state", "tools", "user_id", "actions", "reads", "communicate", "rules", "parts", "notes"):
+        for name in (
+            "state",
+            "tools",
+            "user_id",
+            "actions",
+            "reads",
+            "trace",
+            "communicate",
+            "rules",
+            "parts",
+            "notes",
+        ):
             setattr(self, name, getattr(other, name))
         self.money_back = other.money_back
 
@@ -168,6 +180,7 @@ class Session:
         call = {"name": name, "arguments": arguments}
         if call not in self.reads:
             self.reads.append(call)
+            self.trace.append(call)
 
     def rule(self, name: str) -> None:
         c = cite(name)
@@ -182,6 +195,7 @@ class Session:
             raise Refused(f"the tool refuses {name}: {exc}", "deny") from exc
         action = {"name": name, "arguments": arguments}
         self.actions.append(action)
+        self.trace.append(action)
         return action
 
     @property
@@ -274,9 +288,10 @@ def resolve(request: dict, db: dict) -> dict:
     """Resolve a customer's request against ``db`` (plain retail data: products, users, orders) under the policy.
 
     Returns ``{"allowed", "reason", "actions", "communicate", "rules"}`` plus ``"reads"`` (the lookups a careful
-    agent makes, in order), ``"parts"`` (one outcome per step), ``"user_id"``, ``"notes"`` (choices the request left
-    open) and ``"money_back"``. ``allowed`` is False when any step was refused; ``actions`` still holds the writes
-    of the steps that were allowed (the policy lets the agent do those).
+    agent makes, in order), ``"trace"`` (reads and writes interleaved as the agent makes them), ``"parts"`` (one
+    outcome per step), ``"user_id"``, ``"notes"`` (choices the request left open) and ``"money_back"``.
+    ``allowed`` is False when any step was refused; ``actions`` still holds the writes of the steps that were
+    allowed (the policy lets the agent do those).
     """
     session = Session(db)
     try:
@@ -299,6 +314,7 @@ def _result(session: Session, allowed: bool, reason: str) -> dict:
         "communicate": session.communicate,
         "rules": session.rules,
         "reads": session.reads,
+        "trace": session.trace,
         "parts": [p.__dict__ for p in session.parts],
         "user_id": session.user_id,
         "notes": session.notes,
@@ -460,7 +476,10 @@ def _order_matches(session: Session, oid: str, spec: dict) -> bool:
 
 
 #: the customer's word for a status -> the statuses it covers ("the one I received" may already be returned)
-_STATUS_WORDS = {"received": ("delivered", "exchange requested", "return requested")}
+_STATUS_WORDS = {
+    "received": ("delivered", "exchange requested", "return requested"),
+    "pending": ("pending", "pending (item modified)"),
+}
 
 
 def find_orders(
@@ -477,7 +496,6 @@ def find_orders(
         oid = spec["id"]
         if oid not in mine:
             if oid in session.state.orders:
-                session.read("get_order_details", order_id=oid)
                 raise Refused(f"order {oid} belongs to another user", "one_user")
             if not (spec.get("with") or spec.get("with_any")):
                 raise Refused(f"order {oid} does not exist", "no_invention")
@@ -1010,6 +1028,9 @@ def _modify_payment(session: Session, step: dict) -> None:
 
 def _modify_user_address(session: Session, step: dict) -> None:
     session.rule("scope")
+    other = step.get("for_user")  # "my partner's profile": another customer's account
+    if other and other != session.user_id:
+        raise Refused("the default address of another customer's account", "one_user")
     address = address_of(session, step["address"])
     session.write("modify_user_address", user_id=session.user_id, **address)
 
