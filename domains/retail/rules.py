@@ -189,6 +189,7 @@ class Session:
 
     def write(self, name: str, **arguments: Any) -> dict:
         """Apply a write through the domain's tools; a tool error means the rules missed a check (a bug here)."""
+        self.rule("confirm")
         try:
             self.tools.use_tool(name, **arguments)
         except Exception as exc:  # the tool refuses: report it as a refusal naming the tool's words
@@ -223,7 +224,6 @@ _SYNONYMS = {
     "coffee machine": ("Coffee Maker", "Espresso Machine"),
     "bike": ("Bicycle",),
     "book shelf": ("Bookshelf",),
-    "giftcard": (),
 }
 
 
@@ -536,16 +536,6 @@ def _item_matches(item: dict, spec: dict) -> bool:
         if item["options"].get(k) not in ([v] if isinstance(v, str) else v):
             return False
     return True
-
-
-def _pick_items(items: list[dict], idx: list[int], spec: dict) -> list[int]:
-    pick = spec.get("pick")
-    if pick in ("most_expensive", "cheapest") and idx:
-        key = (lambda i: items[i]["price"]) if pick == "cheapest" else (lambda i: -items[i]["price"])
-        return [min(idx, key=key)]
-    if spec.get("all") or spec.get("count"):
-        return idx[: spec["count"]] if spec.get("count") else idx
-    return idx[:1]
 
 
 def find_items(
