@@ -581,12 +581,10 @@ def find_items(
         if spec.get("pick") in ("most_expensive", "cheapest"):
             sign = 1 if spec["pick"] == "cheapest" else -1
             hits = [min(hits, key=lambda h: sign * session.known(h[0])["items"][h[1]]["price"])]
-        elif not (spec.get("all") or spec.get("count")):
+        elif not spec.get("all"):
             if len({o for o, _ in hits}) > 1:
                 session.notes.append(f"{_describe(spec)} is in several orders: took {hits[0][0]}")
             hits = [h for h in hits if h[0] == hits[0][0]][:1]
-        elif spec.get("count"):
-            hits = hits[: spec["count"]]
         for oid, i in hits:
             out.setdefault(oid, []).append(i)
     return list(out.items())
