@@ -268,8 +268,8 @@ def _test_split_keys(domain, db) -> frozenset[str]:
 def test_exclude_is_honoured(domain, db):
     exclude = _test_split_keys(domain, db)
     assert len(exclude) > 100
-    drafted = list(generate.draft_tasks(db, n=120, seed=2, exclude=exclude))
-    assert len(drafted) >= 120
+    drafted = list(generate.draft_tasks(db, n=300, seed=2, exclude=exclude))
+    assert len(drafted) >= 300
     for d in drafted:
         used = set().union(*map(set, d["entities"].values()))
         calls = d["task"]["evaluation_criteria"]["actions"] + d["forbidden_actions"]

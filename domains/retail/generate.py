@@ -1023,6 +1023,8 @@ def _draft(gen: _Gen, intent: str, variant: str, case: Optional[str], task_id: s
     items = sorted(
         {i for a in gold + forbidden for key in ("item_ids", "new_item_ids") for i in a["arguments"].get(key, [])}
     )
+    if w.exclude and _mentions(gold + forbidden, w.exclude) | (set(users + orders + products + items) & w.exclude):
+        return None  # e.g. "the cheapest one" turned out to be an excluded item
     writes = [a for a in gold if a["name"] in rules.WRITE_TOOLS]
     return {
         "task": task,
@@ -1036,6 +1038,17 @@ def _draft(gen: _Gen, intent: str, variant: str, case: Optional[str], task_id: s
         "entities": {"users": users, "orders": orders, "products": products, "items": items},
         "signature": (intent, variant, case, uid, tuple(orders)),
     }
+
+
+def _mentions(calls: list[dict], keys: frozenset[str]) -> set[str]:
+    """The ``keys`` that the calls' arguments name (strings and lists of strings)."""
+    out: set[str] = set()
+    for c in calls:
+        for v in c["arguments"].values():
+            for x in v if isinstance(v, list) else [v]:
+                if isinstance(x, str) and x in keys:
+                    out.add(x)
+    return out
 
 
 def _changes_db(db: dict, calls: list[dict]) -> bool:
