@@ -14,7 +14,21 @@ import pytest
 from datautil import LEGACY
 
 from tau2_gym import load_domain
-from tau2_gym.data import TAU2_BENCH_1_0_1, ensure
+from tau2_gym.data import TAU2_BENCH_1_0_1, DataError, ensure
+
+#: pytest's exit status when the suite cannot start (its usage-error code)
+NO_DATA_EXIT = 4
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Most tests play tasks of the default data: without it, and without a way to fetch it, the suite stops here
+    with one message naming the ways out, instead of hundreds of failures."""
+    if config.option.collectonly:
+        return
+    try:
+        ensure(TAU2_BENCH_1_0_1)
+    except DataError as exc:
+        pytest.exit(f"the test suite needs the tau2 data {TAU2_BENCH_1_0_1.name}: {exc}", returncode=NO_DATA_EXIT)
 
 
 @pytest.fixture(scope="session")

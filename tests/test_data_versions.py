@@ -275,3 +275,24 @@ def test_blob_ids_are_gits(tmp_path):
     f.write_bytes(b"hello\n")
     assert blob_id(f) == "ce013625030ba8dba906f756967f9e9ca394464a"  # `git hash-object` of "hello\n"
     assert hashlib.sha1(b"blob 6\0hello\n").hexdigest() == blob_id(f)
+
+
+def test_the_suite_without_data_and_without_a_way_to_fetch_it_stops_with_one_message(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on: the data cannot be fetched
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("TAU2_DATA_DIR", "TAU2_DATA_VERSION")}
+    env.update(TAU2_GYM_CACHE=str(tmp_path / "empty-cache"), TAU2_GYM_SOURCE=f"http://127.0.0.1:{port}/x.tar.gz")
+    tests = Path(__file__).parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests / "test_docstring_examples.py")],
+        env=env,
+        cwd=tests.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out
+    assert out.count("the test suite needs the tau2 data") == 1 and "Ways out" in out and "TAU2_GYM_SOURCE" in out
+    assert "FAILED" not in out and "ERROR" not in out and "passed" not in out

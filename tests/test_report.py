@@ -211,7 +211,7 @@ def test_pass_hat_intervals_are_seeded_and_bracket_the_value(runs):
 
 
 def test_many_trials_show_a_selection_of_k():
-    from tau2_gym.results.report import shown_ks
+    from tau2_gym.scoring.metrics import shown_ks
 
     assert shown_ks(range(1, 5)) == [1, 2, 3, 4] and shown_ks(range(1, 17)) == list(range(1, 17))
     assert shown_ks(range(1, 201)) == [1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 200]

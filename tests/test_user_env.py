@@ -20,7 +20,8 @@ from tau2_gym.core.messages import OUT_OF_SCOPE, STOP, TRANSFER
 from tau2_gym.core.results_file import json_default
 from tau2_gym.envs import user_env_id
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
-from tau2_gym.envs.user_env import resolve_agent, user_view
+from tau2_gym.envs.user_env import user_view
+from tau2_gym.players.agents import resolve_agent
 from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
 from tau2_gym.players.agents.scripted import OracleAgent, ScriptedPolicy, SkipLastActionAgent
 from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
@@ -311,7 +312,7 @@ def test_agent_specs_and_arguments_that_do_not_apply():
     for bad in ({"user": "oracle"}, {"solo": True}):
         with pytest.raises(TypeError, match="does not apply"):
             gym.make("tau2/mock-user-v0", **bad)
-    with pytest.raises(TypeError, match="unknown tau2 env argument"):
+    with pytest.raises(TypeError, match="unknown user env argument"):
         gym.make("tau2/mock-user-v0", max_step=3)
 
 

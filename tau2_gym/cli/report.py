@@ -11,12 +11,8 @@ import argparse
 import sys
 
 from tau2_gym.cli import one_line
-from tau2_gym.results.report import (
-    BOOTSTRAP_SAMPLES,
-    BOOTSTRAP_SEED,
-    ReportError,
-    write_report,
-)
+from tau2_gym.results.report import ReportError, write_report
+from tau2_gym.scoring.metrics import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tau2_gym.core.domain import domain_names
-from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data import DataError
 from tau2_gym.llm.client import ServerCheckError
 from tau2_gym.players.agents.scripted import ALL_AGENTS
@@ -41,7 +40,7 @@ from tau2_gym.runner.players import (
     judge_with_cache,
 )
 from tau2_gym.runner.ray import collect_ray, import_ray
-from tau2_gym.scoring.metrics import pass_hat
+from tau2_gym.scoring.metrics import summarize
 
 
 def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
@@ -369,47 +368,31 @@ def default_output(args: argparse.Namespace) -> Path:
     return Path("tau2_runs") / f"{stamp}_{args.domain}_{args.agent}_{tag(agent_llm)}_{args.user}_{tag(user_llm)}.json"
 
 
-def summary(report: Any, num_trials: int, user: Any = None) -> str:
-    """Average reward, pass^k (upstream's formula) and what was left out."""
-    by_task: dict[str, list[float]] = {}
-    for run in report.simulations:
-        if run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR:
-            continue
-        if run.get("reward_info") is not None:
-            by_task.setdefault(str(run["task_id"]), []).append(float(run["reward_info"]["reward"]))
-    scored = [r for v in by_task.values() for r in v]
+def summary(report: Any, num_trials: int) -> str:
+    """Average reward, pass^k (upstream's formula), tau2 run's end-of-run panel and what was left out."""
+    numbers = summarize(report.simulations, num_trials, samples=0)
     dv = report.data_version or {}
     lines = [
         f"data: {dv.get('name')}"
         + (f" (claims {dv.get('version')}, verified: {dv.get('verified')})" if dv.get("name") == "custom" else ""),
         f"episodes: {len(report.simulations)} ({report.resumed} resumed from the log, {report.ran} run now)",
     ]
-    if scored:
-        lines.append(f"average reward: {sum(scored) / len(scored):.4f} over {len(scored)} scored episodes")
+    if numbers.scored:
+        lines.append(f"average reward: {numbers.average:.4f} over {numbers.scored} scored episodes")
         base = report.baseline
         if base:
             lines.append(
                 f"baseline: do-nothing {base['reward']:.4f} on these {base['tasks']} tasks ({len(base['passes'])} "
                 "pass with no action and an offline customer; see tau2_gym.episodes.baseline)"
             )
-        lines.append("  ".join(f"pass^{k}={v:.4f}" for k, v in pass_hat(by_task, num_trials).items()))
-    scored_runs = [
-        r
-        for r in report.simulations
-        if r.get("termination_reason") != TerminationReason.INFRASTRUCTURE_ERROR and r.get("reward_info") is not None
-    ]
-    if scored_runs:  # the rest of tau2 run's end-of-run panel: terminations, DB match, cost per conversation
-        ends: dict[str, int] = {}
-        for r in scored_runs:
-            ends[str(r.get("termination_reason"))] = ends.get(str(r.get("termination_reason")), 0) + 1
-        lines.append("terminations: " + ", ".join(f"{k} {v}" for k, v in sorted(ends.items(), key=lambda kv: -kv[1])))
-        checks = [((r["reward_info"].get("db_check") or {}).get("db_match")) for r in scored_runs]
-        checked = [c for c in checks if c is not None]
-        if checked:
-            matched = sum(1 for c in checked if c)
-            lines.append(f"DB match: {matched} / {len(checked)} ({100 * matched / len(checked):.1f}%)")
-        costs = [float(r.get("agent_cost") or 0.0) for r in scored_runs]
-        lines.append(f"avg agent cost per conversation: ${sum(costs) / len(costs):.4f}")
+        lines.append("  ".join(f"pass^{k}={v:.4f}" for k, (v, _, _) in numbers.pass_hat.items()))
+    if numbers.scored_episodes:  # the rest of tau2 run's end-of-run panel: terminations, DB match, cost
+        ends = sorted(numbers.scored_terminations.items(), key=lambda kv: -kv[1])
+        lines.append("terminations: " + ", ".join(f"{k} {v}" for k, v in ends))
+        if numbers.db_checked:
+            share = 100 * numbers.db_matched / numbers.db_checked
+            lines.append(f"DB match: {numbers.db_matched} / {numbers.db_checked} ({share:.1f}%)")
+        lines.append(f"avg agent cost per conversation: ${numbers.scored_agent_cost / numbers.scored_episodes:.4f}")
     if report.nl_unjudged:
         lines.append(
             f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
@@ -555,7 +538,7 @@ def run(args: argparse.Namespace) -> int:
             close = getattr(obj, "close", None)
             if close is not None:
                 close()
-    print(summary(report, args.num_trials, user))
+    print(summary(report, args.num_trials))
     print(report.failure_line())
     if report.ok(args.max_infra_error_rate):
         return 0

@@ -405,7 +405,7 @@ class TurnLoop:
 
     def _finish(self, reason: TerminationReason, error: Optional[str] = None) -> None:
         self.done = True
-        self.termination_reason = reason
+        self.termination_reason = reason.value  # records and info carry the plain value
         if error is not None:
             self.error = error
 
@@ -562,7 +562,7 @@ class TurnLoop:
         self._finish(TerminationReason.AGENT_ERROR, error)
         return self._advance()
 
-    def truncate(self, reason: str = TerminationReason.MAX_STEPS) -> str:
+    def truncate(self, reason: Union[str, TerminationReason] = TerminationReason.MAX_STEPS) -> str:
         """End a running episode from outside at the agent's turn (an outer step limit such as Gymnasium's
         ``TimeLimit``), as upstream ends one at its step limit: ``max_steps`` by default, so it is recorded and
         scored (0.0) like any other truncation."""
@@ -570,7 +570,7 @@ class TurnLoop:
             raise RuntimeError(f"it is not the agent's turn (status {self.status!r})")
         if reason not in TRUNCATIONS:
             raise ValueError(f"reason={reason!r}; a truncation is one of {sorted(str(r) for r in TRUNCATIONS)}")
-        self._finish(reason)
+        self._finish(TerminationReason(reason))
         return self._advance()
 
     # ------------------------------------------------------------------ the user's turn

@@ -22,9 +22,10 @@ import numpy as np
 
 from tau2_gym.core.domain import domain_names
 from tau2_gym.envs import entry_point
-from tau2_gym.envs.config import Tau2EnvConfig
+from tau2_gym.envs.base import check_reset_options
+from tau2_gym.envs.config import Tau2EnvConfig, UserEnvConfig
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
-from tau2_gym.envs.tau2_env import Tau2Env, check_reset_options
+from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.envs.user_env import UserEnv
 
 SUCCESS = 1.0 - 1e-6  # a reward at least this is a success (tau2 rewards are 0 or 1 on shipped tasks)
@@ -274,13 +275,11 @@ class MixEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}")
 
-        user_only = {"agent", "agent_parser", "user_error_penalty"} if role == "user" else set()
+        config_class = UserEnvConfig if role == "user" else Tau2EnvConfig
         for c in mixture.components:  # bad arguments fail here, not at a component's first draw
             own = domain_kwargs or {}
             kw = {**env_kwargs, **dict(own.get(c.domain, {})), **dict(own.get(c.key, {}))}
-            Tau2EnvConfig.from_kwargs(
-                domain=c.domain, task_split=c.split, **{k: v for k, v in kw.items() if k not in user_only}
-            )
+            config_class.from_kwargs(domain=c.domain, task_split=c.split, **kw)
         self.mixture = mixture
         self.role = role
         self.render_mode = render_mode

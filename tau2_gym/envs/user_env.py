@@ -4,120 +4,30 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import logging
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from tau2_gym.core import turn_loop as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.core.db import copy_json
-from tau2_gym.core.messages import (
-    Message,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-    dumps_arguments,
-)
+from tau2_gym.core.messages import Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
+from tau2_gym.core.results_file import results_info
+from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.core.termination import TerminationReason
-from tau2_gym.core.turns import AgentTurnRequest, UserSimulatorError
-from tau2_gym.envs.config import Tau2EnvConfig
-from tau2_gym.envs.spaces import AssistantActionSpace
-from tau2_gym.envs.tau2_env import Tau2Env, transcript
-from tau2_gym.episodes.driver import AGENT, EpisodeSetup
-from tau2_gym.players.agents.base import AgentPolicy
-from tau2_gym.players.agents.openai_agent import OpenAIAgentPolicy
-from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
-from tau2_gym.players.users.hf_user import HFUserSimulator
+from tau2_gym.core.turns import UserSimulatorError
+from tau2_gym.envs.base import EpisodeEnv, transcript
+from tau2_gym.envs.config import UserEnvConfig
+from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
+from tau2_gym.episodes.driver import AGENT
+from tau2_gym.players.agents import resolve_agent
 
 logger = logging.getLogger("tau2_gym")
-
-# the agent env's knobs this env honours; others (e.g. `user`, reward shaping) would be silently ignored, so
-# setting one of them away from its default is an error
-_SHARED_FIELDS = frozenset(
-    {
-        "domain",
-        "data_version",
-        "data_dir",
-        "domain_options",
-        "task_set",
-        "task_split",
-        "task_ids",
-        "task_sampling",
-        "max_steps",
-        "max_errors",
-        "agent_can_stop",
-        "enforce_protocol",
-        "obs_format",
-        "parser",
-        "tokenizer",
-        "fill_tool_call_ids",
-        "judge",
-        "evaluate",
-        "strict_replay",
-        "timeout",
-        "raise_on_evaluation_error",
-        "reward_mode",
-    }
-)
 
 # the policy is the user: its own protocol failures are terminal; the agent's failures are the env's
 USER_TERMINAL_REASONS = frozenset(
     {TerminationReason.USER_STOP, TerminationReason.AGENT_STOP, TerminationReason.USER_ERROR}
 )
-
-
-class _CallablePolicy(AgentPolicy):
-    """A plain function ``fn(request) -> action`` (e.g. a wrapped HF model) as an agent policy."""
-
-    def __init__(self, fn: Callable[[AgentTurnRequest], Any]) -> None:
-        self.fn = fn
-        self.implementation = getattr(fn, "__name__", "callable_agent")
-
-    def generate(self, request: AgentTurnRequest) -> Any:
-        return self.fn(request)
-
-
-def resolve_agent(spec: Any) -> Any:
-    """The agent the customer talks to, from a spec.
-
-    ``"oracle"`` (default) or another scripted agent's name (:mod:`tau2_gym.players.agents.scripted`): offline,
-    deterministic;
-    ``"openai:<model>"`` / ``"openai:<model>@<base_url>"``:
-    :class:`~tau2_gym.players.agents.openai_agent.OpenAIAgentPolicy`;
-    ``"hf:<model name or path>"`` or an :class:`~tau2_gym.players.users.hf_user.HFUserSimulator` built on a model and
-    tokenizer: a local Hugging Face model (the simulator's batched chat-template generation and tool-call
-    parsing work on the agent's request alike; its replies become the agent's turns);
-    ``"package.module:Attr"``: imported (a class is instantiated without arguments); an object with
-    ``generate(AgentTurnRequest)`` (any :class:`~tau2_gym.players.agents.base.AgentPolicy`); or a callable
-    ``fn(request) -> action``.
-    """
-    if spec is None:
-        spec = "oracle"
-    if isinstance(spec, str):
-        kind, sep, rest = spec.partition(":")
-        if sep and rest and kind == "openai":
-            model, at, base_url = rest.partition("@")
-            if at and not base_url.startswith(("http://", "https://")):
-                model, base_url = rest, ""
-            return OpenAIAgentPolicy(model=model, base_url=base_url or None)
-        if sep and rest and kind == "hf":  # the HF simulator's generation (template, tools, parser) serves any side
-            return HFUserSimulator(model_name_or_path=rest)
-        if sep and "." in kind:
-            obj = getattr(importlib.import_module(kind), rest)
-            return obj() if isinstance(obj, type) else resolve_agent(obj)
-        names = [cls.name for cls in ALL_AGENTS]
-        if spec not in names:
-            raise ValueError(
-                f"unknown agent {spec!r}; use one of {names}, 'openai:<model>[@<base_url>]', "
-                "'package.module:Attr', an AgentPolicy or a callable(request) -> action"
-            )
-        return ScriptedPolicy(spec)
-    if callable(getattr(spec, "generate", None)):
-        return spec
-    if callable(spec):
-        return _CallablePolicy(spec)
-    raise TypeError(f"agent={spec!r} is not an agent policy (it needs generate(request), or pass a callable)")
 
 
 def user_view(messages: list[Message]) -> list[dict[str, Any]]:
@@ -147,7 +57,7 @@ def user_view(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class UserEnv(Tau2Env):
+class UserEnv(EpisodeEnv):
     """A tau2 episode where *you are the customer*: the agent (scripted, OpenAI-compatible or HF) serves you.
 
     ## Description
@@ -201,52 +111,36 @@ class UserEnv(Tau2Env):
     ``termination_reason``, ``reward_info``, ``simulation_run`` and ``error`` as the agent env's.
 
     ## Arguments
-    ``agent``: see :func:`resolve_agent` (default ``"oracle"``, the scripted agent playing the task's gold
-    actions); ``agent_parser``: parser for agent replies whose text holds call markup (default ``"auto"``);
-    ``user_error_penalty`` (0.0); and the agent env's task, limit, reward, evaluation and format knobs
-    (``reward_mode``, ``task_split``,
+    See :class:`~tau2_gym.envs.config.UserEnvConfig` (``print(env.unwrapped.config.describe())``): ``agent`` (see
+    :func:`~tau2_gym.players.agents.resolve_agent`; default ``"oracle"``, the scripted agent playing the task's gold
+    actions), ``agent_parser`` (parser of agent replies whose text holds call markup; default ``"auto"``),
+    ``user_error_penalty`` (0.0), and the episode and env settings the agent env has too (``task_split``,
     ``task_ids``, ``max_steps``, ``max_errors``, ``enforce_protocol``, ``agent_can_stop``, ``obs_format``,
-    ``parser``, ``judge``, ...; see :class:`~tau2_gym.envs.config.Tau2EnvConfig`). ``user`` and ``solo`` do
-    not apply.
+    ``parser``, ``judge``, ``reward_mode``, ...). There is no ``user`` (the policy is the customer) and no solo
+    mode.
 
     ## Version History
     * v0: initial release.
     """
 
+    config: UserEnvConfig
+    config_class = UserEnvConfig
+
     def __init__(
         self,
         domain: Optional[str] = None,
         *,
-        agent: Any = "oracle",
-        agent_parser: Any = "auto",
-        user_error_penalty: float = 0.0,
+        config: Optional[UserEnvConfig] = None,
         render_mode: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
-        for key in ("user", "solo", "config"):
-            if key in kwargs:
-                raise TypeError(
-                    f"{key}= does not apply to the user env (the policy is the user; there is no solo "
-                    "variant); set the agent with agent="
-                )
-        cfg = Tau2EnvConfig.from_kwargs(domain=domain or kwargs.pop("domain", None) or "mock", **kwargs)
-        defaults = Tau2EnvConfig(domain=cfg.domain)
-        ignored = [
-            f.name
-            for f in dataclasses.fields(cfg)
-            if f.name not in _SHARED_FIELDS and getattr(cfg, f.name) != getattr(defaults, f.name)
-        ]
-        if ignored:
-            raise TypeError(f"the user env does not support {ignored}; it takes {sorted(_SHARED_FIELDS)}")
-        super().__init__(config=cfg, render_mode=render_mode)
-        self.user = None  # the policy is the user
-        self.agent = resolve_agent(agent)
-        self.agent_parser = agent_parser
-        self.user_error_penalty = float(user_error_penalty)
-        # the agent's replies are read with agent_parser (text holding call markup becomes those calls)
-        settings = dataclasses.replace(cfg, parser=agent_parser or "none", parse_replies=bool(agent_parser))
-        self.setup = EpisodeSetup(self.domain, settings, self.judge)
-        self.agent_tools: tuple[dict, ...] = self.tools  # the agent env's tools: what the agent may call
+        if "user" in kwargs:
+            raise TypeError("user= does not apply to the user env (the policy is the user); set the agent with agent=")
+        super().__init__(domain, config=config, render_mode=render_mode, **kwargs)
+        cfg = self.config
+        self.agent = resolve_agent(cfg.agent)
+        self.user_error_penalty = cfg.user_error_penalty
+        self.agent_tools: tuple[dict, ...] = self.tools  # the agent's tools: what the agent may call
         self.user_tools: tuple[dict, ...] = tuple(self.domain.user_tool_schemas()) if self.domain.has_user_tools else ()
         self.action_space = AssistantActionSpace(
             self.user_tools,
@@ -254,8 +148,18 @@ class UserEnv(Tau2Env):
             tokenizer=cfg.tokenizer,
             text_probability=0.5 if self.user_tools else 1.0,
         )
+        self.observation_space = MessagesSpace() if cfg.obs_format == "messages" else TranscriptSpace()
         self._calls = 0  # the customer's tool calls so far (ids of calls without one)
         self._info_agent_tools: Optional[list[dict]] = None
+
+    def episode_settings(self) -> EpisodeSettings:
+        # the episode's agent actions are the agent policy's replies, read with agent_parser; the config's own
+        # parser reads this env's actions (the customer's)
+        parser = self.config.agent_parser
+        return dataclasses.replace(self.config, parser=parser or "none", parse_replies=bool(parser))
+
+    def shared_objects(self) -> tuple[Any, ...]:
+        return (*super().shared_objects(), self.agent, self.config.agent)
 
     # ------------------------------------------------------------------ gym API
 
@@ -275,14 +179,15 @@ class UserEnv(Tau2Env):
         return self.end_step()
 
     def begin_reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> None:
+        """:meth:`reset` up to the customer's first turn: the episode starts and the agent greets."""
         self._forget_episode()
-        super().begin_reset(seed=seed, options=options)
-        self._info_tools = self._task_user_tools(self.episode.task)  # type: ignore[union-attr]
-        self._info_agent_tools = copy_json(list(self.agent_tools))
+        self.start_episode(seed=seed, options=options)
+        self._info_agent_tools = None
         self._calls = 0
         self._run_agent()
 
     def begin_step(self, action: Any) -> None:
+        """:meth:`step` up to the agent's answer: the customer's turn goes in and the agent acts."""
         episode = self.episode
         if episode is None:
             raise RuntimeError("call reset() before step()")
@@ -298,9 +203,23 @@ class UserEnv(Tau2Env):
             episode.submit_user(msg)
             self._run_agent()
 
-    def pending_user_turn(self) -> None:
-        """None: the customer's turns are this env's actions."""
-        return None
+    def end_step(self) -> tuple[Any, float, bool, bool, dict]:
+        """The transition of :meth:`step`, once the agent has answered."""
+        episode = self.episode
+        assert episode is not None
+        if self._after_end:
+            return self.repeat_final()
+        if not episode.done:
+            return self.observation(), 0.0, False, False, self._info()
+        self._forget_episode()
+        reason = episode.termination_reason
+        terminated = reason in USER_TERMINAL_REASONS
+        _, reward, info = self.finish(terminated=terminated)
+        if reason == TerminationReason.USER_ERROR and self.user_error_penalty:
+            reward = -self.user_error_penalty
+            info["user_error_penalty"] = self.user_error_penalty
+            self._final = (None, reward, terminated, not terminated, info)
+        return self.observation(), reward, terminated, not terminated, dict(info)
 
     def _user_message(self, action: Any) -> UserMessage:
         cfg = self.config
@@ -344,73 +263,64 @@ class UserEnv(Tau2Env):
         if self.episode is not None and done is not None:
             done(self.episode.episode_id)
 
-    def _finish(self) -> tuple[Any, float, bool, bool, dict]:
-        self._forget_episode()
-        obs, reward, _, _, info = super()._finish()
-        reason = self.loop.termination_reason  # type: ignore[union-attr]
-        terminated = reason in USER_TERMINAL_REASONS
-        if reason == TerminationReason.USER_ERROR and self.user_error_penalty:
-            reward = -self.user_error_penalty
-            info["user_error_penalty"] = self.user_error_penalty
-        self._final = (None, reward, terminated, not terminated, info)
-        return obs, reward, terminated, not terminated, dict(info)
-
     def observation(self) -> Any:
-        loop = self.loop
-        assert loop is not None
+        """The customer's view of the live episode, as ``reset`` and ``step`` return it."""
+        episode = self.episode
+        assert episode is not None
         if self.config.obs_format == "text":
-            return transcript([m for m in loop.trajectory if tl.user_sees(m)])
-        if loop.status == tl.USER:  # what a user simulator is sent now (a fresh copy)
-            return tl.copy_view(loop.user_request().openai_messages())
-        tools = tl.user_tools_for(self.domain, loop.task)
-        system = tl.user_system_prompt(self.domain, loop.task, tools is not None)
-        return [{"role": "system", "content": system}, *user_view(loop.trajectory)]
+            return transcript([m for m in episode.trajectory if tl.user_sees(m)])
+        request = episode.user_request()
+        if request is not None:  # what a user simulator is sent now (a fresh copy)
+            return tl.copy_view(request.openai_messages())
+        tools = tl.user_tools_for(self.domain, episode.task)
+        system = tl.user_system_prompt(self.domain, episode.task, tools is not None)
+        return [{"role": "system", "content": system}, *user_view(episode.trajectory)]
 
-    def _task_user_tools(self, task: Any) -> list[dict]:
-        """A private copy of the user tool schemas offered for ``task`` (a task may restrict them: upstream's
+    def side_tools(self) -> list[dict]:
+        """The user tool schemas offered for this episode's task (a task may restrict them: upstream's
         ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""
-        return copy_json(tl.user_tools_for(self.domain, task) or [])
+        assert self.episode is not None
+        return tl.user_tools_for(self.domain, self.episode.task) or []
 
     def clone(self, episode_id: Optional[str] = None) -> UserEnv:
         """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
         as there; a scripted agent's per-episode plan is copied to the clone's episode id, so both branches'
         agents carry on from where the original's was (stateless agents -- OpenAI, callables -- need nothing)."""
         new = super().clone(episode_id=episode_id)
-        new._info_agent_tools = None
-        if self.loop is not None and new.loop is not None:
+        if self.episode is not None and new.episode is not None:
             agents = getattr(self.agent, "_agents", None)  # ScriptedPolicy: one agent object per episode id
-            if isinstance(agents, dict) and self.loop.episode_id in agents:
-                agents[new.loop.episode_id] = copy.copy(agents[self.loop.episode_id])
+            if isinstance(agents, dict) and self.episode.episode_id in agents:
+                agents[new.episode.episode_id] = copy.copy(agents[self.episode.episode_id])
                 # a branch dropped mid-episode (tree search drops most) must not leave its plan behind
-                weakref.finalize(new, agents.pop, new.loop.episode_id, None)
+                weakref.finalize(new, agents.pop, new.episode.episode_id, None)
         return new
 
     def _info(self) -> dict[str, Any]:
-        loop = self.loop
-        assert loop is not None
-        if self._info_task is None:  # a clone's first info (see Tau2Env.clone)
-            self._info_task = loop.task.model_copy(deep=True)
-        if self._info_tools is None:
-            self._info_tools = self._task_user_tools(loop.task)
+        episode = self.episode
+        assert episode is not None
         if self._info_agent_tools is None:
             self._info_agent_tools = copy_json(list(self.agent_tools))
         return {
             "domain": self.config.domain,
             "role": "user",
-            "task_id": loop.task.id,
-            "task": self._info_task,
+            "task_id": episode.task.id,
+            "task": self.info_task(),
             "solo": False,
-            "tools": self._info_tools,
+            "tools": self.info_tools(),
             "agent_tools": self._info_agent_tools,
             "policy": self.policy,
-            "step_count": loop.step_count,
-            "num_errors": loop.num_errors,
+            "step_count": episode.step_count,
+            "num_errors": episode.num_errors,
             "data_version": self.data_version,
         }
 
     def results_info(self) -> dict[str, Any]:
-        out = super().results_info()
-        out["user_info"] = {**out["user_info"], "implementation": "gym_user", "llm": None, "llm_args": None}
+        """``info`` block of a tau2 results file describing this env: the customer is the env's policy."""
         agent_info = self.agent.info() if hasattr(self.agent, "info") else {}
-        out["agent_info"] = {"implementation": "llm_agent", "llm": None, "llm_args": None, **agent_info}
-        return out
+        info = results_info(
+            self.domain,
+            self.config,
+            agent_info={"implementation": "llm_agent", "llm": None, "llm_args": None, **agent_info},
+        )
+        info["user_info"] = {**info["user_info"], "implementation": "gym_user", "llm": None, "llm_args": None}
+        return info

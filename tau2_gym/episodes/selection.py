@@ -44,7 +44,8 @@ def select_tasks(
         tasks: Task objects or ids to play instead of the settings' ``task_ids`` / ``task_split``.
         num_tasks: keep only the first N.
         judge: the resolved judge; a no-judge choice of ``exclude`` leaves NL-judged tasks out (default: warns).
-        exclude_do_nothing_passes, reward_mode: leave out the tasks a do-nothing policy passes under that mode.
+        exclude_do_nothing_passes: leave out the tasks a do-nothing policy passes under ``reward_mode``.
+        reward_mode: the reward mode of that exclusion.
         where: names the caller in messages (``env 'airline'``, ``rollout of 'airline'``).
 
     Raises:

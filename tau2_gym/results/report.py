@@ -25,7 +25,7 @@ import math
 import os
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
@@ -39,25 +39,27 @@ from tau2_gym.core.results_file import ResultsFileError, read_json_any
 from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data import DataError
 from tau2_gym.episodes.baseline import do_nothing_baseline
-from tau2_gym.scoring.metrics import PASS_TOLERANCE, Tally, is_pass, pass_hat_k
+from tau2_gym.scoring.metrics import (
+    BOOTSTRAP_SAMPLES,
+    BOOTSTRAP_SEED,
+    CI_LEVEL,
+    COMPONENTS,
+    RunSummary,
+    SimStats,
+    Tally,
+    summarize,
+)
 
 __all__ = [
     "ReportError",
     "Run",
-    "RunSummary",
     "load_run",
     "summarise",
     "flips",
     "build_report",
     "write_report",
-    "bootstrap_ci",
-    "BOOTSTRAP_SAMPLES",
 ]
 
-BOOTSTRAP_SAMPLES = 1000
-BOOTSTRAP_SEED = 0
-CI_LEVEL = 0.95
-COMPONENTS = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE", "NL_ASSERTION")
 COMPONENT_NAMES = {
     "DB": "DB",
     "ENV_ASSERTION": "env assertions",
@@ -183,39 +185,6 @@ def _checks(ri: _RewardInfo) -> list[tuple[str, bool, str]]:
             if isinstance(c, dict):
                 out.append((kind, bool(c.get(key)), _check_text(kind, c)))
     return out
-
-
-@dataclass
-class SimStats:
-    """What the summary needs of one simulation (computed once; the details view gets the same facts)."""
-
-    index: int
-    task_id: str
-    trial: Optional[int]
-    reward: Optional[float]
-    termination: str
-    infra: bool
-    tool_calls: int = 0
-    tool_errors: int = 0
-    hallucinated: list[str] = field(default_factory=list)
-    transfer: bool = False
-    failed: set[str] = field(default_factory=set)  # components with a failed check
-    basis: frozenset[str] = frozenset()
-
-    @property
-    def passed(self) -> bool:
-        return self.reward is not None and not self.infra and is_pass(self.reward)
-
-    @property
-    def cell(self) -> str:
-        """Grid class: p pass, f fail (0), h partial, n not scored, x infrastructure error."""
-        if self.infra:
-            return "x"
-        if self.reward is None:
-            return "n"
-        if self.passed:
-            return "p"
-        return "f" if self.reward <= PASS_TOLERANCE else "h"
 
 
 def _analyse(
@@ -459,112 +428,12 @@ def _first_line(exc: Exception) -> str:
 # ------------------------------------------------------------------------------------ metrics
 
 
-@dataclass
-class RunSummary:
-    """The summary numbers of one run (what the report prints, and what tests and the CLI read)."""
-
-    simulations: int
-    scored: int
-    skipped: int
-    infra: int
-    unscored: int
-    nl_unjudged: int  # scored without an NL-assertion judge (reward_info.info.nl.skipped)
-    average: Optional[float]
-    baseline: Optional[float]  # the do-nothing baseline of the run's tasks
-    pass_hat: dict[int, tuple[float, float, float]]  # k -> (value, ci low, ci high), for the shown_ks
-    terminations: Counter
-    tool_calls: int
-    tool_errors: int
-    sims_with_tool_errors: int
-    hallucinated_calls: int
-    hallucinated_names: Counter
-    transfers: int
-    tokens: dict[str, Optional[tuple[int, int]]]  # agent/user -> (prompt, completion), None when unknown
-    cost: dict[str, Optional[float]]
-    cost_known: int
-    components: dict[str, tuple[int, int]]  # component -> (failed in the reward basis, failed outside it)
-
-
-def bootstrap_ci(
-    values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED, level: float = CI_LEVEL
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (one value per task), resampling tasks."""
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    if v.size == 0:
-        return math.nan, math.nan
-    if v.size == 1 or samples <= 0:
-        return float(v.mean()), float(v.mean())
-    rng = np.random.default_rng(seed)
-    means = np.empty(samples)
-    chunk = max(1, 2_000_000 // v.size)  # bounded memory for large task sets
-    for start in range(0, samples, chunk):
-        n = min(chunk, samples - start)
-        means[start : start + n] = v[rng.integers(0, v.size, size=(n, v.size))].mean(axis=1)
-    alpha = (1.0 - level) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha))
-
-
-MAX_KS_SHOWN = 16
-
-
-def shown_ks(ks: Sequence[int]) -> list[int]:
-    """Every k up to 16; beyond, 1-8, the powers of two and the last (a 200-trial run needs no 200 rows)."""
-    if len(ks) <= MAX_KS_SHOWN:
-        return list(ks)
-    keep = {k for k in ks if k <= 8 or (k & (k - 1)) == 0} | {max(ks)}
-    return [k for k in ks if k in keep]
-
-
 def summarise(run: Run, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> RunSummary:
-    tally = run.tally()
-    pass_hat: dict[int, tuple[float, float, float]] = {}
-    values = tally.pass_hat()
-    for k in shown_ks(sorted(values)):
-        value = values[k]
-        per_task = [pass_hat_k(len(v), sum(1 for r in v if is_pass(r)), k) for v in tally.rewards.values()]
-        lo, hi = bootstrap_ci(per_task, samples, seed)
-        pass_hat[k] = (value, lo, hi)
-    tokens: dict[str, Optional[tuple[int, int]]] = {}
-    cost: dict[str, Optional[float]] = {}
-    for who in ("agent", "user"):
-        usages = [getattr(s, f"{who}_usage") for s in run.sims if isinstance(getattr(s, f"{who}_usage"), dict)]
-        tokens[who] = (
-            (sum(_int(u.get("prompt_tokens")) for u in usages), sum(_int(u.get("completion_tokens")) for u in usages))
-            if usages
-            else None
-        )
-        costs = [getattr(s, f"{who}_cost") for s in run.sims if getattr(s, f"{who}_cost") is not None]
-        cost[who] = sum(costs) if costs else None
-    components = {}
-    for c in COMPONENTS:
-        inside = sum(1 for s in run.stats if c in s.failed and c in s.basis)
-        outside = sum(1 for s in run.stats if c in s.failed and c not in s.basis)
-        components[c] = (inside, outside)
-    halluc = Counter(n for s in run.stats for n in s.hallucinated)
-    return RunSummary(
-        simulations=len(run.sims),
-        scored=tally.scored,
-        skipped=len(run.skipped),
-        infra=tally.infra,
-        unscored=tally.errors,
-        nl_unjudged=tally.nl_skipped,
-        average=tally.average(),
-        baseline=run.baseline,
-        pass_hat=pass_hat,
-        terminations=Counter(s.termination for s in run.stats),
-        tool_calls=sum(s.tool_calls for s in run.stats),
-        tool_errors=sum(s.tool_errors for s in run.stats),
-        sims_with_tool_errors=sum(1 for s in run.stats if s.tool_errors),
-        hallucinated_calls=sum(halluc.values()),
-        hallucinated_names=halluc,
-        transfers=sum(1 for s in run.stats if s.transfer),
-        tokens=tokens,
-        cost=cost,
-        cost_known=sum(1 for s in run.sims if s.agent_cost is not None or s.user_cost is not None),
-        components=components,
-    )
+    """The summary of one run (:func:`tau2_gym.scoring.metrics.summarize` over its simulations and their stats)."""
+    sims = [s.model_dump(exclude={"messages"}) for s in run.sims]
+    summary = summarize(sims, run.num_trials, run.stats, run.baseline, samples, seed)
+    summary.skipped = len(run.skipped)
+    return summary
 
 
 @dataclass

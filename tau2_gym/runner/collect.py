@@ -353,7 +353,8 @@ def collect(
             scripted agent (``"oracle"``, ``"give_up"``, ...).
         user: a user simulator (``OpenAIUserSimulator``, ``OracleUser``, ...) or a spec string; None = the
             oracle user (ignored in solo mode).
-        config / settings: :class:`RolloutConfig` and/or its fields as keywords (``num_trials``,
+        config: the :class:`RolloutConfig` (default: its defaults).
+        **settings: fields of :class:`RolloutConfig` as keywords, over ``config`` (``num_trials``,
             ``concurrency``, ``output``, ``domain``, ``seed``, ``max_steps``, ...).
 
     Returns a :class:`RolloutReport`. Ctrl-C stops the run after saving what finished (re-run to resume).

@@ -130,7 +130,7 @@ class EpisodeRunner:
             "start_time": now,
             "end_time": now,
             "duration": 0.0,
-            "termination_reason": TerminationReason.INFRASTRUCTURE_ERROR,
+            "termination_reason": TerminationReason.INFRASTRUCTURE_ERROR.value,
             "agent_cost": None,
             "user_cost": None,
             "agent_usage": None,

@@ -237,8 +237,8 @@ def make_rollout_func(
         max_turns: policy turns per episode (None: the env's own step limit decides).
         parser: tool-call parser of the generated text (``"auto"``: the tokenizer's response template, else
             Hermes ``<tool_call>``, else JSON).
-        chat_template, chat_template_kwargs: template override / variables (default: the trainer's
-            ``chat_template_kwargs``).
+        chat_template: chat template override (default: the tokenizer's).
+        chat_template_kwargs: template variables (default: the trainer's ``chat_template_kwargs``).
         seed: base of the per-episode reset seeds (None: the trainer's ``args.seed`` with ``group_seed``, else
             the envs' own RNGs). A reset seed seeds the env's RNG, which draws the user simulator's seed.
         group_seed: the rollouts of one GRPO group -- the episodes of one (domain, task) in one call; TRL's
@@ -256,9 +256,9 @@ def make_rollout_func(
         env_factory: ``fn(domain) -> env`` instead of ``gym.make("tau2/<domain>-v0", **env_kwargs)``.
         vectorize: run a batch of one domain's prompts in a ``Tau2VectorEnv`` so the customers' turns are
             answered in one batch per round (LLM user simulators batch or run concurrently); else single envs.
-        split, allow_test_split: the training split every prompt's task must belong to (default ``train``;
-            recorded per episode as ``split``); tasks of the ``test`` split are refused unless
-            ``allow_test_split=True`` (see :func:`tau2_gym.training.export.training_split`).
+        split: the training split every prompt's task must belong to (default ``train``; recorded per episode
+            as ``split``; see :func:`tau2_gym.training.export.training_split`).
+        allow_test_split: accept tasks of the ``test`` split (refused by default).
 
     Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
     evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
