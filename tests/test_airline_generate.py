@@ -346,7 +346,7 @@ def _play(env, agent, task):
     for _ in range(200):
         obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
         if terminated or truncated:
-            tool_errors = [m for m in env.unwrapped.episode.loop.messages() if m.role == "tool" and m.error]
+            tool_errors = [m for m in env.unwrapped.episode.messages() if m.role == "tool" and m.error]
             return reward, tool_errors
     raise AssertionError("episode did not end")
 
