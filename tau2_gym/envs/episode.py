@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("tau2_gym")
 
-__all__ = ["AGENT", "USER", "DONE", "Episode", "EpisodeSetup", "agent_tools", "reply_message"]
+__all__ = ["AGENT", "USER", "DONE", "Episode", "EpisodeSetup", "agent_tools", "play", "reply_message"]
 
 AGENT, USER, DONE = tl.AGENT, tl.USER, tl.DONE
 
@@ -325,3 +325,24 @@ class Episode:
     ) -> Record:
         """:meth:`simulation_run` as a record rendered on first read (a finished episode only)."""
         return self.loop.simulation_record(reward_info, messages=messages, info=info)
+
+
+def play(setup: EpisodeSetup, task: Task, policy: Any, user: Any, *, seed: int = 0, max_turns: int = 200) -> Episode:
+    """Play one episode of ``task`` to its end in this thread: the customer's turns by ``user.generate``, the
+    agent's by ``policy.generate`` (an :class:`~tau2_gym.players.agents.base.AgentPolicy`). For offline players
+    (scripted agents and customers: baselines, verification of generated tasks); an episode still running after
+    ``max_turns`` agent turns is truncated, so the caller always gets a finished episode to score."""
+    episode = setup.start(task, seed=seed)
+    for _ in range(max_turns):
+        episode.run_user(user)
+        if episode.done:
+            break
+        episode.act(policy.generate(episode.agent_request()))
+    else:
+        episode.run_user(user)
+        if not episode.done:
+            episode.truncate()
+    done = getattr(policy, "episode_done", None)
+    if done is not None:
+        done(episode.episode_id)
+    return episode
