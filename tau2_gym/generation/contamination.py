@@ -6,8 +6,14 @@ count too), plus whatever the domain's generator declares through ``task_entitie
 scenario, since every telecom task is the same customer's line). Nothing here names a domain.
 
 The test split's entities are found in every string of its tasks -- gold actions, initial state, instructions,
-criteria -- as whole values or as word tokens (``#W2378156``, ``mia_li_3668``). A draft is contaminated when one of
-its strings, one of the entities it declares, or one of the entities ``task_entities`` gives it is in that set.
+criteria -- as whole values or as word tokens (``#W2378156``, ``mia_li_3668``), then closed over what customers
+own: a found record's links to other records (an order names its user, a user lists their orders) are followed
+to a fixed point, except into *catalog* tables (tables whose records name no other record: flights, products),
+which count only where a test task names them. So a retail test task that names only an order keeps its customer,
+and every order of that customer, out of generated sets.
+
+A draft is contaminated when one of its strings, one of the entities it declares, or one of the entities
+``task_entities`` gives it is in that set.
 """
 
 from __future__ import annotations
@@ -43,9 +49,12 @@ def _strings(value: Any) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class EntityIndex:
-    """Every id-keyed DB record of a domain: key -> the table it is a key of."""
+    """Every id-keyed DB record of a domain: key -> its table; which records each customer-owned record names
+    (``links``); the catalog tables (records that name no other record)."""
 
     keys: Mapping[str, str]
+    links: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    catalog: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, db: Mapping[str, Any], tables: Iterable[str], tasks: Iterable[dict] = ()) -> EntityIndex:
@@ -60,7 +69,20 @@ class EntityIndex:
             for table in tables:
                 for key in data.get(table) or {}:
                     keys.setdefault(str(key), table)
-        return cls(keys)
+        plain = cls(keys)
+        named: dict[str, dict[str, set[str]]] = {}  # key -> {table: keys its record names}
+        for table in tables:
+            for key, record in (db.get(table) or {}).items():
+                found = plain.find(record)
+                found.pop(table, None)
+                named[str(key)] = found
+        catalog = frozenset(t for t in tables if not any(named[str(k)] for k in db.get(t) or {}))
+        links = {
+            key: frozenset(v for t, vs in found.items() if t not in catalog for v in vs)
+            for key, found in named.items()
+            if keys[key] not in catalog
+        }
+        return cls(keys, {k: v for k, v in links.items() if v}, catalog)
 
     def find(self, value: Any) -> dict[str, set[str]]:
         """The entities named anywhere in a JSON value, by table."""
@@ -75,6 +97,19 @@ class EntityIndex:
                 if token in keys:
                     found.setdefault(keys[token], set()).add(token)
         return found
+
+    def owned(self, found: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+        """``found`` closed over the links of customer-owned records (catalog entries are kept, not followed)."""
+        out = {t: set(v) for t, v in found.items()}
+        stack = [k for t, vs in found.items() if t not in self.catalog for k in vs]
+        seen = set(stack)
+        while stack:
+            for linked in self.links.get(stack.pop(), ()):
+                if linked not in seen:
+                    seen.add(linked)
+                    stack.append(linked)
+                    out.setdefault(self.keys[linked], set()).add(linked)
+        return out
 
 
 def task_entities(task: dict, index: EntityIndex, hook: Hook = None) -> dict[str, set[str]]:
@@ -143,7 +178,8 @@ class Contamination:
             "test_split": self.split,
             "test_tasks": len(self.test_tasks),
             "rule": "no generated task names a DB key (or a generator-declared entity) that a test-split task names "
-            "in its gold actions, initial state, instructions or criteria",
+            "in its gold actions, initial state, instructions or criteria, nor a record a customer so named owns "
+            f"(catalog tables, followed only where named: {sorted(self.index.catalog)})",
             "entities": {k: sorted(v) for k, v in sorted(self.entities.items())},
             "entity_counts": {k: len(v) for k, v in sorted(self.entities.items())},
             "digest": self.digest(),
@@ -171,5 +207,6 @@ def contamination_check(
     for task in test:
         for kind, found in task_entities(task, index, hook).items():
             entities.setdefault(kind, set()).update(found)
+    entities = index.owned(entities)
     frozen = {k: frozenset(v) for k, v in sorted(entities.items())}
     return Contamination(index, frozen, TEST_SPLIT, tuple(t["id"] for t in test), hook)
