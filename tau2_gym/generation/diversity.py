@@ -1,7 +1,8 @@
 """The diversity report of a generated set: what a trainer should look at before trusting it.
 
 A set of 1,000 tasks that are one request with different ids teaches one thing. The report counts the intent mix
-(and allowed vs refused), the gold-action counts against the benchmark's own tasks, distinct customers, and the
+(and allowed vs refused), the policy rules the tasks apply (as the generator cites them), the gold-action counts
+against the benchmark's own tasks, distinct customers, and the
 customer's opening message reduced to a template (ids, numbers, quoted text and mid-sentence capitalised words
 masked): how many different ways the customer starts.
 """
@@ -70,6 +71,7 @@ def diversity_report(
         "intent_mix": dict(sorted(Counter(d["intent"] for d in drafts).items())),
         "variants": dict(sorted(Counter(d.get("variant", "allowed") for d in drafts).items())),
         "needs_write": sum(1 for d in drafts if d.get("needs_write")),
+        "rules_applied": dict(Counter(r for d in drafts for r in d.get("rules") or ()).most_common()),
         "gold_actions": {**_stats([_actions(t) for t in tasks]), "benchmark": _stats([_actions(t) for t in benchmark])},
         "distinct_users": len(users),
         "most_tasks_per_user": max(users.values()) if users else 0,
