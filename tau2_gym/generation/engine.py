@@ -174,11 +174,19 @@ def _split_by_group(drafts: list[dict], n_held: int, seed: int) -> dict[str, lis
     }
 
 
-def _shared_users(drafts: list[dict], split: dict[str, list[int]]) -> set[str]:
-    users = {
-        name: {k for i in idx for k in _group_keys(drafts[i]) if k.startswith("users:")} for name, idx in split.items()
-    }
-    return users["train"] & users["held_out"]
+def _splits(
+    domain: str, accepted: list[dict], hints: Optional[list[str]], n_held: int, seed: int
+) -> dict[str, list[str]]:
+    """Task ids per split: the generator's own (``hints``), else by customer group; never a customer on both."""
+    if hints is None:
+        index = _split_by_group(accepted, n_held, seed)
+    else:
+        index = {s: [i for i, h in enumerate(hints) if h == s] for s in SPLITS}
+    users = {s: {k for i in ix for k in _group_keys(accepted[i]) if k.startswith("users:")} for s, ix in index.items()}
+    shared = sorted(users["train"] & users["held_out"])
+    if shared:
+        raise GenerationError(f"the {domain} generator's train and held_out drafts share customers ({shared[:5]})")
+    return {s: [accepted[i]["task"]["id"] for i in index[s]] for s in SPLITS}
 
 
 # ------------------------------------------------------------------------------------------------ the loop
@@ -302,6 +310,56 @@ def _accept(
 # ------------------------------------------------------------------------------------------------ generate
 
 
+def _manifest(
+    domain: str,
+    drafter: Drafter,
+    *,
+    seed: int,
+    n: int,
+    held_out: float,
+    intents: Optional[Sequence[str]],
+    options: dict,
+    id_prefix: str,
+    split_ids: dict[str, list[str]],
+    accepted: list[dict],
+    tally: _Tally,
+    contamination: dict,
+    verification: dict,
+    diversity: dict,
+    base: LoadedDomain,
+) -> dict[str, Any]:
+    """``generated.json``: how the set was made and what was checked (no timestamps: same seed, same bytes)."""
+    return {
+        "domain": domain,
+        "generator": drafter.module,
+        "generator_version": drafter.version,
+        "machinery": MACHINERY,
+        "machinery_version": MACHINERY_VERSION,
+        "seed": seed,
+        "n": n,
+        "held_out_fraction": held_out,
+        "intents": list(intents) if intents is not None else None,
+        "options": options,
+        "id_prefix": id_prefix,
+        "splits": {s: len(v) for s, v in split_ids.items()},
+        "intent_mix": dict(sorted(Counter(d["intent"] for d in accepted).items())),
+        "rule_engine_coverage": drafter.rule_engine_coverage(),
+        "drafts": {
+            "made": tally.made,
+            "accepted": len(accepted),
+            "rejected": sum(tally.rejections.values()),
+            "surplus": tally.surplus,
+        },
+        "rejections": dict(sorted(tally.rejections.items())),
+        "rejection_reasons": {r: REASONS[r] for r in sorted(tally.rejections) if r in REASONS},
+        "rejection_examples": dict(sorted(tally.examples.items())),
+        "contamination_check": contamination,
+        "verification": verification,
+        "diversity": diversity,
+        "base_data": base.data_version_record(),
+    }
+
+
 def generate(
     domain: str,
     *,
@@ -350,14 +408,16 @@ def generate(
         root = staging.stage(base.folder, task_files)
         loaded = load_domain(domain, data_dir=str(root), data_version=base.source.version.name)
         benchmark = _task_set_json(base, None)
+        source = drafter.source_task_set
         splits = base.splits()
         test_ids = splits.get("test") if splits else None
         check = contamination_check(base.base_db.data, base.base_db.tables, benchmark, test_ids, drafter.task_entities)
         kwargs: dict[str, Any] = dict(
             n=n, seed=seed, exclude=check.values, intents=intents, id_prefix=id_prefix, **options
         )
-        if drafter.source_task_set is not None:
-            kwargs["source_tasks"] = _task_set_json(base, drafter.source_task_set)
+        if source is not None:
+            same_file = base.task_file(source) == base.task_file(None)
+            kwargs["source_tasks"] = benchmark if same_file else _task_set_json(base, source)
         n_held = round(n * held_out)
         verifier = Verifier(loaded)
         accepted, tasks, tally, hints = _draft_loop(
@@ -371,49 +431,17 @@ def generate(
             max_drafts=max_drafts or 20 * n + 1000,
             timings=timings,
         )
-        if hints is None:
-            split_idx = _split_by_group(accepted, n_held, seed)
-        else:
-            split_idx = {s: [i for i, h in enumerate(hints) if h == s] for s in SPLITS}
-        shared = _shared_users(accepted, split_idx)
-        if shared:
-            raise GenerationError(
-                f"the {domain} generator's train and held_out drafts share customers ({sorted(shared)[:5]})"
-            )
         ids = [d["task"]["id"] for d in accepted]
-        split_ids = {s: [ids[i] for i in split_idx[s]] for s in SPLITS}
+        split_ids = _splits(domain, accepted, hints, n_held, seed)
         contamination = check.record(d["task"] for d in accepted)
         if contamination["accepted_tasks_touching_test_entities"]:
             raise GenerationError("accepted tasks touch test-split entities: the contamination check is broken")
-        manifest = {
-            "domain": domain,
-            "generator": drafter.module,
-            "generator_version": drafter.version,
-            "machinery": MACHINERY,
-            "machinery_version": MACHINERY_VERSION,
-            "seed": seed,
-            "n": n,
-            "held_out_fraction": held_out,
-            "intents": list(intents) if intents is not None else None,
-            "options": options,
-            "id_prefix": id_prefix,
-            "splits": {s: len(v) for s, v in split_ids.items()},
-            "intent_mix": dict(sorted(Counter(d["intent"] for d in accepted).items())),
-            "rule_engine_coverage": drafter.rule_engine_coverage(),
-            "drafts": {
-                "made": tally.made,
-                "accepted": len(accepted),
-                "rejected": sum(tally.rejections.values()),
-                "surplus": tally.surplus,
-            },  # fmt: skip
-            "rejections": dict(sorted(tally.rejections.items())),
-            "rejection_reasons": {r: REASONS[r] for r in sorted(tally.rejections) if r in REASONS},
-            "rejection_examples": dict(sorted(tally.examples.items())),
-            "contamination_check": contamination,
-            "verification": verifier.record(accepted),
-            "diversity": diversity_report(accepted, tasks, base.tasks(), check.index.keys),
-            "base_data": base.data_version_record(),
-        }
+        manifest = _manifest(
+            domain, drafter, seed=seed, n=n, held_out=held_out, intents=intents, options=options,
+            id_prefix=id_prefix, split_ids=split_ids, accepted=accepted, tally=tally,
+            contamination=contamination, verification=verifier.record(accepted),
+            diversity=diversity_report(accepted, tasks, base.tasks(), check.index.keys), base=base,
+        )  # fmt: skip
         staging.write(task_file, [d["task"] for d in accepted])
         staging.write(split_file_for(loaded.folder / task_file).name, {**split_ids, "base": ids})
         staging.write(MANIFEST, manifest)
