@@ -410,6 +410,16 @@ def test_training_paths_take_a_generated_set_and_guard_its_held_out_split(airlin
     runs = json.loads(out.read_text())["simulations"]
     assert sorted(r["task_id"] for r in runs) == sorted(made.ids("held_out"))
     assert all(r["reward_info"]["reward"] == 1.0 for r in runs)
+    # SFT export of a run over the whole set: the train tasks only; the held-out ones are refused
+    everything = tmp_path / "all.json"
+    argv = ["rollout", "--domain", "airline", "--data-dir", made.folder, "--task-split-name", "base"]
+    assert main(argv + ["--agent", "oracle", "--user", "oracle", "--output", str(everything), "--no-progress"]) == 0
+    export = ["export", str(everything), "--data-dir", made.folder, "--output"]
+    assert main(export + [str(tmp_path / "sft")]) == 0
+    from datasets import load_from_disk
+
+    assert sorted(load_from_disk(str(tmp_path / "sft"))["task_id"]) == sorted(made.ids("train"))
+    assert main(export + [str(tmp_path / "sft2"), "--split", "held_out"]) == 2
 
 
 def test_learning_proof_trains_on_a_generated_set_and_measures_its_held_out_split(airline_set, tmp_path):
