@@ -127,7 +127,7 @@ def prepare_tasks(args: argparse.Namespace, out: str) -> dict[str, Any]:
         seed=args.task_seed,
         held_out=args.n_test_tasks / n,
         intents=tuple(args.intents),
-        options={"id_digits": args.id_digits, "style": args.style},
+        options={"id_digits": args.id_digits, "style": args.style, "n_train": args.n_train_tasks},
         out=os.path.join(out, "tasks"),
     )
     return {"data_dir": made.folder, "train": made.ids("train"), "test": made.ids("held_out")}

@@ -107,6 +107,10 @@ def test_train_tasks_do_not_depend_on_the_held_out_share(tmp_path):
     few = generate("mock", n=8, seed=2, held_out=0.25, out=str(tmp_path / "few"))
     many = generate("mock", n=12, seed=2, held_out=0.5, out=str(tmp_path / "many"))
     assert [few.by_id()[i] for i in few.ids("train")] == [many.by_id()[i] for i in many.ids("train")]
+    # n_train (generator v1's order): the same train tasks, then held-out ones from the same stream
+    v1 = generate("mock", n=8, seed=2, held_out=0.25, options={"n_train": 6}, out=str(tmp_path / "v1"))
+    assert [v1.by_id()[i] for i in v1.ids("train")] == [few.by_id()[i] for i in few.ids("train")]
+    assert [v1.by_id()[i] for i in v1.ids("held_out")] != [few.by_id()[i] for i in few.ids("held_out")]
 
 
 def test_records_that_it_is_generated(generated):

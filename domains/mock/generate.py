@@ -28,6 +28,7 @@ is drawn from ``random.Random(seed)`` alone, so the train tasks of a seed do not
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Iterator, Optional, Sequence
 
@@ -217,9 +218,15 @@ def draft_tasks(
     id_prefix: str = "gen_",
     id_digits: int = 3,
     style: str = "natural",
+    n_train: Optional[int] = None,
 ) -> Iterator[dict]:
-    """Drafts for the machinery, alternating ``train`` and ``held_out`` pools, without end (the machinery stops
-    when it has what it needs of each); intents are cycled in order within each pool.
+    """Drafts for the machinery, without end (the machinery stops when it has what it needs of each pool); intents
+    are cycled in order within each pool.
+
+    Order: alternating ``train`` and ``held_out`` drafts, the train ones drawn from ``random.Random(seed)`` alone
+    (so the train tasks of a seed do not depend on the held-out count); with ``n_train``, the first ``n_train``
+    drafts are train, then held-out ones, all from one stream (generator v1's order: the tasks of
+    ``docs/learning.md``'s runs).
 
     ``db`` (the mock DB) only decides which ids are taken; nothing in ``exclude`` is used. Task and user ids have
     ``id_digits`` digits (the numbers split in two random halves, one per pool: every digit occurs in both, no id
@@ -236,30 +243,41 @@ def draft_tasks(
         raise ValueError(f"id_digits={id_digits!r}: choose 2, 3 or 4")
     rng = random.Random(seed)
     pools = _pools(rng, db, id_digits, frozenset(exclude))
-    streams = {"train": rng, "held_out": random.Random(f"{seed}:held_out")}
-    return _drafts(streams, pools, intents, seed, id_prefix, style)
+    if n_train is None:
+        streams = {"train": rng, "held_out": random.Random(f"{seed}:held_out")}
+        order: Iterator[str] = itertools.cycle(SPLITS)
+    else:
+        streams = {"train": rng, "held_out": rng}
+        order = (SPLITS[0] if i < n_train else SPLITS[1] for i in itertools.count())
+    return _drafts(order, streams, pools, intents, seed, id_prefix, style)
 
 
 def _drafts(
-    streams: dict[str, random.Random], pools: dict, intents: tuple[str, ...], seed: int, id_prefix: str, style: str
+    order: Iterator[str],
+    streams: dict[str, random.Random],
+    pools: dict,
+    intents: tuple[str, ...],
+    seed: int,
+    id_prefix: str,
+    style: str,
 ) -> Iterator[dict]:
-    i = 0
-    while True:
-        for split in SPLITS:
-            intent = intents[i % len(intents)]
-            task = _one_task(streams[split], pools[split], intent, i, split, seed, id_prefix, style)
-            data = task["initial_state"]["initialization_data"]["agent_data"]
-            yield {
-                "task": task,
-                "intent": intent,
-                "variant": "allowed",
-                "forbidden_actions": [],
-                "needs_write": True,
-                "rules": list(RULES[intent]),
-                "entities": {"users": sorted(data["users"]), "tasks": sorted(data["tasks"])},
-                "split": split,
-            }
-        i += 1
+    counts = dict.fromkeys(SPLITS, 0)
+    for split in order:
+        i = counts[split]
+        counts[split] += 1
+        intent = intents[i % len(intents)]
+        task = _one_task(streams[split], pools[split], intent, i, split, seed, id_prefix, style)
+        data = task["initial_state"]["initialization_data"]["agent_data"]
+        yield {
+            "task": task,
+            "intent": intent,
+            "variant": "allowed",
+            "forbidden_actions": [],
+            "needs_write": True,
+            "rules": list(RULES[intent]),
+            "entities": {"users": sorted(data["users"]), "tasks": sorted(data["tasks"])},
+            "split": split,
+        }
 
 
 def argument_values(task: dict) -> set[str]:
