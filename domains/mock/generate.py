@@ -33,7 +33,7 @@ import random
 from typing import Iterator, Optional, Sequence
 
 GENERATOR = "tau2_gym.domains.mock.generate"
-GENERATOR_VERSION = 2  # v2: on tau2_gym.generation; the second pool is "held_out", drawn from its own stream
+GENERATOR_VERSION = 2  # v2: on tau2_gym.generation; the second pool is "held_out", its own stream unless n_train
 INTENTS = ("complete", "reopen", "create")
 SPLITS = ("train", "held_out")
 STYLES = ("natural", "terse")
