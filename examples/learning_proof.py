@@ -5,9 +5,13 @@
     # a real model on a GPU: same steps, vLLM generation, a domain's own train/test splits, an LLM customer
     python examples/learning_proof.py --model Qwen/Qwen3-1.7B --use-vllm --domain airline \\
         --user openai:gpt-4.1-mini --seeds 1
+    # the same on generated tasks (`tau2-gym generate --domain airline --n 1000 --out DIR`): train on its train
+    # split, measure on its held_out split
+    python examples/learning_proof.py --model Qwen/Qwen3-1.7B --use-vllm --domain airline --train-tasks DIR ...
 
-Steps, per seed: (1) tasks -- on mock, :mod:`tau2_gym.domains.mock.generate` writes a verified train set and a
-held-out set sharing no argument value (other domains: their ``train`` / ``test`` splits); (2) a policy -- a
+Steps, per seed: (1) tasks -- on mock, :mod:`tau2_gym.generation` writes a verified train set and a held-out set
+sharing no argument value (other domains: their ``train`` / ``test`` splits, or with ``--train-tasks DIR`` the
+``train`` / ``held_out`` splits of a generated set); (2) a policy -- a
 tiny Qwen2 built in code with a tokenizer fitted to the domain's texts (``--model``: a real one); (3) a short
 SFT on the oracle agent's train episodes (``tau2-gym rollout`` + ``export_dataset``), short enough to leave the
 policy weak; (4) from that one checkpoint, two GRPO runs with the same settings through
@@ -49,8 +53,15 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     g = p.add_argument_group("tasks")
     g.add_argument("--domain", default="mock", help="mock: generated tasks; other domains: their train/test splits")
-    g.add_argument("--train-tasks", type=int, default=96, help="generated train tasks (mock)")
-    g.add_argument("--test-tasks", type=int, default=16, help="generated held-out tasks (mock)")
+    g.add_argument(
+        "--train-tasks",
+        default=None,
+        metavar="DIR",
+        help="a generated set (`tau2-gym generate --domain D --out DIR`): train on its train split, measure on its "
+        "held_out split",
+    )
+    g.add_argument("--n-train-tasks", type=int, default=96, help="generated train tasks (mock without --train-tasks)")
+    g.add_argument("--n-test-tasks", type=int, default=16, help="generated held-out tasks (mock)")
     g.add_argument("--task-seed", type=int, default=0, help="seed of the generated task set (mock)")
     g.add_argument("--intents", nargs="+", default=["complete", "reopen"], help="generated intents (mock)")
     g.add_argument("--id-digits", type=int, default=2, help="digits of generated task/user ids (mock)")
@@ -100,30 +111,39 @@ def cpu(args: argparse.Namespace) -> bool:
 
 def prepare_tasks(args: argparse.Namespace, out: str) -> dict[str, Any]:
     """The data folder (None: the domain's own data) and the train / held-out task ids."""
-    import gymnasium as gym
-
     import tau2_gym  # noqa: F401 - registers the envs
     from tau2_gym.core.domain import load_domain
-    from tau2_gym.domains.mock.generate import episode_verifier, generate_tasks, write_task_set
-    from tau2_gym.players.agents.scripted import make_agent
+    from tau2_gym.generation import generate
 
+    if args.train_tasks:
+        return generated_tasks(args.domain, args.train_tasks)
     if args.domain != "mock":
         loaded = load_domain(args.domain)
         return {"data_dir": None, "train": list(loaded.splits()["train"]), "test": list(loaded.splits()["test"])}
-    gen = generate_tasks(
+    n = args.n_train_tasks + args.n_test_tasks
+    made = generate(
+        "mock",
+        n=n,
         seed=args.task_seed,
-        n_train=args.train_tasks,
-        n_test=args.test_tasks,
+        held_out=args.n_test_tasks / n,
         intents=tuple(args.intents),
-        id_digits=args.id_digits,
-        style=args.style,
+        options={"id_digits": args.id_digits, "style": args.style, "n_train": args.n_train_tasks},
+        out=os.path.join(out, "tasks"),
     )
+    return {"data_dir": made.folder, "train": made.ids("train"), "test": made.ids("held_out")}
 
-    def make_env(data_dir: str) -> Any:
-        return gym.make("tau2/mock-v0", data_dir=data_dir, task_split=None, user="oracle", disable_env_checker=True)
 
-    data_dir = write_task_set(os.path.join(out, "tasks"), gen, episode_verifier(make_env, make_agent))
-    return {"data_dir": data_dir, "train": gen.ids("train"), "test": gen.ids("test")}
+def generated_tasks(domain: str, folder: str) -> dict[str, Any]:
+    """A generated set's train split to train on and its held_out split to measure on."""
+    from tau2_gym.core.domain import get_domain_spec, load_domain
+    from tau2_gym.generation import read_manifest
+
+    if read_manifest(folder, get_domain_spec(domain).data_folder) is None:
+        raise SystemExit(f"error: --train-tasks {folder!r} holds no generated {domain} set (tau2-gym generate)")
+    splits = load_domain(domain, folder).splits()
+    if not splits.get("held_out"):
+        raise SystemExit(f"error: --train-tasks {folder!r} has no held_out tasks; generate it with --held-out > 0")
+    return {"data_dir": folder, "train": list(splits["train"]), "test": list(splits["held_out"])}
 
 
 # ------------------------------------------------------------------------------------------------ policy

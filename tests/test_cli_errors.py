@@ -44,6 +44,10 @@ MISTAKES = [
     ("report {missing} --output {tmp}/r.html", "no such file"),
     ("report {list} --output {tmp}/r.html", "a results file holds a JSON object"),
     ("report --bootstrap-samples -3 {bad} --output {tmp}/r.html", "--bootstrap-samples must be >= 0"),
+    ("generate --domain nope --n 2 --out {tmp}/g", "unknown domain 'nope'; domains with a task generator are"),
+    ("generate --domain mock --n 0 --out {tmp}/g", "--n: must be a positive integer, got 0"),
+    ("generate --domain mock --n 2 --intents fly --out {tmp}/g", "unknown intent 'fly' for mock; intents are"),
+    ("generate --domain mock --n 2 --out {tmp}", "exists and is not a generated task set"),
 ]
 
 

@@ -1,10 +1,11 @@
-"""Generated mock-domain tasks: many small customer requests to train on, with a held-out set to test on.
+"""Generated mock-domain tasks: the mock domain's task generator (``draft_tasks``), on the shared machinery.
 
-The mock domain ships 10 hand-written tasks -- too few to tell learning from memorising. This module makes
-as many as needed, seeded and deterministic, in upstream's task format, and writes them as a tau2 data
-folder, so they load wherever a task file does: ``gym.make("tau2/mock-v0", data_dir=folder,
-task_split="train")``, a mixture component's ``data_dir``, ``tau2-gym rollout --data-dir folder``,
-``build_dataset("mock", data_dir=folder)``. No second loader: the folder is read like any tau2 data.
+The mock domain ships 10 hand-written tasks -- too few to tell learning from memorising. This generator drafts as
+many as needed, seeded and deterministic, in upstream's task format; :func:`tau2_gym.generation.generate` (or
+``tau2-gym generate --domain mock``) verifies each one through the env and writes them as a tau2 data folder, so
+they load wherever a task file does: ``gym.make("tau2/mock-v0", data_dir=folder, task_split="train")``, a
+mixture component's ``data_dir``, ``tau2-gym rollout --data-dir folder``, ``build_dataset("mock",
+data_dir=folder)``.
 
 Each task: one customer (a fresh user with a drawn name, owning 1-3 tasks with drawn titles, added through
 ``initial_state.initialization_data`` on top of the domain's DB) asks for one thing (an *intent*):
@@ -19,34 +20,22 @@ the intent's tool with arguments copied from what the customer said -- a pattern
 Gold actions, the customer's (structured) instructions, env assertions and ``reward_basis``
 ``["DB", "ENV_ASSERTION"]`` make the reward upstream's.
 
-Splits ``train`` and ``test`` share no identifying value: user ids, task ids, names and titles are drawn
-from disjoint pools (only the status enum and tool names are common -- there are two statuses). ``base``
-lists every task (mock's usual split name, so ``tau2/mock-v0``'s default still loads).
-
-The folder records that it is generated: every task's ``description.notes`` says so (with the seed), and
-``generated.json`` beside the task file holds the generator, its settings and the verification result.
-Verification needs the env (a layer above the domains), so the caller passes it in (``verify=``):
-tasks whose oracle episode does not score 1.0, or whose do-nothing episode does not score 0.0, stop the
-write with an error.
+Splits ``train`` and ``held_out`` share no identifying value: user ids, task ids, names and titles are drawn
+from disjoint pools, and each draft names its pool (``"split"``), which the machinery keeps (only the status
+enum and tool names are common -- there are two statuses). Drafts alternate between the pools; the train stream
+is drawn from ``random.Random(seed)`` alone, so the train tasks of a seed do not depend on the held-out count.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import itertools
 import random
-import shutil
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
-
-from tau2_gym.core.domain import load_domain
-from tau2_gym.core.tasks import Task
+from typing import Iterator, Optional, Sequence
 
 GENERATOR = "tau2_gym.domains.mock.generate"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # v2: on tau2_gym.generation; the second pool is "held_out", its own stream unless n_train
 INTENTS = ("complete", "reopen", "create")
-SPLITS = ("train", "test")
+SPLITS = ("train", "held_out")
 STYLES = ("natural", "terse")
 
 FIRST_NAMES = (
@@ -101,24 +90,19 @@ PERSONAS = (
 )
 
 
-@dataclass
-class GeneratedTasks:
-    """Tasks (upstream's JSON form, validated), their splits and a record of how they were made."""
-
-    tasks: list[dict]
-    splits: dict[str, list[str]]
-    settings: dict = field(default_factory=dict)
-
-    def ids(self, split: str) -> list[str]:
-        return list(self.splits[split])
-
-    def by_id(self) -> dict[str, dict]:
-        return {t["id"]: t for t in self.tasks}
+RULES = {
+    "complete": ('mock policy 2: Task status can only be "pending" or "completed"',),
+    "reopen": ('mock policy 2: Task status can only be "pending" or "completed"',),
+    "create": ("mock policy 1: Each task must have a title", "mock policy 3: Only existing users can create tasks"),
+}
 
 
-def _pools(rng: random.Random, base_db: dict, id_digits: int) -> dict[str, dict[str, list]]:
-    """Disjoint value pools per split: ``id_digits``-digit ids (none already in the DB), names, titles."""
-    used_tasks, used_users = set(base_db["tasks"]), set(base_db["users"])
+def _pools(
+    rng: random.Random, base_db: dict, id_digits: int, exclude: frozenset[str] = frozenset()
+) -> dict[str, dict[str, list]]:
+    """Disjoint value pools per split: ``id_digits``-digit ids (none already in the DB, none excluded), names,
+    titles (none excluded)."""
+    used_tasks, used_users = set(base_db["tasks"]) | exclude, set(base_db["users"]) | exclude
     numbers = range(10 ** (id_digits - 1), 10**id_digits)
     task_nums = [n for n in numbers if f"task_{n}" not in used_tasks]
     user_nums = [n for n in numbers if f"user_{n}" not in used_users]
@@ -129,7 +113,10 @@ def _pools(rng: random.Random, base_db: dict, id_digits: int) -> dict[str, dict[
         values = list(values)
         rng.shuffle(values)
         half = len(values) // 2
-        out["train"][key], out["test"][key] = values[:half], values[half:]
+        out["train"][key], out["held_out"][key] = values[:half], values[half:]
+    for pool in out.values():
+        pool["name"] = [v for v in pool["name"] if v not in exclude]
+        pool["title"] = [v for v in pool["title"] if v not in exclude]
     return out
 
 
@@ -221,58 +208,76 @@ def _summary(intent: str, values: dict) -> str:
     return f"Task id: {values['task_id']}. New status: {status}."
 
 
-def generate_tasks(
+def draft_tasks(
+    db: dict,
     *,
-    seed: int = 0,
-    n_train: int = 24,
-    n_test: int = 12,
-    intents: Sequence[str] = INTENTS,
+    n: int,
+    seed: int,
+    exclude: frozenset[str] = frozenset(),
+    intents: Optional[Sequence[str]] = None,
     id_prefix: str = "gen_",
     id_digits: int = 3,
     style: str = "natural",
-    base_db: Optional[dict] = None,
-    data_dir: Optional[str] = None,
-) -> GeneratedTasks:
-    """``n_train`` + ``n_test`` tasks, intents cycled in order, every value drawn with ``random.Random(seed)``.
+    n_train: Optional[int] = None,
+) -> Iterator[dict]:
+    """Drafts for the machinery, without end (the machinery stops when it has what it needs of each pool); intents
+    are cycled in order within each pool.
 
-    Task and user ids have ``id_digits`` digits (the numbers split in two random halves, one per split: every
-    digit occurs in both, no id does). Short ids make the copy a small model has to learn short.
+    Order: alternating ``train`` and ``held_out`` drafts, the train ones drawn from ``random.Random(seed)`` alone
+    (so the train tasks of a seed do not depend on the held-out count); with ``n_train``, the first ``n_train``
+    drafts are train, then held-out ones, all from one stream (generator v1's order: the tasks of
+    ``docs/learning.md``'s runs).
 
-    ``base_db`` (default: the mock domain's DB of ``data_dir``'s data) only decides which ids are taken.
-    The same arguments give the same tasks, byte for byte.
+    ``db`` (the mock DB) only decides which ids are taken; nothing in ``exclude`` is used. Task and user ids have
+    ``id_digits`` digits (the numbers split in two random halves, one per pool: every digit occurs in both, no id
+    does); short ids make the copy a small model has to learn short. ``style``: ``natural`` (a reason for the call
+    and the facts) or ``terse`` (the one-line summary only).
     """
+    intents = tuple(intents or INTENTS)
     unknown = [i for i in intents if i not in INTENTS]
-    if unknown or not intents:
+    if unknown:
         raise ValueError(f"intents {list(intents)!r}: choose from {INTENTS}")
-    if n_train < 0 or n_test < 0:
-        raise ValueError("n_train and n_test must be >= 0")
-    if base_db is None:
-        base_db = load_domain("mock", data_dir).base_db.data
-    rng = random.Random(seed)
     if style not in STYLES:
         raise ValueError(f"style={style!r}: choose one of {STYLES}")
     if id_digits not in (2, 3, 4):
         raise ValueError(f"id_digits={id_digits!r}: choose 2, 3 or 4")
-    pools = _pools(rng, base_db, id_digits)
-    tasks: list[dict] = []
-    splits: dict[str, list[str]] = {"train": [], "test": []}
-    for split, n in (("train", n_train), ("test", n_test)):
-        for i in range(n):
-            task = _one_task(rng, pools[split], intents[i % len(intents)], i, split, seed, id_prefix, style)
-            Task.model_validate(task)  # upstream's format, checked as the loader will
-            tasks.append(task)
-            splits[split].append(task["id"])
-    splits = {"base": [t["id"] for t in tasks], **splits}
-    settings = {
-        "seed": seed,
-        "n_train": n_train,
-        "n_test": n_test,
-        "intents": list(intents),
-        "id_prefix": id_prefix,
-        "id_digits": id_digits,
-        "style": style,
-    }
-    return GeneratedTasks(tasks=tasks, splits=splits, settings=settings)
+    rng = random.Random(seed)
+    pools = _pools(rng, db, id_digits, frozenset(exclude))
+    if n_train is None:
+        streams = {"train": rng, "held_out": random.Random(f"{seed}:held_out")}
+        order: Iterator[str] = itertools.cycle(SPLITS)
+    else:
+        streams = {"train": rng, "held_out": rng}
+        order = (SPLITS[0] if i < n_train else SPLITS[1] for i in itertools.count())
+    return _drafts(order, streams, pools, intents, seed, id_prefix, style)
+
+
+def _drafts(
+    order: Iterator[str],
+    streams: dict[str, random.Random],
+    pools: dict,
+    intents: tuple[str, ...],
+    seed: int,
+    id_prefix: str,
+    style: str,
+) -> Iterator[dict]:
+    counts = dict.fromkeys(SPLITS, 0)
+    for split in order:
+        i = counts[split]
+        counts[split] += 1
+        intent = intents[i % len(intents)]
+        task = _one_task(streams[split], pools[split], intent, i, split, seed, id_prefix, style)
+        data = task["initial_state"]["initialization_data"]["agent_data"]
+        yield {
+            "task": task,
+            "intent": intent,
+            "variant": "allowed",
+            "forbidden_actions": [],
+            "needs_write": True,
+            "rules": list(RULES[intent]),
+            "entities": {"users": sorted(data["users"]), "tasks": sorted(data["tasks"])},
+            "split": split,
+        }
 
 
 def argument_values(task: dict) -> set[str]:
@@ -286,115 +291,3 @@ def argument_values(task: dict) -> set[str]:
     for a in task["evaluation_criteria"]["actions"]:
         out |= {str(v) for k, v in a["arguments"].items() if k != "status"}
     return out
-
-
-#: ``verify(data_dir, task_ids) -> {task_id: (oracle reward, do-nothing reward)}``
-Verifier = Callable[[str, list[str]], dict[str, tuple[float, float]]]
-
-
-def episode_verifier(make_env: Callable[[str], Any], make_agent: Callable[[str], Any]) -> Verifier:
-    """A :data:`Verifier` that plays each task twice through a Gymnasium env: the ``"oracle"`` agent and the
-    do-nothing ``"give_up"`` agent (scripted agents with ``reset(task, info)`` / ``act(obs, info)``).
-
-    The env comes from the caller (``make_env(data_dir)``, e.g. ``gym.make("tau2/mock-v0", data_dir=d,
-    task_split=None)`` with the customer to verify against), because the domains sit below the env layer.
-    """
-
-    def verify(data_dir: str, task_ids: list[str]) -> dict[str, tuple[float, float]]:
-        env = make_env(data_dir)
-        out: dict[str, tuple[float, float]] = {}
-        try:
-            for tid in task_ids:
-                rewards = []
-                for name in ("oracle", "give_up"):
-                    agent = make_agent(name)
-                    obs, info = env.reset(seed=0, options={"task_id": tid})
-                    agent.reset(info["task"], info)
-                    reward, over = 0.0, bool(info.get("episode_over"))
-                    for _ in range(100):
-                        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
-                        if terminated or truncated:
-                            over = True
-                            break
-                    rewards.append(float(reward) if over else float("nan"))
-                out[tid] = (rewards[0], rewards[1])
-        finally:
-            env.close()
-        return out
-
-    return verify
-
-
-_DOMAIN_FILES = ("db.json", "user_db.json", "policy.md", "policy_solo.md")
-
-
-def write_task_set(
-    folder: str | os.PathLike[str],
-    generated: GeneratedTasks,
-    verify: Optional[Verifier],
-    *,
-    data_dir: Optional[str] = None,
-) -> str:
-    """Write ``generated`` as a tau2 data folder at ``folder`` (a checkout-shaped ``data/tau2/domains/mock``
-    with the domain's DB and policy copied from ``data_dir``'s data, and ``src`` linked to the same upstream
-    sources, so tool descriptions are upstream's); returns the path to pass as ``data_dir``.
-
-    ``verify`` runs episodes on the written folder; any task that the oracle does not solve (reward 1.0) or
-    that the do-nothing agent solves (reward != 0.0) raises ``ValueError``. ``verify=None`` writes an
-    unverified set and says so in ``generated.json``.
-    """
-    source = load_domain("mock", data_dir).source
-    root = Path(folder)
-    dom = root / "data" / "tau2" / "domains" / "mock"
-    if dom.exists():
-        shutil.rmtree(dom)
-    dom.mkdir(parents=True)
-    for name in _DOMAIN_FILES:
-        src_file = source.domain_dir("mock") / name
-        if src_file.is_file():
-            shutil.copyfile(src_file, dom / name)
-    _link(root / "data" / "tau2" / "user_simulator", source.user_simulator_dir)
-    if source.src is not None:
-        _link(root / "src" / "tau2", source.src)
-    (dom / "tasks.json").write_text(json.dumps(generated.tasks, indent=1) + "\n", encoding="utf-8")
-    (dom / "split_tasks.json").write_text(json.dumps(generated.splits, indent=1) + "\n", encoding="utf-8")
-    manifest = {
-        "generator": GENERATOR,
-        "generator_version": GENERATOR_VERSION,
-        "settings": generated.settings,
-        "splits": {k: len(v) for k, v in generated.splits.items()},
-        "base_data": source.record(),
-        "verified": None,
-    }
-    if verify is not None:
-        ids = [t["id"] for t in generated.tasks]
-        results = verify(str(root), ids)
-        bad = {i: results.get(i) for i in ids if results.get(i) != (1.0, 0.0)}
-        if bad:
-            raise ValueError(f"generated tasks failed verification (oracle, do-nothing rewards): {bad}")
-        manifest["verified"] = {"tasks": len(ids), "oracle_reward": 1.0, "do_nothing_reward": 0.0}
-    (dom / "generated.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    return str(root)
-
-
-def read_manifest(data_dir: str | os.PathLike[str]) -> Optional[dict]:
-    """The ``generated.json`` record of a generated data folder (None for ordinary data)."""
-    for cand in (Path(data_dir) / "data" / "tau2", Path(data_dir) / "tau2", Path(data_dir)):
-        path = cand / "domains" / "mock" / "generated.json"
-        if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
-    return None
-
-
-def _link(link: Path, target: Path) -> None:
-    if not target.exists():
-        return
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        if link.is_symlink() and Path(os.readlink(link)) == target:
-            return
-        if link.is_dir() and not link.is_symlink():
-            shutil.rmtree(link)
-        else:
-            link.unlink()
-    link.symlink_to(target, target_is_directory=True)

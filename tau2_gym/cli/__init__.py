@@ -19,6 +19,7 @@ COMMANDS = {
     "report": "Build one self-contained HTML report of one or more results files.",
     "cache": "Show or clear the LLM reply cache (user simulator and judge replies).",
     "serve": "Serve a tau2 env id as an OpenEnv server (HTTP + WebSocket sessions; extra tau2-gym[openenv]).",
+    "generate": "Generate verified tasks to train on (never touching the test split), written as a data folder.",
 }
 
 

@@ -34,6 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--domain", default=None, help="keep only this domain")
     p.add_argument("--data-version", default=None, help="data version whose prompt and tools are exported")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="the data folder the runs were made on, when it is not the default data (e.g. a generated set)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
             min_reward=args.min_reward,
             domain=args.domain,
             data_version=args.data_version,
+            data_dir=args.data_dir,
             allow_test_split=args.allow_test_split,
         )
     except (ExportError, OSError) as exc:

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 
 from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.tasks import Task
-from tau2_gym.episodes.driver import EpisodeSetup
+from tau2_gym.episodes.driver import EpisodeSetup, play
 from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
@@ -96,13 +96,7 @@ def do_nothing_baseline(
 
 def _play(setup: EpisodeSetup, task: Task) -> Optional[dict]:
     """The do-nothing episode's reward record (None when it cannot be evaluated: the env's reward is then 0)."""
-    episode = setup.start(task, seed=0)
-    policy, user = ScriptedPolicy(DO_NOTHING_AGENT), OracleUser()
-    for _ in range(_MAX_TURNS):
-        episode.run_user(user)
-        if episode.done:
-            break
-        episode.act(policy.generate(episode.agent_request()))
+    episode = play(setup, task, ScriptedPolicy(DO_NOTHING_AGENT), OracleUser(), max_turns=_MAX_TURNS)
     try:
         return episode.score()
     except EvaluationError:

@@ -39,6 +39,7 @@ from tau2_gym.scoring import evaluation
 if TYPE_CHECKING:
     from tau2_gym.core.domain import LoadedDomain
     from tau2_gym.core.tasks import Task
+    from tau2_gym.players.agents.base import AgentPolicy
     from tau2_gym.players.users.base import UserSimulator
     from tau2_gym.scoring.judges import Judge
 
@@ -54,6 +55,7 @@ __all__ = [
     "EpisodeSetup",
     "agent_tools",
     "parse_reply_markup",
+    "play",
 ]
 
 HALF_DUPLEX = "half_duplex"  # upstream's CommunicationMode of text runs (SimulationRun.mode)
@@ -298,3 +300,26 @@ class Episode(TurnLoop):
             evaluation_error=error,
             diagnostics=diagnostics,
         )
+
+
+def play(
+    setup: EpisodeSetup, task: Task, policy: AgentPolicy, user: UserSimulator, *, seed: int = 0, max_turns: int = 200
+) -> Episode:
+    """Play one episode of ``task`` to its end in this thread: the customer's turns by ``user.generate``, the
+    agent's by ``policy.generate``. For offline players (scripted agents and customers: baselines, the exploit
+    panel, verification of generated tasks); an episode still running after ``max_turns`` agent turns is
+    truncated, so the caller always gets a finished episode to score."""
+    episode = setup.start(task, seed=seed)
+    for _ in range(max_turns):
+        episode.run_user(user)
+        if episode.done:
+            break
+        episode.act(policy.generate(episode.agent_request()))
+    else:
+        episode.run_user(user)
+        if not episode.done:
+            episode.truncate()
+    done = getattr(policy, "episode_done", None)
+    if done is not None:
+        done(episode.episode_id)
+    return episode

@@ -29,13 +29,21 @@ class ExportError(ValueError):
 
 
 class SplitGuardError(ExportError):
-    """Training data or training episodes would include tasks of the held-out ``test`` split."""
+    """Training data or training episodes would include tasks of a held-out split (``test``, or a generated set's
+    ``held_out``)."""
 
 
 #: The metadata columns an export adds beside the training columns (drop them before handing rows to a trainer).
 METADATA_COLUMNS = ("reward", "task_id", "domain", "split", "data_version")
 
 ALL_TASKS = "all"  # the split name recorded when no split filter applies
+#: the splits no training helper takes tasks from: the benchmark's test split and a generated set's held-out split
+HELD_OUT_SPLITS = ("test", "held_out")
+
+
+def held_out_ids(splits: dict) -> set[str]:
+    """The task ids of the held-out splits (:data:`HELD_OUT_SPLITS`) of a split table."""
+    return {str(i) for name in HELD_OUT_SPLITS for i in splits.get(name, ())}
 
 
 def training_split(
@@ -44,15 +52,15 @@ def training_split(
     """The task ids a training helper may use, and the split name to record with them.
 
     The guard behind every training helper (export, the TRL dataset builder and rollout function): the default
-    is the ``train`` split; any selection holding a task of the domain's ``test`` split -- ``"test"`` itself,
-    ``None`` (all tasks) or a split that overlaps it, such as ``"base"`` -- is refused unless
-    ``allow_test_split=True``. A domain without ``train`` and ``test`` splits (mock) holds nothing out, so
-    ``"train"`` means all of its tasks (recorded as ``"all"``).
+    is the ``train`` split; any selection holding a task of a held-out split (the benchmark's ``test``, a generated
+    set's ``held_out``) -- such a split itself, ``None`` (all tasks) or a split that overlaps it, such as ``"base"``
+    -- is refused unless ``allow_test_split=True``. A domain without ``train`` and ``test`` splits (mock) holds
+    nothing out, so ``"train"`` means all of its tasks (recorded as ``"all"``).
     """
     name = loaded.spec.name
     splits = loaded.splits(task_set)
     all_ids = tuple(t.id for t in loaded.tasks(task_set, None))
-    test = set(splits.get("test", ()))
+    test = held_out_ids(splits)
     if split is None or (split == "train" and "train" not in splits and not test):
         ids, recorded = all_ids, ALL_TASKS
     elif split in splits:
@@ -81,12 +89,14 @@ def check_not_test(
     """Raise :class:`SplitGuardError` when any of ``task_ids`` is a ``test``-split task (unless allowed)."""
     if allow_test_split:
         return
-    test = set(loaded.splits(task_set).get("test", ()))
+    splits = loaded.splits(task_set)
+    test = held_out_ids(splits)
     leaked = [str(i) for i in task_ids if str(i) in test]
     if leaked:
         shown = ", ".join(repr(i) for i in leaked[:5]) + (", ..." if len(leaked) > 5 else "")
         raise SplitGuardError(
-            f"{what} of domain {loaded.spec.name!r} include {len(leaked)} task(s) of the held-out 'test' split "
+            f"{what} of domain {loaded.spec.name!r} include {len(leaked)} task(s) of the held-out "
+            f"{' / '.join(repr(n) for n in HELD_OUT_SPLITS if n in splits)} split "
             f"({shown}); train on split='train', or pass allow_test_split=True (CLI: --allow-test-split) if you "
             "really mean to train on test tasks"
         )

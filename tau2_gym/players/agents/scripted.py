@@ -15,7 +15,7 @@ string. Solo mode: every gold action as a tool call (user-side ones go to the us
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.domain import get_domain_spec
 from tau2_gym.core.tasks import Action, Task
@@ -190,6 +190,30 @@ class WrongArgumentsAgent(OracleAgent):
                     args["unexpected_argument"] = 1
                 steps[i] = ("call", action.model_copy(update={"arguments": args}))
         return steps
+
+
+class ComplyingAgent(OracleAgent):
+    """Flaw: does what the customer asks although the policy forbids it -- the gold reads, then ``writes`` (the
+    forbidden write actions, ``{"name", "arguments"}``), then the closing summary.
+
+    The check of a refused task: the task is only worth training on if this agent scores 0 (the write the
+    customer asks for must cost the reward). Built with the writes, so it is not in :data:`ALL_AGENTS`.
+    """
+
+    name = "complying"
+
+    def __init__(self, writes: Sequence[Union[dict, Action]] = ()) -> None:
+        super().__init__()
+        self.writes = [
+            w if isinstance(w, Action) else Action.model_validate({"action_id": f"forbidden_{i}", **w})
+            for i, w in enumerate(writes)
+        ]
+
+    def steps(self, task: Task) -> list[tuple[str, Any]]:
+        steps = super().steps(task)
+        final = steps.pop()  # the closing summary (or ``done`` in solo mode)
+        reads = [(kind, a) for kind, a in steps if kind != "call" or not self.mutates(a.name)]
+        return reads + [("call", a) for a in self.writes] + [final]
 
 
 class GiveUpAgent(ScriptedAgent):
