@@ -104,13 +104,17 @@ class Tau2Session(ResourceSession):
         self._tools = [_tool(s) for s in schemas]
         self._names = {t.name for t in self._tools}
         self.done = False
+        self.closed = False
         self.reward: Optional[float] = None
         self.observation = obs
         if obs.episode_over:  # the customer stopped at once: the next step returns the terminal transition
             self._step("")
 
     def _step(self, action: Any) -> list[dict[str, Any]]:
-        """One env step; returns the messages that followed the agent's action."""
+        """One env step; returns the messages that followed the agent's action. A closed session refuses (OpenEnv's
+        client would open a fresh server session, without the episode)."""
+        if self.closed:
+            raise RuntimeError(f"the session of task {self.task_id!r} is closed")
         before = len(self.messages)
         result = self._client.step(action)
         obs = result.observation
@@ -161,6 +165,7 @@ class Tau2Session(ResourceSession):
         return VerifyResult(env_reward=reward, done=True, metrics=metrics, artifacts=artifacts)
 
     def close(self) -> None:
+        self.closed = True
         self._client.close()
 
 

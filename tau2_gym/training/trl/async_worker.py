@@ -253,7 +253,7 @@ class Tau2RolloutWorker:
         self.metrics_queue: queue.Queue = queue.Queue(maxsize=4096)
 
         self.model_version = 0
-        self.stats: Counter = Counter()  # episodes, groups, samples (queued), masked, dropped_stale, unqueued_at_stop, ...
+        self.stats: Counter = Counter()  # episodes, groups, samples (queued), masked, dropped_stale, unqueued_at_stop
         self.recent_groups: deque[GroupSummary] = deque(maxlen=1024)
         self._next_group = 0
         self._thread: Optional[threading.Thread] = None
