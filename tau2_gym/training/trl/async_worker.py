@@ -68,6 +68,7 @@ from tau2_gym.scoring.judges import make_judge
 from tau2_gym.scoring.rewards import infrastructure_failure
 from tau2_gym.training.export import training_split
 from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectory, server_turns
+from tau2_gym.training.trl.dataset import build_dataset, task_prompt
 
 logger = logging.getLogger("tau2_gym.training.trl")
 
@@ -292,7 +293,6 @@ class Tau2RolloutWorker:
                 max_tokens=int(args.max_completion_length),
                 timeout=float(getattr(args, "request_timeout", 600)),
                 capture_tokens=capture_tokens,
-                api_key_env="TAU2_GYM_POLICY_API_KEY",
             )
         )
         trainer_side = {
@@ -329,8 +329,6 @@ class Tau2RolloutWorker:
     def train_dataset(self) -> Any:
         """A ``datasets.Dataset`` with one row per task of the selection (prompts naming the tasks), for the
         trainer's ``train_dataset``: the trainer counts an epoch as that many distinct groups trained."""
-        from tau2_gym.training.trl.dataset import build_dataset
-
         cfg = self.config
         return build_dataset(
             cfg.domain,
@@ -487,7 +485,7 @@ class Tau2RolloutWorker:
             for input_ids, mask, logprobs in episode_rows:
                 samples.append(
                     RolloutSample(
-                        prompt=[{"role": "user", "content": json.dumps({"tau2_task_id": task_id, "seed": seed})}],
+                        prompt=[{"role": "user", "content": task_prompt(self.config.domain, task_id)}],
                         completion=list(run.get("messages") or []),
                         input_ids=_array(input_ids, "int64"),
                         completion_mask=_array(mask, "int64"),
