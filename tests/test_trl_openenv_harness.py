@@ -157,6 +157,19 @@ def test_sessions_play_the_served_env_through_openenvs_harness_adapter(served):
         session.close()
 
 
+def test_sessions_reach_a_token_protected_server():
+    from tau2_gym.frameworks.openenv import Tau2Server
+
+    with Tau2Server("tau2/mock-v0", port=0, token="s3cret") as server:
+        session = Tau2SessionFactory(server.url, token="s3cret").create(task_prompt("mock", "create_task_1"))
+        try:
+            assert session.initial_messages()[-1]["role"] == "user"
+        finally:
+            session.close()
+        with pytest.raises(ConnectionError, match="403"):
+            Tau2SessionFactory(server.url).create(task_prompt("mock", "create_task_1"))
+
+
 def test_a_prompt_of_another_domain_is_refused(served):
     with pytest.raises(ValueError, match="names a 'airline' task, but .* serves 'tau2/mock-v0'"):
         Tau2SessionFactory(served).create(task_prompt("airline", "0"))

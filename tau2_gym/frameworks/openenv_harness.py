@@ -82,7 +82,11 @@ class Tau2Session(ResourceSession):
     ) -> None:
         domain, task_id = parse_task_prompt(task)
         self._client = Tau2Client(
-            base_url, token=token, connect_timeout_s=connect_timeout_s, message_timeout_s=message_timeout_s
+            base_url,
+            token=token,
+            headers={"Authorization": f"Bearer {token}"} if token else None,  # OpenEnv 0.10's own header option
+            connect_timeout_s=connect_timeout_s,
+            message_timeout_s=message_timeout_s,
         ).sync()
         try:
             self._client.connect()
