@@ -1,4 +1,5 @@
-"""Package discovery: `domains/` ships inside the wheel as `tau2_gym.domains`.
+"""Package discovery: `domains/` ships inside the wheel as `tau2_gym.domains`; `tau2_gym_env` is the verifiers
+environment by name (`vf-eval tau2-gym-env`, extra `verifiers`).
 
 A new domain is a folder under `domains/`; it is picked up here without editing this file.
 """
@@ -6,7 +7,7 @@ A new domain is a folder under `domains/`; it is picked up here without editing 
 from setuptools import find_packages, setup
 
 packages = find_packages(include=["tau2_gym", "tau2_gym.*"])
-packages += ["tau2_gym.domains"] + [f"tau2_gym.domains.{p}" for p in find_packages("domains")]
+packages += ["tau2_gym_env", "tau2_gym.domains"] + [f"tau2_gym.domains.{p}" for p in find_packages("domains")]
 
 setup(
     packages=packages,

@@ -11,7 +11,8 @@ An HTML comment right before a block says how to treat it:
   listed with its reason (:func:`test_marked_blocks_give_a_reason`).
 - ``<!-- docs-test: llm-stub -->``: run against a local OpenAI-compatible stub (``tests/openai_stub.py``) that
   answers ``###STOP###`` to every request; ``http://localhost:8000/v1`` in the block becomes its address.
-- ``<!-- docs-test: requires MODULE -->``: run when ``MODULE`` imports (an optional extra), else skipped.
+- ``<!-- docs-test: requires MODULE -->``: run when ``MODULE`` imports (an optional extra), else skipped;
+  ``requires MODULE llm-stub`` also points the block at the stub.
 - ``<!-- docs-test: file PATH -->``: the block is a file's content, written to ``PATH`` for later blocks.
 
 Shell lines are run as written except: ``pip install ...`` lines (the package under test is installed
@@ -193,7 +194,8 @@ def run_page(page: Path, cwd: Path, stub_url: str) -> list[str]:
                 if subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode:
                     not_run.append(f"{block.where}: {module} is not installed")
                     continue
-            code = block.code.replace(STUB_URL, stub_url) if marker == "llm-stub" else block.code
+            stubbed = marker == "llm-stub" or (marker.startswith("requires ") and marker.endswith(" llm-stub"))
+            code = block.code.replace(STUB_URL, stub_url) if stubbed else block.code
             if block.kind == "python":
                 if session is None:
                     session = PythonSession(cwd, env)

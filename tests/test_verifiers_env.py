@@ -1,6 +1,7 @@
-"""tau2 as a verifiers environment, run by verifiers' own evaluation entry point (``run_eval``) against a local
-OpenAI-compatible stub on 127.0.0.1, and compared with ``tau2-gym rollout``'s library form (``collect``) given the
-same stub replies: the same reward per task, recorded on verifiers' traces.
+"""tau2 as a verifiers environment, run by verifiers' own evaluation entry points -- ``run_eval`` in-process and the
+``vf-eval`` command by the environment's name in a fresh process -- against a local OpenAI-compatible stub on
+127.0.0.1, and compared with ``tau2-gym rollout``'s library form (``collect``) given the same stub replies: the same
+reward per task, recorded on verifiers' traces.
 
 The stub plays the oracle behind an endpoint: it recognises the task from the customer's opening message and
 answers with the oracle's next action, so some episodes earn 1.0 and the comparison covers scored endings.
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -26,7 +30,7 @@ from verifiers.v1.cli.eval.runner import run_eval
 from verifiers.v1.clients import EvalClientConfig
 from verifiers.v1.configs.cli.eval import EvalConfig
 
-from tau2_gym.frameworks.verifiers import TASKSET_ID, load_environment
+from tau2_gym.frameworks.verifiers import TASKSET_ID, Tau2Env, load_environment
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
 from tau2_gym.players.agents.scripted import OracleAgent
 from tau2_gym.players.users.base import UserSimulator
@@ -103,7 +107,8 @@ def test_verifiers_eval_records_the_rewards_of_our_rollout(tmp_path, monkeypatch
         episodes = asyncio.run(run_eval(config))
         theirs_requests = len(stub.requests) - ours_requests
 
-    assert env.config.taskset.id == TASKSET_ID
+    assert env.config.taskset.id == TASKSET_ID and isinstance(env, Tau2Env)
+    assert env.config.agent.runtime.type == "subprocess"  # verifiers' default (a Prime sandbox) needs an account
     traces = {ep.traces[0].task.data.tau2_task_id: ep.traces[0] for ep in episodes}
     assert sorted(traces) == sorted(TASKS)
     for task_id, trace in traces.items():
@@ -173,3 +178,64 @@ def test_a_broken_customer_masks_the_episode(tmp_path, monkeypatch):
     trace = episode.traces[0]
     assert not trace.ok and not episode.ok
     assert trace.stop_condition == "env_error" and "user LLM unreachable" in trace.errors[-1].message, trace.errors
+
+
+def _ours(stub, tasks):
+    policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="stub-model", base_url=stub.base_url, api_key_env=None))
+    report = collect(tasks, policy, "oracle", domain=DOMAIN, progress=False, check_servers=False)
+    return {r["task_id"]: r for r in report.simulations}
+
+
+def test_vf_eval_finds_the_environment_by_name_in_a_fresh_process(tmp_path):
+    """``vf-eval tau2-gym-env``: verifiers' own command resolves the installed package ``tau2_gym_env``, runs the
+    agent in a local runtime (no Prime account: no runtime flag, no login) and records the rewards of our rollout."""
+    vf_eval = Path(sys.executable).parent / "vf-eval"
+    assert vf_eval.is_file(), "the verifiers extra installs the vf-eval command"
+    reply = oracle_endpoint(DOMAIN, TASKS)
+    with OpenAIStub(reply) as stub:
+        ours = _ours(stub, TASKS)
+        before = len(stub.requests)
+        proc = subprocess.run(
+            [
+                str(vf_eval),
+                TASKSET_ID,
+                "--env.taskset.domain",
+                DOMAIN,
+                "--env.taskset.task-ids",
+                json.dumps(TASKS),
+                "--model",
+                "stub-model",
+                "--client.base-url",
+                stub.base_url,
+                "--client.api-key-var",
+                "TAU2_STUB_KEY",
+                "--no-push",
+                "--no-rich",
+                "-c",
+                "4",
+                "-o",
+                str(tmp_path),
+                "--run.dir",
+                "run",
+            ],
+            env={**os.environ, "TAU2_STUB_KEY": "stub-key"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        theirs_requests = len(stub.requests) - before
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    episodes = [json.loads(line) for line in (tmp_path / "run" / "traces.jsonl").read_text().splitlines()]
+    traces = {ep["traces"][0]["task"]["data"]["tau2_task_id"]: ep["traces"][0] for ep in episodes}
+    assert sorted(traces) == sorted(TASKS)
+    for task_id, trace in traces.items():
+        run = ours[task_id]
+        assert trace["ok"], (task_id, trace["errors"])
+        assert trace["agent"]["config"]["harness"]["id"] == TASKSET_ID
+        assert trace["agent"]["runtime"]["type"] == "subprocess"
+        assert trace["rewards"]["tau2"]["score"] == run["reward_info"]["reward"], task_id
+        assert trace["stop_condition"] == run["termination_reason"]
+    assert sorted(t["rewards"]["tau2"]["score"] for t in traces.values())[-1] == 1.0
+    assert theirs_requests == sum(1 for r in ours.values() for m in r["messages"] if m["role"] == "assistant") - len(
+        TASKS
+    )  # one model call per agent turn (the greeting is the env's)

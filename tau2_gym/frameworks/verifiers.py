@@ -18,22 +18,25 @@ customer's or the judge's LLM failed, scoring failed) or the customer's simulato
 :class:`verifiers.v1.EnvError`: the trace is not ``ok``, verifiers retries it (``--env.retries``) and trainers
 leave it out.
 
-The verifiers loader imports a taskset by a plain module name: importing this module registers it as taskset
-``tau2_gym`` (``verifiers.v1.tasksets.tau2_gym``, and its harness ``verifiers.v1.harnesses.tau2_gym``). Use
-:func:`load_environment`, or a run config whose ``env.taskset.id`` is ``"tau2_gym"`` after importing this module.
+By name: verifiers resolves an environment name to an installed top-level package exporting its classes via
+``__all__``; this distribution ships one, :mod:`tau2_gym_env`, so ``vf-eval tau2-gym-env`` (or ``tau2_gym_env``) finds
+this environment in a fresh process. It exports :class:`Tau2Taskset`, :class:`Tau2Harness` (the taskset's default
+program) and :class:`Tau2Env`, whose config (:class:`Tau2EnvConfig`) gives the agent a local subprocess runtime --
+verifiers' own default is a Prime sandbox, which needs a Prime account, and the in-process harness runs no program
+in it anyway. :func:`load_environment` builds the same env from Python.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import weakref
 from dataclasses import fields
 from typing import Any, Optional
 
 import verifiers.v1 as vf
 from pydantic import Field
-from verifiers.v1.runtimes import ProgramResult
+from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.records import as_dict
@@ -46,6 +49,8 @@ from tau2_gym.scoring.rewards import apply_reward_mode
 
 __all__ = [
     "TASKSET_ID",
+    "Tau2Env",
+    "Tau2EnvConfig",
     "Tau2Harness",
     "Tau2HarnessConfig",
     "Tau2Task",
@@ -56,7 +61,8 @@ __all__ = [
     "load_environment",
 ]
 
-TASKSET_ID = "tau2_gym"
+#: the environment's name: the installed package :mod:`tau2_gym_env` (``vf-eval tau2-gym-env``)
+TASKSET_ID = "tau2-gym-env"
 _ROLLOUT_DEFAULTS = {f.name: f.default for f in fields(RolloutConfig)}
 #: the verifiers stop condition of upstream's step-limit truncation
 TRUNCATED = "max_turns"
@@ -289,6 +295,18 @@ class Tau2Harness(vf.Harness[Tau2HarnessConfig]):
         return ProgramResult(exit_code=0, stdout="", stderr="")
 
 
+class Tau2EnvConfig(SingleAgentEnvConfig):
+    """:class:`Tau2Env`'s config: verifiers' single-agent config whose agent runs in a local subprocess runtime by
+    default (``--env.agent.runtime.*`` still chooses another)."""
+
+    agent: vf.AgentConfig = vf.AgentConfig(runtime=SubprocessConfig())
+
+
+class Tau2Env(SingleAgentEnv, vf.Env[Tau2EnvConfig]):
+    """verifiers' single-agent env over :class:`Tau2Taskset`, configured by :class:`Tau2EnvConfig`: what
+    ``vf-eval tau2-gym-env`` runs."""
+
+
 def load_environment(
     domain: str = "airline",
     split: Optional[str] = "base",
@@ -303,11 +321,10 @@ def load_environment(
     seed: Optional[int] = None,
     **env_config: Any,
 ) -> vf.Env:
-    """The verifiers environment of a tau2 domain: ``SingleAgentEnv`` over :class:`Tau2Taskset`, played by
-    :class:`Tau2Harness`. ``env_config``: further ``SingleAgentEnvConfig`` fields (e.g. ``retries``,
+    """The verifiers environment of a tau2 domain: :class:`Tau2Env` over :class:`Tau2Taskset`, played by
+    :class:`Tau2Harness`. ``env_config``: further :class:`Tau2EnvConfig` fields (e.g. ``retries``,
     ``agent={"max_turns": 50}``); the agent's runtime defaults to a local subprocess runtime, which the in-process
     harness never runs a program in."""
-    from verifiers.v1.envs.single_agent import SingleAgentEnvConfig
     from verifiers.v1.utils.loaders import load_environment as vf_load_environment
 
     taskset: dict[str, Any] = {
@@ -324,15 +341,5 @@ def load_environment(
     for name, value in (("max_steps", max_steps), ("max_errors", max_errors), ("seed", seed)):
         if value is not None:
             taskset[name] = value
-    # the harness plays in this process: the agent's runtime is a local one (verifiers' default is a remote sandbox)
-    agent = dict(env_config.pop("agent", None) or {})
-    agent.setdefault("runtime", {"type": "subprocess"})
-    config = SingleAgentEnvConfig.model_validate(
-        {**env_config, "agent": agent, "taskset": Tau2TasksetConfig(**taskset)}
-    )
+    config = Tau2EnvConfig.model_validate({**env_config, "taskset": Tau2TasksetConfig(**taskset)})
     return vf_load_environment(config)
-
-
-# the verifiers loader imports tasksets and harnesses by a plain name: this module is both, as "tau2_gym"
-for _group in ("tasksets", "harnesses"):
-    sys.modules.setdefault(f"verifiers.v1.{_group}.{TASKSET_ID}", sys.modules[__name__])

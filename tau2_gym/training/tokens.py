@@ -17,19 +17,20 @@ This is exact only when the server's template is prefix-preserving: each prompt 
 prompt followed by the previous reply's tokens. A template that re-renders earlier turns (Qwen3 strips old
 ``<think>`` blocks) or a tool parser whose re-serialised call differs from the sampled text breaks that; the
 episode is then refused with :class:`TokenTrajectoryError` naming the turn -- never stitched wrongly. Use the
-per-reply records on ``raw_data`` (one training sample per turn) for such servers. Ids that are not lists of
-integers, logprobs that are not finite numbers or whose count differs from the ids' are refused the same way.
+per-reply records on ``raw_data`` (one training sample per turn, :func:`server_turns`) for such servers. Ids that
+are not lists of integers, logprobs that are not finite numbers or whose count differs from the ids' are refused the
+same way.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from tau2_gym.core.termination import TerminationReason
 from tau2_gym.training.hf.policy import Trajectory, TurnRecord
 
-__all__ = ["TokenTrajectoryError", "server_trajectory", "server_trajectories"]
+__all__ = ["ServerTurn", "TokenTrajectoryError", "server_trajectory", "server_trajectories", "server_turns"]
 
 
 class TokenTrajectoryError(ValueError):
@@ -72,6 +73,37 @@ def _logprobs(value: Any, n: int, where: str) -> list[float]:
     return [float(x) for x in value]
 
 
+class ServerTurn(NamedTuple):
+    """One agent reply as the server saw it: the whole prompt it rendered, the sampled ids and their logprobs."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+
+
+def _turn(raw: dict, where: str) -> ServerTurn:
+    prompt, ids = raw.get("prompt_token_ids"), raw.get("completion_token_ids")
+    if prompt is None or ids is None:
+        source = raw.get("token_source")
+        raise TokenTrajectoryError(
+            f"{where}: the server sent no {'prompt' if prompt is None else 'completion'} token ids ("
+            + (f"it answered like {source}; " if source else "")
+            + "vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with "
+            "return_prompt_token_ids / return_token_ids; OpenAI's API returns no ids)"
+        )
+    prompt, ids = _ids(prompt, "prompt", where), _ids(ids, "completion", where)
+    return ServerTurn(list(prompt), list(ids), _logprobs(raw.get("completion_logprobs"), len(ids), where))
+
+
+def server_turns(run: dict) -> list[ServerTurn]:
+    """The agent replies of one SimulationRun (dict) recorded with ``capture_tokens``, one :class:`ServerTurn` each,
+    in order (the reply that ended the episode unread last); ``[]`` when the policy never acted. Needs no
+    prefix-preserving template: each turn stands alone. :class:`TokenTrajectoryError` names a reply without
+    usable ids or logprobs."""
+    task = run.get("task_id")
+    return [_turn(raw, f"task {task!r}, agent reply {k}") for k, raw in enumerate(_replies(run))]
+
+
 def server_trajectory(run: dict) -> Any:
     """One SimulationRun (dict) recorded with ``capture_tokens`` (``vllm``, ``sglang``, ``auto``) as a
     PolicyRunner ``Trajectory``; :class:`TokenTrajectoryError` names the reply it cannot use."""
@@ -86,18 +118,7 @@ def server_trajectory(run: dict) -> Any:
     traj: Optional[Trajectory] = None
     context: list[int] = []
     for k, raw in enumerate(replies):
-        prompt, ids, lps = raw.get("prompt_token_ids"), raw.get("completion_token_ids"), raw.get("completion_logprobs")
-        where = f"task {task!r}, agent reply {k}"
-        if prompt is None or ids is None:
-            source = raw.get("token_source")
-            raise TokenTrajectoryError(
-                f"{where}: the server sent no {'prompt' if prompt is None else 'completion'} token ids ("
-                + (f"it answered like {source}; " if source else "")
-                + "vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with "
-                "return_prompt_token_ids / return_token_ids; OpenAI's API returns no ids)"
-            )
-        prompt, ids = _ids(prompt, "prompt", where), _ids(ids, "completion", where)
-        lps = _logprobs(lps, len(ids), where)
+        prompt, ids, lps = _turn(raw, f"task {task!r}, agent reply {k}")
         if traj is None:
             traj = Trajectory(task_id=task, prompt_ids=list(prompt))
         else:

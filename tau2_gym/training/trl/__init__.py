@@ -33,11 +33,16 @@ Two ways in:
    appear as plain ``object``/``array``). Solo mode has no customer, so no such tool: ``done`` ends the
    episode. Use :func:`build_dataset` with ``environment=True``.
 
+3. ``AsyncGRPOTrainer`` (TRL's asynchronous GRPO, ``trl.experimental.async_grpo``): :class:`Tau2RolloutWorker`
+   (:mod:`tau2_gym.training.trl.async_worker`) is its rollout worker -- groups of episodes played against the
+   trainer's vLLM server, the server's token ids and logprobs, per-group advantages, a staleness bound.
+
 Multi-process training: episodes run per process; the vLLM backend pads every turn's batch to the same
 size on all processes, so the collective calls line up. With local generation, DeepSpeed ZeRO-3 needs
 ``ds3_gather_for_generation=True`` (the default), since processes run different numbers of forward passes.
 """
 
+from tau2_gym.training.trl.async_worker import AsyncRolloutConfig, Tau2RolloutWorker
 from tau2_gym.training.trl.dataset import build_dataset, opening_messages, parse_task_prompt, task_prompt
 from tau2_gym.training.trl.generators import TRLLocalGenerator, TRLVLLMGenerator
 from tau2_gym.training.trl.rewards import INFRASTRUCTURE_REASONS, masked_reason, rollout_output, tau2_reward
@@ -50,6 +55,8 @@ __all__ = [
     "parse_task_prompt",
     "opening_messages",
     "make_rollout_func",
+    "Tau2RolloutWorker",
+    "AsyncRolloutConfig",
     "Tau2Rollout",
     "tau2_reward",
     "rollout_output",
