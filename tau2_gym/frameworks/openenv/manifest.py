@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,7 +208,7 @@ def manifest(facts: EnvFacts) -> dict[str, Any]:
         "type": "space",
         "runtime": "fastapi",
         "port": CONTAINER_PORT,
-        "tau2_gym": {"env_id": facts.env_id, "serve": serve_argv(facts.env_id, facts.env_kwargs)},
+        "tau2_gym": {"env_id": facts.env_id, "env_kwargs": dict(facts.env_kwargs)},
         "validation": validation,
     }
 
@@ -261,6 +260,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \\
 # OpenEnv's web playground (`openenv push` turns it on unless --no-interface): this is an API server
 ENV ENABLE_WEB_INTERFACE=false
 COPY tau2-gym /opt/tau2-gym/src
+COPY openenv.yaml /opt/tau2-gym/openenv.yaml
 COPY validation /opt/tau2-gym/validation
 # tau2-gym, then the benchmark's data, fetched and verified once at build time (read-only at run time)
 RUN pip install "/opt/tau2-gym/src[openenv]" \\
@@ -340,9 +340,8 @@ def write_package(
         "#!/bin/sh\n# The oracle of this package: every task of the served pool played with its gold actions (read "
         "from the task data\n# in the image, never from this folder) against the server at $1; prints the rewards "
         "as JSON.\n"
-        'exec python -m tau2_gym.frameworks.openenv.validate --play oracle --url "${1:-http://127.0.0.1:8000}" -- '
-        + " ".join(shlex.quote(a) for a in argv[2:])
-        + "\n"
+        'exec python -m tau2_gym.frameworks.openenv.validate --play oracle --url "${1:-http://127.0.0.1:8000}" '
+        '--manifest "$(dirname "$0")/../openenv.yaml"\n'
     )
     oracle.chmod(0o755)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")

@@ -19,7 +19,7 @@ measured here against the same served env, under OpenEnv's check ids and policy:
 * ``semantic.floor_gap``: the do-nothing policy's mean reward stays ``floor_margin`` below the maximum.
 
     python -m tau2_gym.frameworks.openenv.validate DIR [--level static|runtime|semantic] [--json] [--output FILE]
-    python -m tau2_gym.frameworks.openenv.validate --play oracle|do-nothing --url URL -- SERVE_ARGS...
+    python -m tau2_gym.frameworks.openenv.validate --play oracle|do-nothing --url URL --manifest openenv.yaml
 
 Exit codes as ``openenv validate``: 0 pass or warn, 1 fail, 2 not a package, 3 internal error.
 """
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import gymnasium as gym
+import yaml
 from openenv.validation import (
     CheckResult,
     CheckStatus,
@@ -59,7 +60,15 @@ from tau2_gym.envs.baseline import DO_NOTHING_AGENT
 from tau2_gym.frameworks.openenv.client import Tau2Client
 from tau2_gym.players.agents.scripted import OracleAgent, make_agent
 
-__all__ = ["LocalProcessProvider", "ServedPackage", "dockerfile_cmd", "measured_checks", "play", "validate"]
+__all__ = [
+    "LocalProcessProvider",
+    "ServedPackage",
+    "dockerfile_cmd",
+    "measured_checks",
+    "play",
+    "served_env",
+    "validate",
+]
 
 LEVELS = {"static": Level.STATIC, "runtime": Level.RUNTIME, "semantic": Level.SEMANTIC}
 POLICIES = {"oracle": OracleAgent, "do-nothing": lambda: make_agent(DO_NOTHING_AGENT)}
@@ -182,24 +191,30 @@ class LocalProcessProvider:
 # ---------------------------------------------------------------------------------------------- playing policies
 
 
-def _local_env(serve_args: list[str]) -> Any:
-    """The served env, made here to read its tasks' gold (the oracle's plan) -- with the offline customer, which is
-    never asked anything: the episodes run on the server."""
-    from tau2_gym.cli.serve import add_arguments, env_kwargs
-
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    args = parser.parse_args(serve_args)
-    env_id = args.env_id or f"tau2/{args.domain}-v0"
-    return gym.make(env_id, **{**env_kwargs(args), "user": "oracle"}).unwrapped
+def served_env(package_manifest: Path | str) -> tuple[str, dict[str, Any]]:
+    """The env id and ``gym.make`` arguments a package serves (its manifest's ``tau2_gym`` block)."""
+    raw = yaml.safe_load(Path(package_manifest).read_text())
+    block = raw.get("tau2_gym") if isinstance(raw, dict) else None
+    if not (isinstance(block, dict) and isinstance(block.get("env_id"), str)):
+        raise ValueError(
+            f"{package_manifest}: no tau2_gym block naming the served env (tau2-gym serve --write-manifest)"
+        )
+    return block["env_id"], dict(block.get("env_kwargs") or {})
 
 
 async def play(
-    url: str, policy: str, serve_args: list[str], token: Optional[str] = None, sessions: int = 4
+    url: str,
+    policy: str,
+    env_id: str,
+    env_kwargs: Optional[dict[str, Any]] = None,
+    token: Optional[str] = None,
+    sessions: int = 4,
 ) -> dict[str, float]:
     """``policy`` (``oracle`` or ``do-nothing``) on every task of the served pool (the Task API's first split),
-    seed 0, over ``sessions`` concurrent WebSocket sessions: the reward per task."""
-    env = _local_env(serve_args)
+    seed 0, over ``sessions`` concurrent WebSocket sessions: the reward per task. The env is made here too, to
+    read the tasks' gold (the oracle's plan), with the offline customer -- never asked anything: the episodes run
+    on the server."""
+    env = gym.make(env_id, **{**(env_kwargs or {}), "user": "oracle"}).unwrapped
     info = {"solo": bool(env.config.solo), "domain": env.config.domain}
     async with Tau2Client(url, token=token) as probe:
         pool = (await probe.list_splits())[0]["name"]
@@ -235,7 +250,9 @@ def _result(check_id: str, problems: list[str], measured: dict, started: float, 
     )
 
 
-async def _measure(url: str, manifest: NormalizedManifest, serve_args: list[str], level: Level) -> list[CheckResult]:
+async def _measure(
+    url: str, manifest: NormalizedManifest, env: tuple[str, dict[str, Any]], level: Level
+) -> list[CheckResult]:
     caps, reward = manifest.capabilities, manifest.reward
     fix = "regenerate the manifest: tau2-gym serve ... --write-manifest openenv.yaml (or --write-space)"
     out = []
@@ -254,7 +271,7 @@ async def _measure(url: str, manifest: NormalizedManifest, serve_args: list[str]
         return out
     high = reward.range[1]
     started = time.monotonic()
-    oracle = await play(url, "oracle", serve_args)
+    oracle = await play(url, "oracle", *env)
     mean = sum(oracle.values()) / len(oracle)
     below = sorted(i for i, r in oracle.items() if r < high)
     problems = (
@@ -270,7 +287,7 @@ async def _measure(url: str, manifest: NormalizedManifest, serve_args: list[str]
     }
     out.append(_result(MEASURED_SEMANTIC[0], problems, measured, started, fix))
     started = time.monotonic()
-    floor = await play(url, "do-nothing", serve_args)
+    floor = await play(url, "do-nothing", *env)
     mean = sum(floor.values()) / len(floor)
     problems = (
         []
@@ -282,8 +299,12 @@ async def _measure(url: str, manifest: NormalizedManifest, serve_args: list[str]
     return out
 
 
-def measured_checks(url: str, manifest: NormalizedManifest, serve_args: list[str], level: Level) -> list[CheckResult]:
-    return asyncio.run(_measure(url, manifest, serve_args, level))
+def measured_checks(
+    url: str, manifest: NormalizedManifest, env: tuple[str, dict[str, Any]], level: Level
+) -> list[CheckResult]:
+    """The four checks OpenEnv 0.10 reserves without a grader, measured against the env served at ``url``
+    (``env``: its id and ``gym.make`` arguments); the semantic two only at ``level`` semantic."""
+    return asyncio.run(_measure(url, manifest, env, level))
 
 
 def validate(package: Path | str, level: str = "semantic") -> Any:
@@ -293,12 +314,13 @@ def validate(package: Path | str, level: str = "semantic") -> Any:
     if max_level < Level.RUNTIME:
         return run_validation(package, max_level=max_level)
     serve_args = _serve_args(dockerfile_cmd(package))
+    env = served_env(package / "openenv.yaml")
     with ServedPackage(serve_args) as served:
         report = run_validation(package, max_level=max_level, provider=LocalProcessProvider(served))
         started = {r.check_id: r.status for r in report.results}.get("runtime.startup")
         if report.manifest is None or started is not CheckStatus.PASS:
             return report
-        ours = measured_checks(served.url, report.manifest, serve_args, max_level)
+        ours = measured_checks(served.url, report.manifest, env, max_level)
     ids = {r.check_id for r in ours}
     results = [r for r in report.results if r.check_id not in ids] + ours
     verdict = apply_policy(results, load_policy(report.policy_version), Lane.LOCAL)
@@ -326,11 +348,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--play", choices=list(POLICIES), help="play a policy on the pool of the server at --url")
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--token", default=None, help="bearer token of the server at --url")
-    parser.add_argument("serve_args", nargs=argparse.REMAINDER, help="after --: the served env's serve arguments")
+    parser.add_argument("--manifest", default="openenv.yaml", help="with --play: the served env's openenv.yaml")
     args = parser.parse_args(argv)
     if args.play:
-        serve_args = args.serve_args[1:] if args.serve_args[:1] == ["--"] else args.serve_args
-        rewards = asyncio.run(play(args.url, args.play, serve_args, token=args.token))
+        rewards = asyncio.run(play(args.url, args.play, *served_env(args.manifest), token=args.token))
         print(json.dumps({"policy": args.play, "mean": sum(rewards.values()) / len(rewards), "rewards": rewards}))
         return 0
     if not args.package:
