@@ -18,10 +18,17 @@ layout:
 
 from tau2_gym.frameworks.openenv.client import Tau2Client
 from tau2_gym.frameworks.openenv.environment import LoadedEnv, TaskCatalog, Tau2Environment, openenv_name
-from tau2_gym.frameworks.openenv.models import Tau2Action, Tau2Observation, Tau2State, action_shape_error
+from tau2_gym.frameworks.openenv.models import (
+    ACTION_SHAPE,
+    Tau2Action,
+    Tau2Observation,
+    Tau2State,
+    action_shape_error,
+)
 from tau2_gym.frameworks.openenv.server import DEFAULT_HOST, DEFAULT_PORT, Tau2Server, is_loopback, make_app
 
 __all__ = [
+    "ACTION_SHAPE",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "LoadedEnv",

@@ -13,6 +13,7 @@ from typing import Any, Optional, Union
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 __all__ = ["ACTION_SHAPE", "Tau2Action", "Tau2Observation", "Tau2State", "action_shape_error"]
 
@@ -80,7 +81,9 @@ class Tau2Action(Action):
     def _shape(cls, data: Any) -> Any:
         problem = action_shape_error(data)
         if problem is not None:
-            raise ValueError(problem)
+            # not a ValueError: OpenEnv's HTTP /step puts the errors in its 422 reply, and a ValueError in their
+            # context is not JSON
+            raise PydanticCustomError("action_shape", "{problem}", {"problem": problem})
         return data
 
 
