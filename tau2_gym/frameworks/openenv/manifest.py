@@ -33,7 +33,7 @@ from tau2_gym.envs.baseline import DO_NOTHING_AGENT, do_nothing_baseline
 from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.envs.user_env import UserEnv
 from tau2_gym.frameworks.openenv.environment import LoadedEnv
-from tau2_gym.players.agents.scripted import OracleAgent, make_agent
+from tau2_gym.players.agents.scripted import make_agent
 
 __all__ = [
     "CONTAINER_PORT",
@@ -105,16 +105,17 @@ def _judge_pin(judge: Any, data_version: str) -> Optional[dict[str, Any]]:
     }
 
 
-def _oracle_rewards(env: Any) -> dict[str, float]:
-    """The oracle agent's reward on every task of the env's pool (seed 0), played by the env itself."""
+def _scripted_rewards(env: Any, agent: str) -> dict[str, float]:
+    """A scripted agent's reward (``oracle``, ``give_up``, ...) on every task of the env's pool (seed 0), played by
+    the env itself."""
     rewards: dict[str, float] = {}
     for task in env.tasks:
         obs, info = env.reset(seed=0, options={"task_id": task.id})
-        agent = OracleAgent()
-        agent.reset(info["task"], info)
+        player = make_agent(agent)
+        player.reset(info["task"], info)
         terminated = truncated = False
         while not (terminated or truncated):  # an episode over at reset ends at the first step
-            obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
+            obs, reward, terminated, truncated, info = env.step(player.act(obs, info))
         rewards[task.id] = float(reward)
     return rewards
 
@@ -136,8 +137,12 @@ def measure_facts(env_id: str, env_kwargs: Optional[dict[str, Any]] = None) -> E
     offline = dict(env_kwargs, user="oracle")
     if pin is not None:
         offline["judge"] = "pass"  # the oracle meets its NL assertions: no judge is asked to say so
-    oracle = _oracle_rewards(gym.make(env_id, **offline).unwrapped)
-    floor = do_nothing_baseline(env.domain, env.tasks, reward_mode=cfg.reward_mode, judge=cfg.judge).rewards
+    oracle = _scripted_rewards(gym.make(env_id, **offline).unwrapped, "oracle")
+    if cfg.solo:  # the baseline module plays normal mode; a solo floor is the solo env's own (NL judged 'fail')
+        solo = dict(env_kwargs, user="oracle", judge="fail") if pin is not None else dict(env_kwargs, user="oracle")
+        floor = _scripted_rewards(gym.make(env_id, **solo).unwrapped, DO_NOTHING_AGENT)
+    else:
+        floor = do_nothing_baseline(env.domain, env.tasks, reward_mode=cfg.reward_mode, judge=cfg.judge).rewards
     return EnvFacts(
         env_id=env_id,
         env_kwargs=env_kwargs,
