@@ -2,9 +2,10 @@
 read -- the manifest's ``validation:`` block computed from the env's own facts, never typed in.
 
 The facts (:func:`measure_facts`): the reward range [0, 1]; the oracle's mean reward over the served pool (the
-task's gold actions, played by the one episode driver); the do-nothing baseline of the pool
-(:mod:`tau2_gym.envs.baseline`; a solo env: the do-nothing agent played by the env), the floor; the agent's tools; the task count of every split of the served task set;
-the NL judge when one is configured (``llm_judged`` and its pin). From them (:func:`manifest`):
+task's gold actions, played by the one episode driver); the do-nothing baseline of the pool, the floor
+(:mod:`tau2_gym.envs.baseline`; a solo env: the do-nothing agent played by the env); the agent's tools; the task
+count of every split of the served task set; the NL judge when one is configured (``llm_judged`` and its pin).
+From them (:func:`manifest`):
 ``oracle_tolerance = 1 - oracle mean`` (rounded up to 0.01) and ``floor_margin = 1 - floor mean`` (rounded down),
 so OpenEnv's semantic checks hold exactly when the env behaves as measured: ``oracle >= max - oracle_tolerance``
 and ``max - floor >= floor_margin``. With an LLM judge the manifest is measured without calling it: the oracle's NL
