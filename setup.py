@@ -15,5 +15,6 @@ setup(
     package_data={
         "tau2_gym.data": ["manifests/*.tsv"],
         "tau2_gym.results": ["report_assets/*.css", "report_assets/*.js"],
+        "tau2_gym.frameworks.openenv": ["openenv.yaml"],
     },
 )

@@ -25,14 +25,16 @@ import gymnasium as gym
 import pytest
 
 pytest.importorskip("openenv.core.env_server", reason="needs the openenv extra: pip install tau2-gym[openenv]")
+pytest.importorskip("openenv.validation", reason="needs OpenEnv 0.10 (the openenv extra), not openenv-core")
 
 import httpx
+from openenv import GenericEnvClient
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tau2_gym.cli import main as cli_main
 from tau2_gym.core.records import as_dict
-from tau2_gym.frameworks.openenv import Tau2Action, Tau2Client, Tau2Server
+from tau2_gym.frameworks.openenv import ACTION_SHAPE, Tau2Action, Tau2Client, Tau2Server
 from tau2_gym.players.agents.scripted import OracleAgent
 
 VOLATILE = {"id", "timestamp", "start_time", "end_time", "duration"}
@@ -220,6 +222,7 @@ def test_hostile_frames_get_error_replies_and_the_server_keeps_serving(airline_s
         (json.dumps({"type": "reset", "data": {"task_id": "1", "incremental": "yes"}}), "EXECUTION_ERROR"),
         (json.dumps({"type": "step", "data": {"action": "hi", "sneaky": 1}}), "VALIDATION_ERROR"),
         (json.dumps({"type": "step", "data": {"action": 42}}), "VALIDATION_ERROR"),
+        (json.dumps({"type": "step", "data": {"name": "get_user_details", "arguments": {}}}), "VALIDATION_ERROR"),
         (json.dumps({"no_type": True}), "UNKNOWN_TYPE"),
     ]
 
@@ -309,6 +312,54 @@ def test_bearer_token_session_bound_and_idle_expiry():
             assert http.get("/health").status_code == 200
             assert http.get("/schema").status_code == 401
             assert http.get("/schema", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_openenv_own_clients_reach_a_token_protected_server():
+    """OpenEnv's ``GenericEnvClient`` (and every ``EnvClient``) sends ``headers=`` on its WebSocket handshake: with
+    the bearer token it plays an episode, without it the handshake is refused (403)."""
+    with Tau2Server("tau2/mock-v0", port=0, token="s3cret") as server:
+        with GenericEnvClient(base_url=server.url, headers={"Authorization": "Bearer s3cret"}).sync() as env:
+            result = env.reset(task_index=0, seed=1)
+            assert result.observation["task_id"] == server.app.loaded.base.tasks[0].id and not result.done
+            for _ in range(30):
+                result = env.step({"action": "Is there anything else I can help you with?"})
+                if result.done:
+                    break
+            assert result.done and result.observation["termination_reason"]
+            assert env.state()["episode_id"]
+        for headers in (None, {"Authorization": "Bearer wrong"}):
+            with pytest.raises(ConnectionError, match="403"):
+                with GenericEnvClient(base_url=server.url, headers=headers).sync() as env:
+                    env.reset()
+        with Tau2Client(server.url, token="s3cret").sync() as env:  # the same header, from token=
+            assert env.reset(task_index=1).observation.task_id == server.app.loaded.base.tasks[1].id
+            assert env.num_tasks(env.list_splits()[0]["name"]) == len(server.app.loaded.base.tasks)
+
+
+def test_wrong_action_shapes_are_answered_with_the_expected_shape(airline_server):
+    """What OpenEnv's clients show of an error is its message: a step of the wrong shape names the right one (and
+    the session goes on); the shapes the action schema allows are accepted from ``GenericEnvClient``."""
+    with GenericEnvClient(base_url=airline_server.url).sync() as env:
+        env.reset(task_id="1")
+        bare_call = {"name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}
+        with pytest.raises(RuntimeError) as raised:
+            env.step(bare_call)
+        assert ACTION_SHAPE in str(raised.value) and 'wrap it as {"action": ...}' in str(raised.value)
+        with pytest.raises(RuntimeError, match="unknown key"):
+            env.step({"action": "hi", "text": "hi"})
+        with pytest.raises(RuntimeError, match="got action int"):
+            env.step({"action": 7})
+        result = env.step({"action": bare_call})  # wrapped: the env reads the call
+        assert result.observation["messages"][-1]["role"] == "tool" and not result.done
+        result = env.step(Tau2Action(action="Could you confirm the reservation id?"))  # the typed action, dumped
+        assert result.observation["messages"][-2]["content"] == "Could you confirm the reservation id?"
+        # a string is not a dict: GenericEnvClient refuses it itself, before anything is sent
+        with pytest.raises(ValueError):
+            env.step("Hello")
+        assert env.reset(task_id="2").observation["task_id"] == "2"  # the session still serves
+    with httpx.Client(base_url=airline_server.url, timeout=10) as http:
+        reply = http.post("/step", json={"action": {"name": "x", "arguments": {}}})
+        assert reply.status_code == 422 and reply.json()["detail"][0]["msg"].startswith(ACTION_SHAPE)
 
 
 # ---------------------------------------------------------------------------------------------- the command

@@ -65,7 +65,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1 << 20,
         help="largest WebSocket message or HTTP body accepted (default: 1 MiB)",
     )
+    g.add_argument(
+        "--expose-gold",
+        action="store_true",
+        help="OpenEnv's Task API serves the tasks' gold actions and assertions too (default: never)",
+    )
     g.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
+    g = parser.add_argument_group("OpenEnv package (write and exit; nothing is served)")
+    g.add_argument(
+        "--write-manifest",
+        metavar="FILE",
+        default=None,
+        help="write the env's openenv.yaml, its validation block measured from the env (oracle, do-nothing floor, "
+        "tools, task counts, judge), to FILE ('-': stdout)",
+    )
+    g.add_argument(
+        "--write-space",
+        metavar="DIR",
+        default=None,
+        help="write the package `openenv validate DIR` and `openenv push DIR` take: openenv.yaml, a Dockerfile that "
+        "runs this serve command, a Space README, the runtime probe and the oracle script, tau2-gym's source",
+    )
 
 
 def _value(text: str) -> Any:
@@ -101,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     env_id = args.env_id or f"tau2/{args.domain}-v0"
+    if args.write_manifest or args.write_space:
+        return _write(args, env_id)
     host = args.host or DEFAULT_HOST
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     try:
@@ -114,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
             idle_timeout=args.idle_timeout or None,
             max_message_bytes=args.max_message_bytes,
             token=token,
+            expose_gold=args.expose_gold,
             log_level=args.log_level,
         )
     except (ValueError, TypeError, IndexError, OSError) as exc:
@@ -129,4 +152,25 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     server.run(workers=args.workers)
+    return 0
+
+
+def _write(args: argparse.Namespace, env_id: str) -> int:
+    """``--write-manifest`` / ``--write-space``: measure the env's facts once, write, exit."""
+    from tau2_gym.frameworks.openenv.manifest import manifest_yaml, measure_facts, write_package
+
+    try:
+        facts = measure_facts(env_id, env_kwargs(args))
+        if args.write_space:
+            write_package(args.write_space, env_id, facts=facts)
+            print(f"wrote the OpenEnv package of {env_id} to {args.write_space} (openenv validate / openenv push)")
+        if args.write_manifest == "-":
+            sys.stdout.write(manifest_yaml(facts))
+        elif args.write_manifest:
+            with open(args.write_manifest, "w") as fh:
+                fh.write(manifest_yaml(facts))
+            print(f"wrote the OpenEnv manifest of {env_id} to {args.write_manifest}")
+    except (ValueError, TypeError, IndexError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0

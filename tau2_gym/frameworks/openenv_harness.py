@@ -83,8 +83,7 @@ class Tau2Session(ResourceSession):
         domain, task_id = parse_task_prompt(task)
         self._client = Tau2Client(
             base_url,
-            token=token,
-            headers={"Authorization": f"Bearer {token}"} if token else None,  # OpenEnv 0.10's own header option
+            token=token,  # Tau2Client sends it as OpenEnv 0.10's bearer header
             connect_timeout_s=connect_timeout_s,
             message_timeout_s=message_timeout_s,
         ).sync()

@@ -20,7 +20,7 @@ from tau2_gym.core.termination import TerminationReason
 from tau2_gym.episodes.baseline import do_nothing_baseline
 from tau2_gym.episodes.driver import HALF_DUPLEX, EpisodeSetup
 from tau2_gym.llm.cache import cache_info
-from tau2_gym.players.users.scripted import OracleUser, ScriptedUser
+from tau2_gym.players import offline
 from tau2_gym.runner.checks import retryable
 from tau2_gym.runner.config import RolloutConfig
 
@@ -39,11 +39,6 @@ def git_commit() -> str:
     return head or "unknown"
 
 
-def _offline(obj: Any) -> bool:
-    """Scripted policies/users never block: call them inline rather than through a thread."""
-    return bool(getattr(obj, "offline", False)) or isinstance(obj, (OracleUser, ScriptedUser))
-
-
 class EpisodeRunner:
     """Runs the episodes of one rollout: one loaded domain, one episode setup, one policy and one customer."""
 
@@ -57,8 +52,8 @@ class EpisodeRunner:
         self.setup = EpisodeSetup(self.domain, config, judge)
         self.agent_can_stop = config.agent_may_stop
         self.tools = list(self.setup.tools)
-        self.policy_inline = _offline(policy)
-        self.user_inline = user is not None and _offline(user)
+        self.policy_inline = offline(policy)
+        self.user_inline = user is not None and offline(user)
         self._git_commit: Optional[str] = None
 
     # --------------------------------------------------------------- one episode
