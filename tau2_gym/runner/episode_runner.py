@@ -151,6 +151,7 @@ class EpisodeRunner:
     def signature(self) -> dict[str, Any]:
         """Settings that change episodes, logged in the header so that a resume with others is flagged."""
         cfg = self.config
+        parser = cfg.parser
         agent = self.policy.info() if hasattr(self.policy, "info") else {}
         user = self.user.info() if self.user is not None and hasattr(self.user, "info") else {}
         return {
@@ -163,7 +164,8 @@ class EpisodeRunner:
             "solo": cfg.solo,
             "agent_can_stop": self.agent_can_stop,
             "enforce_protocol": cfg.enforce_protocol,
-            "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
+            # the run's parser as given (None: none given -- raw text read with 'auto', replies taken as sent)
+            "parser": None if not cfg.parse_replies else parser if isinstance(parser, str) else type(parser).__name__,
             "agent": [agent.get("implementation"), agent.get("llm")],
             "user": [user.get("implementation"), user.get("llm")],
             **({"domain_options": cfg.domain_options} if cfg.domain_options else {}),
