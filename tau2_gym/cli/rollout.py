@@ -188,6 +188,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--request-timeout", type=float, default=120.0, help="seconds per LLM request (default: 120)")
     g.add_argument("--enforce-communication-protocol", action="store_true", help="text XOR tool calls per message")
     g.add_argument(
+        "--reasoning-history",
+        default="drop",
+        choices=("drop", "keep"),
+        help="what the agent is sent of its own past reasoning: drop (default; upstream) or keep (as "
+        "reasoning_content on its earlier messages, for interleaved-thinking models)",
+    )
+    g.add_argument(
         "--judge",
         default=None,
         help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
@@ -488,6 +495,7 @@ def run(args: argparse.Namespace) -> int:
             solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,
             enforce_protocol=args.enforce_communication_protocol,
+            reasoning_history=args.reasoning_history,
             parser=args.parser,
             concurrency=args.max_concurrency,
             max_retries=args.max_retries,

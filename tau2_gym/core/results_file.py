@@ -192,6 +192,7 @@ def results_info(
         },
         "seed": seed,
         "data_version": domain.data_version_record(),
+        "reasoning_history": settings.reasoning_history,  # what the agent saw of its own past reasoning
         **dict(domain.spec.extra.get("results_info") or {}),
     }
 

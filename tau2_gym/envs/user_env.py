@@ -50,6 +50,7 @@ _SHARED_FIELDS = frozenset(
         "enforce_protocol",
         "obs_format",
         "parser",
+        "reasoning_history",
         "tokenizer",
         "fill_tool_call_ids",
         "judge",

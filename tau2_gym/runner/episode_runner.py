@@ -169,6 +169,7 @@ class EpisodeRunner:
             "agent_can_stop": self.agent_can_stop,
             "enforce_protocol": cfg.enforce_protocol,
             "parser": cfg.parser if cfg.parser is None or isinstance(cfg.parser, str) else type(cfg.parser).__name__,
+            "reasoning_history": cfg.reasoning_history,
             "agent": [agent.get("implementation"), agent.get("llm")],
             "user": [user.get("implementation"), user.get("llm")],
             **({"domain_options": cfg.domain_options} if cfg.domain_options else {}),
