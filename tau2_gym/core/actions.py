@@ -221,6 +221,16 @@ def _split(content: Optional[str], reasoning: Optional[str]) -> tuple[Optional[s
     return content, join_reasoning(reasoning, thought)
 
 
+def reasoned(content: Optional[str], raw_data: Any) -> tuple[Optional[str], Any]:
+    """``(content, raw_data)`` of a participant message with its reasoning out of the content: ``<think>`` blocks
+    and a reasoning field of the server response in ``raw_data`` end up in ``raw_data["reasoning_content"]`` (a
+    new dict when anything moved). The agent's actions and the customer's messages both pass here."""
+    content, reasoning = _split(content, raw_reasoning(raw_data))
+    if reasoning is not None and (not isinstance(raw_data, dict) or raw_data.get(REASONING_KEY) != reasoning):
+        raw_data = with_reasoning(raw_data if isinstance(raw_data, dict) else None, reasoning)
+    return content, raw_data
+
+
 def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
     role = d.get("role")
     if role is None:
@@ -323,10 +333,7 @@ def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: 
         return _from_text(action, parser, tokenizer, ids)
     if isinstance(action, AssistantMessage):
         calls = None if action.tool_calls is None else [_call(tc, ids) for tc in action.tool_calls] or None
-        content, reasoning = _split(_content(action.content), raw_reasoning(action.raw_data))
-        raw = action.raw_data
-        if reasoning is not None and (not isinstance(raw, dict) or raw.get(REASONING_KEY) != reasoning):
-            raw = with_reasoning(raw if isinstance(raw, dict) else None, reasoning)
+        content, raw = reasoned(_content(action.content), action.raw_data)
         return AssistantMessage(
             content=content,
             tool_calls=calls,

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tau2_gym.core import prompts
+from tau2_gym.core.actions import reasoned
 from tau2_gym.core.messages import (
     REASONING_KEY,
     STOP,
@@ -625,6 +626,8 @@ class TurnLoop:
         if calls is not None:
             # tau2's simulator re-tags its calls as the user's (ids kept)
             message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in calls] or None
+        if isinstance(message.content, str):  # the customer's thoughts never reach the agent
+            message.content, message.raw_data = reasoned(message.content, message.raw_data)
         if not message.has_text_content() and not message.is_tool_call():
             self._finish(TerminationReason.USER_ERROR, "user simulator sent an empty message (no text, no tool calls)")
             return self._advance()
