@@ -417,6 +417,12 @@ def summary(report: Any, num_trials: int, user: Any = None) -> str:
             lines.append(f"DB match: {matched} / {len(checked)} ({100 * matched / len(checked):.1f}%)")
         costs = [float(r.get("agent_cost") or 0.0) for r in scored_runs]
         lines.append(f"avg agent cost per conversation: ${sum(costs) / len(costs):.4f}")
+    empty = report.empty_agent_replies
+    if any(empty.values()):
+        lines.append(
+            f"empty agent replies: {sum(empty.values())} episode(s) ended as agent_error on a reply without text or "
+            f"tool calls ({empty['reasoning_only']} with reasoning only, {empty['empty']} empty)"
+        )
     if report.nl_unjudged:
         lines.append(
             f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "

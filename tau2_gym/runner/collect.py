@@ -51,7 +51,7 @@ from tau2_gym.runner.log import EpisodeLog, log_path, open_log, output_paths, re
 from tau2_gym.runner.players import build_player
 from tau2_gym.runner.progress import EpisodeProgress
 from tau2_gym.scoring.judges import make_judge
-from tau2_gym.scoring.metrics import nl_unjudged
+from tau2_gym.scoring.metrics import empty_agent_replies, nl_unjudged
 
 logger = logging.getLogger("tau2_gym")
 
@@ -102,6 +102,12 @@ class RolloutReport:
     def nl_unjudged(self) -> int:
         """Episodes whose NL assertions had no judge (scored by the no-judge choice; see ``reward_info.info.nl``)."""
         return sum(1 for s in self.simulations if nl_unjudged(s.get("reward_info")))
+
+    @property
+    def empty_agent_replies(self) -> dict[str, int]:
+        """Episodes that ended on an agent reply with neither text nor a tool call, by kind (``empty``,
+        ``reasoning_only``): :func:`tau2_gym.scoring.metrics.empty_agent_replies`."""
+        return empty_agent_replies(self.simulations)
 
     @property
     def rewards(self) -> list[float]:
