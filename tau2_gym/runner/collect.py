@@ -317,9 +317,12 @@ async def acollect(
     **settings: Any,
 ) -> RolloutReport:
     """Async :func:`collect` (for callers already inside an event loop)."""
-    cfg = config if config is not None else RolloutConfig()
-    if settings:
-        cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **settings})
+    cfg = config if config is not None else RolloutConfig(**settings)
+    if settings and config is not None:
+        base = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+        if "parser" in settings and "parse_replies" not in settings:
+            base.pop("parse_replies")  # resolved from the parser given now, as RolloutConfig(parser=...) does
+        cfg = RolloutConfig(**{**base, **settings})
     policy, user, judge, selected = await prepare_run(cfg, tasks, policy, user)
     runner = EpisodeRunner(cfg, selected, policy, user, judge)
     collection = Collection(cfg, selected, runner)

@@ -76,7 +76,8 @@ def rollout_output(
     slots: Optional[int] = None,
 ) -> dict[str, list]:
     """The dict a TRL ``rollout_func`` returns for these trajectories: one row per training sample, in order --
-    one per episode in sequence mode, one per policy turn in per-turn mode (``tau2_turn`` numbers them).
+    one per episode in sequence mode, one per policy turn in per-turn mode (``tau2_turn`` numbers them;
+    ``tau2_episode`` is the row's episode, its index in ``trajectories``: what an episode-level reward groups by).
 
     An episode that ended before the policy's first turn gets a one-token completion (``stop_id``, masked
     out) because TRL reads each completion's last token. An infrastructure failure (:func:`masked_reason`)
@@ -100,9 +101,10 @@ def rollout_output(
         "split": [],
         "tau2_sample_mode": [],
         "tau2_turn": [],
+        "tau2_episode": [],
     }
     splits = list(splits) if splits is not None else [None] * len(trajectories)
-    for t, split in zip(trajectories, splits):
+    for episode, (t, split) in enumerate(zip(trajectories, splits)):
         why = masked_reason(t)
         for prompt, completion, mask, logprobs, turn in _rows(t, stop_id, slots):
             if why is not None:
@@ -120,4 +122,5 @@ def rollout_output(
             out["split"].append(split)
             out["tau2_sample_mode"].append(t.sample_mode)
             out["tau2_turn"].append(turn)
+            out["tau2_episode"].append(episode)
     return out
