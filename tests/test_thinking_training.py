@@ -319,3 +319,36 @@ def test_per_turn_rollout_needs_slots_and_says_how_to_set_them(tmp_path):
         make_rollout_func(max_turns=2).slots("per_turn", ["p", "q", "q", "q"], Trainer())
     assert make_rollout_func(max_turns=2).slots("per_turn", ["p", "p", "q", "q"], Trainer()) == 2
     assert make_rollout_func(max_turns=2).slots("sequence", ["p", "q"], Trainer()) is None
+
+
+# ------------------------------------------------------------------------------------------- SFT export
+
+
+def test_sft_export_of_a_thinking_run_has_one_row_per_turn_equal_to_the_rollouts_samples(tmp_path):
+    """The results of the per-turn rollout, exported: the assistant turns keep their reasoning, and the tokens
+    format makes one row per policy turn -- exactly the rollout's sample (prompt, then the turn, masked) -- each
+    with the episode's reward; SFT and GRPO train on the same token contexts."""
+    from tau2_gym.core.records import as_dict
+    from tau2_gym.training.export import TOKEN_METADATA_COLUMNS, export_rows, tokenize_rows
+
+    runner, _, _, rewards, make_env, tok = scripted_thinker("drop")
+    envs = [make_env() for _ in TASKS]
+    trajs = runner.run(envs, [{"task_id": t} for t in TASKS])
+    path = tmp_path / "thinking.json"
+    envs[0].unwrapped.save_results(path, [as_dict(t.info["simulation_run"]) for t in trajs])
+    rows = export_rows([path], split=None)
+    assert {r["reasoning_history"] for r in rows} == {"drop"}
+    for row in rows:
+        mine = [m for m in row["messages"] if m["role"] == "assistant"][1:]
+        assert mine and all(m["reasoning_content"] == THOUGHT and "<think>" not in (m["content"] or "") for m in mine)
+    tokens = tokenize_rows(rows, tok)
+    assert set(TOKEN_METADATA_COLUMNS) <= set(tokens[0])
+    for traj in trajs:
+        mine = [r for r in tokens if r["task_id"] == traj.task_id]
+        assert [r["turn"] for r in mine] == list(range(len(traj.samples))) and len(mine) > 1
+        assert {r["sample_mode"] for r in mine} == {"per_turn"} and {r["reward"] for r in mine} == {traj.reward}
+        for row, sample in zip(mine, traj.samples):
+            assert row["input_ids"] == sample.prompt_ids + sample.completion_ids
+            assert row["assistant_masks"] == [0] * len(sample.prompt_ids) + [1] * len(sample.completion_ids)
+    sequence = tokenize_rows(rows, tok, sample_mode="sequence")
+    assert len(sequence) == len(rows) and {r["turn"] for r in sequence} == {None}

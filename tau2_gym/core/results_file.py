@@ -140,6 +140,7 @@ class Info(_Model):
     agent_info: AgentInfo
     environment_info: EnvironmentInfo
     seed: Optional[int] = None
+    reasoning_history: Optional[str] = None  # ours: what the agent saw of its own past reasoning (None: upstream's)
 
 
 class Results(_Model):
