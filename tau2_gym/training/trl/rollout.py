@@ -217,13 +217,14 @@ class Tau2Rollout:
         return n
 
     def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
+        refs = [parse_task_prompt(p) for p in prompts]
+        splits = [self.check_split(d, t) for d, t in refs]  # before anything runs: no test task is played
         runner = self.runner(trainer)
         mode = self.resolved_sample_mode = runner.resolve_sample_mode()
         slots = self.last_slots = self.slots(mode, prompts, trainer)
-        if slots is not None:
-            prompts = list(prompts)[::slots]  # one episode per run of `slots` copies
-        refs = [parse_task_prompt(p) for p in prompts]
-        self.last_splits = [self.check_split(d, t) for d, t in refs]
+        if slots is not None:  # one episode per run of `slots` copies
+            refs, splits = refs[::slots], splits[::slots]
+        self.last_splits = splits
         envs = self._envs([d for d, _ in refs])
         seeds = self.episode_seeds(refs, trainer)
         self.last_seeds = seeds
