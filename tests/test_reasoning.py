@@ -362,3 +362,12 @@ def test_rollout_cli_refuses_an_unknown_reasoning_history(capsys):
     with pytest.raises(SystemExit):
         main(["rollout", "--domain", "mock", "--agent", "oracle", "--reasoning-history", "all"])
     assert "invalid choice: 'all' (choose from 'drop', 'keep')" in capsys.readouterr().err
+
+
+def test_the_customer_env_policy_keeps_its_own_reasoning_with_keep_and_the_agent_never_sees_it():
+    env = gym.make("tau2/mock-user-v0", reasoning_history="keep")
+    env.reset(options={"task_id": "create_task_1"})
+    obs, *_ = env.step(f"<think>{SECRET}</think>Please create a task called 'Important Meeting' for user_1.")
+    mine = [m for m in obs if m["role"] == "assistant"]  # the customer's turns, role-flipped in its view
+    assert mine[-1]["content"].startswith("Please create") and mine[-1]["reasoning_content"] == SECRET
+    assert SECRET not in json.dumps(env.unwrapped.loop.agent_messages())
