@@ -19,12 +19,15 @@ def set_threads() -> None:
 
 @functools.cache
 def tiny(template: str = "chatml") -> tuple[Any, Any]:
-    """(model, tokenizer) with merges fitted to the mock domain; template: chatml (ours), qwen2_5 or qwen3 (TRL's)."""
-    from tau2_gym.training.hf.tiny import tiny_model_and_tokenizer
+    """(model, tokenizer) with merges fitted to the mock domain; template: chatml or thinking (ours: the Qwen3-like
+    THINKING_TEMPLATE), qwen2_5 or qwen3 (TRL's)."""
+    from tau2_gym.training.hf.tiny import THINKING_TEMPLATE, tiny_model_and_tokenizer
 
     set_threads()
     chat_template = None
-    if template != "chatml":
+    if template == "thinking":
+        chat_template = THINKING_TEMPLATE
+    elif template != "chatml":
         from trl import chat_template_utils as ctu
 
         chat_template = {"qwen2_5": ctu.qwen2_5_chat_template, "qwen3": ctu.qwen3_chat_template}[template]

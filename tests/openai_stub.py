@@ -4,7 +4,8 @@ Replies are scripted: a list of items consumed in order (then the last repeats),
 ``reply(request_json, n) -> item``. An item is one of
 
 - ``"text"``: an assistant message with that content,
-- ``{"tool_calls": [{"name": ..., "arguments": {...}}], "content": None}``: tool calls,
+- ``{"tool_calls": [{"name": ..., "arguments": {...}}], "content": None}``: tool calls (``reasoning_content`` /
+  ``reasoning`` keys are sent as the message's fields of those names, as a server's reasoning parser does),
 - ``{"status": 503, "body": "..."}``: an HTTP error,
 - ``{"delay": 2.0, "then": item}``: sleep before answering,
 - ``{"raw": "not json"}``: a garbage body with status 200.
@@ -102,6 +103,9 @@ class OpenAIStub:
                     }
                     for i, c in enumerate(calls)
                 ]
+            for key in ("reasoning_content", "reasoning"):
+                if key in item:
+                    message[key] = item[key]
         return {
             "id": "chatcmpl-stub",
             "object": "chat.completion",

@@ -149,8 +149,9 @@ def spans(ids, mask):
 
 @pytest.mark.parametrize("template", ["chatml", "qwen2_5", "qwen3"])
 def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(mock_results, template):
-    """qwen3 is not prefix-preserving (it drops past <think> blocks): each turn keeps the empty think block
-    the template writes into a last turn, and the context stays append-only, as in the rollout."""
+    """qwen3 is not prefix-preserving (it drops past <think> blocks): asked for one sequence, each turn keeps the
+    empty think block the template writes into a last turn, and the context stays append-only, as in the rollout
+    asked for the same (``"auto"`` makes per-turn rows there: tests/test_thinking_training.py)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     if template != "chatml":
@@ -166,7 +167,7 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
 
     model, tok = tiny(template)
     rows = export_rows([mock_results], split=None)
-    tokens = tokenize_rows(rows, tok)
+    tokens = tokenize_rows(rows, tok, sample_mode="sequence")
     renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
     loaded = load_domain("mock")
     assert len(rows) == len(tokens) >= 4
@@ -194,6 +195,7 @@ def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(m
         HFGenerator(model, tok, do_sample=False, logits_processor=[ForceScript(tok, scripts, base)]),
         tok,
         max_new_tokens=200,
+        sample_mode="sequence",
     )
     by_task = {r["task_id"]: r for r in tokens}
     for traj in runner.run([make_env() for _ in task_ids], [{"task_id": t} for t in task_ids]):

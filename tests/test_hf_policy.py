@@ -160,9 +160,10 @@ def test_logprobs_are_the_models_tempered_log_probabilities():
 
 
 def test_non_prefix_preserving_template_keeps_the_context_append_only():
-    """Qwen3's template drops <think> blocks of past turns; the context keeps the policy's own tokens."""
+    """Qwen3's template drops <think> blocks of past turns; asked for one sequence, the context keeps the policy's
+    own tokens (``"auto"`` would train one sample per turn: tests/test_thinking_training.py)."""
     pytest.importorskip("trl")
-    runner, gen, rewards, tok = scripted_runner("qwen3", think="Let me plan.")
+    runner, gen, rewards, tok = scripted_runner("qwen3", think="Let me plan.", sample_mode="sequence")
     assert not runner.renderer.is_prefix_preserving()
     trajs = runner.run([make_env() for _ in TASKS], [{"task_id": t} for t in TASKS])
     assert runner.renderer.checked > 0

@@ -166,3 +166,23 @@ def test_the_malformed_reply_that_ended_an_episode_is_its_last_policy_turn(tmp_p
     assert traj.policy_token_ids() == sent[0]["ids"] + sent[1]["ids"]  # the malformed call's tokens, trained on
     assert traj.prompt_ids + traj.completion_ids == sent[1]["prompt"] + sent[1]["ids"]
     assert traj.reward == 0.0 and traj.termination_reason == "agent_error"
+
+
+def test_a_template_that_rerenders_earlier_turns_gives_one_sample_per_reply_on_request(tmp_path):
+    """``sample_mode="per_turn"`` (or ``"auto"``, which stitches only when the prompts allow it): each reply is one
+    sample -- the server's own prompt ids, the reply's ids and logprobs -- all with the episode's reward."""
+    run, sent = _rollout(tmp_path, broken=True)
+    for mode in ("per_turn", "auto"):
+        traj = server_trajectory(run, sample_mode=mode)
+        assert traj.sample_mode == "per_turn" and traj.completion_ids == []
+        samples = traj.training_samples()
+        assert [s.prompt_ids for s in samples] == [s["prompt"] for s in sent]
+        assert [s.completion_ids for s in samples] == [s["ids"] for s in sent]
+        assert [s.logprobs for s in samples] == [s["logprobs"] for s in sent]
+        assert traj.reward == run["reward_info"]["reward"] and [t.sample for t in traj.turns] == [0, 1]
+    good, bad = server_trajectories([run], sample_mode="auto")
+    assert len(good) == 1 and bad == []
+    fine, _ = _rollout(tmp_path)  # prefix-preserving: "auto" stitches one sequence
+    assert server_trajectory(fine, sample_mode="auto").sample_mode == "sequence"
+    with pytest.raises(ValueError, match="sample_mode='both'; choose one of auto, sequence, per_turn"):
+        server_trajectory(run, sample_mode="both")

@@ -20,6 +20,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the GRPO rollout renders them (needs --tokenizer)",
     )
     p.add_argument("--tokenizer", default=None, help="tokenizer for --format tokens (a local path)")
+    p.add_argument(
+        "--sample-mode",
+        default="auto",
+        choices=["auto", "sequence", "per_turn"],
+        help="--format tokens: one row per episode (sequence), one per policy turn (per_turn: for templates that "
+        "drop earlier turns' reasoning, e.g. Qwen3's), or auto (default: per turn exactly when the template needs it)",
+    )
     p.add_argument("--chat-template", default=None, help="a file with a chat template overriding the tokenizer's")
     p.add_argument("--min-reward", type=float, default=None, help="keep simulations with at least this reward")
     p.add_argument(
@@ -55,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             format=args.format,
             tokenizer=args.tokenizer,
             chat_template=template,
+            sample_mode=args.sample_mode,
             split=split,
             min_reward=args.min_reward,
             domain=args.domain,
@@ -66,5 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     splits = ", ".join(sorted(set(ds["split"])))
-    print(f"exported {len(ds)} conversations (split: {splits}) to {args.output}")
+    modes = sorted(set(ds["sample_mode"])) if "sample_mode" in ds.column_names else []
+    per_turn = " (one row per policy turn)" if "per_turn" in modes else ""
+    print(f"exported {len(ds)} conversations{per_turn} (split: {splits}) to {args.output}")
     return 0

@@ -187,6 +187,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--request-timeout", type=float, default=120.0, help="seconds per LLM request (default: 120)")
     g.add_argument("--enforce-communication-protocol", action="store_true", help="text XOR tool calls per message")
     g.add_argument(
+        "--reasoning-history",
+        default="drop",
+        choices=("drop", "keep"),
+        help="what the agent is sent of its own past reasoning: drop (default; upstream) or keep (as "
+        "reasoning_content on its earlier messages, for interleaved-thinking models)",
+    )
+    g.add_argument(
         "--judge",
         default=None,
         help="NL-assertion judge: openai:MODEL[,base_url=...] | hf:MODEL; without one: fail (default: "
@@ -393,6 +400,12 @@ def summary(report: Any, num_trials: int) -> str:
             share = 100 * numbers.db_matched / numbers.db_checked
             lines.append(f"DB match: {numbers.db_matched} / {numbers.db_checked} ({share:.1f}%)")
         lines.append(f"avg agent cost per conversation: ${numbers.scored_agent_cost / numbers.scored_episodes:.4f}")
+    empty = report.empty_agent_replies
+    if any(empty.values()):
+        lines.append(
+            f"empty agent replies: {sum(empty.values())} episode(s) ended as agent_error on a reply without text or "
+            f"tool calls ({empty['reasoning_only']} with reasoning only, {empty['empty']} empty)"
+        )
     if report.nl_unjudged:
         lines.append(
             f"NL assertions not judged: {report.nl_unjudged} episode(s) scored by the no-judge choice "
@@ -471,6 +484,7 @@ def run(args: argparse.Namespace) -> int:
             solo=solo,
             agent_can_stop=True if args.agent_can_stop else None,
             enforce_protocol=args.enforce_communication_protocol,
+            reasoning_history=args.reasoning_history,
             parser=args.parser,
             concurrency=args.max_concurrency,
             max_retries=args.max_retries,

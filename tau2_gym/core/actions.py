@@ -13,6 +13,13 @@ Accepted forms (see README "Actions" for the outcome of every malformed kind):
 What cannot become a message raises :class:`ActionError` here; the env turns that into the record upstream
 would make (the episode ends as ``agent_error``). Calls that are well-formed but wrong (unknown tool, bad
 arguments) are *not* errors here: the environment answers them with an ``Error: ...`` tool message.
+
+Reasoning is split from the content on every form, here, once (:func:`tau2_gym.core.parsing.split_reasoning`):
+``<think>`` blocks in any text (also inside an OpenAI message's content, and before tool-call markup is parsed:
+a call written inside a thought is not made), and an OpenAI message's ``reasoning_content`` / ``reasoning`` field
+(a server with a reasoning parser; :func:`tau2_gym.core.parsing.reasoning_text` reads odd values as none). The
+reasoning is kept on the message as ``raw_data["reasoning_content"]``
+(:attr:`~tau2_gym.core.messages.ParticipantMessage.reasoning`); the content is what the customer sees.
 """
 
 from __future__ import annotations
@@ -23,10 +30,19 @@ import re
 import reprlib
 from typing import Any, Callable, Optional, Union
 
-from tau2_gym.core.messages import AssistantMessage, ToolCall, dumps_arguments
-from tau2_gym.core.parsing import parse_tool_calls
+from tau2_gym.core.messages import REASONING_KEY, AssistantMessage, ToolCall, dumps_arguments
+from tau2_gym.core.parsing import join_reasoning, parse_tool_calls, reasoning_text, split_reasoning
 
 MAX_ARGUMENT_DEPTH = 100  # nesting levels of a call's arguments; deeper is an ActionError, never a RecursionError
+
+#: an agent reply with neither text nor a tool call ends the episode as ``agent_error`` (upstream's orchestrator
+#: refuses such a message); the run's ``info[EMPTY_REPLY_KEY]`` says which kind it was
+EMPTY_REPLY_KEY = "empty_agent_reply"
+EMPTY_REPLY, REASONING_ONLY_REPLY = "empty", "reasoning_only"
+EMPTY_REPLY_ERRORS = {
+    EMPTY_REPLY: "agent sent an empty message (no text, no tool calls)",
+    REASONING_ONLY_REPLY: "agent sent only reasoning (no text, no tool calls)",
+}
 
 _short = reprlib.Repr()
 _short.maxlevel, _short.maxstring, _short.maxother, _short.maxdict, _short.maxlist = 4, 160, 160, 8, 8
@@ -167,6 +183,54 @@ def _calls(raw: Any, ids: _Ids) -> Optional[list[ToolCall]]:
     return calls or None  # an empty list means no calls (as tau2's LLM wrapper reads a response)
 
 
+#: the fields of an OpenAI-style message that carry reasoning (vLLM/SGLang reasoning parsers, DeepSeek, OpenRouter)
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def field_reasoning(d: Any) -> Optional[str]:
+    """The reasoning an OpenAI-style message dict carries in a field of its own (None when none is readable)."""
+    if not isinstance(d, dict):
+        return None
+    return join_reasoning(*(reasoning_text(d.get(name)) for name in REASONING_FIELDS))
+
+
+def raw_reasoning(raw: Any) -> Optional[str]:
+    """The reasoning recorded in a message's ``raw_data``: our key, else the server response's own message."""
+    if not isinstance(raw, dict):
+        return None
+    own = reasoning_text(raw.get(REASONING_KEY))
+    if own is not None:
+        return own
+    choices = raw.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return field_reasoning(choice.get("message") if isinstance(choice, dict) else None)
+
+
+def with_reasoning(raw: Optional[dict], reasoning: Optional[str]) -> Optional[dict]:
+    """``raw`` (a new dict) with the reasoning under :data:`~tau2_gym.core.messages.REASONING_KEY`."""
+    if reasoning is None:
+        return raw
+    return {**(raw or {}), REASONING_KEY: reasoning}
+
+
+def _split(content: Optional[str], reasoning: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """(content, reasoning) with the content's ``<think>`` blocks moved after the given reasoning."""
+    if content is None:
+        return None, reasoning
+    content, thought = split_reasoning(content)
+    return content, join_reasoning(reasoning, thought)
+
+
+def reasoned(content: Optional[str], raw_data: Any) -> tuple[Optional[str], Any]:
+    """``(content, raw_data)`` of a participant message with its reasoning out of the content: ``<think>`` blocks
+    and a reasoning field of the server response in ``raw_data`` end up in ``raw_data["reasoning_content"]`` (a
+    new dict when anything moved). The agent's actions and the customer's messages both pass here."""
+    content, reasoning = _split(content, raw_reasoning(raw_data))
+    if reasoning is not None and (not isinstance(raw_data, dict) or raw_data.get(REASONING_KEY) != reasoning):
+        raw_data = with_reasoning(raw_data if isinstance(raw_data, dict) else None, reasoning)
+    return content, raw_data
+
+
 def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
     role = d.get("role")
     if role is None:
@@ -181,12 +245,14 @@ def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
         raise ActionError(f"the agent can only send assistant messages; got role {_show(role)}")
     content = _content(d.get("content"))  # before the calls: its error is the one reported
     calls = _calls(d.get("tool_calls"), ids)
+    content, reasoning = _split(content, field_reasoning(d))
     cost, usage = d.get("cost"), d.get("usage")
     return AssistantMessage(
         content,
         calls,
         cost=cost if isinstance(cost, (int, float)) else None,
         usage=usage if isinstance(usage, dict) else None,
+        raw_data=with_reasoning(None, reasoning),
     )
 
 
@@ -267,12 +333,13 @@ def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: 
         return _from_text(action, parser, tokenizer, ids)
     if isinstance(action, AssistantMessage):
         calls = None if action.tool_calls is None else [_call(tc, ids) for tc in action.tool_calls] or None
+        content, raw = reasoned(_content(action.content), action.raw_data)
         return AssistantMessage(
-            content=_content(action.content),
+            content=content,
             tool_calls=calls,
             cost=action.cost,
             usage=action.usage,
-            raw_data=action.raw_data,
+            raw_data=raw,
         )
     if isinstance(action, ToolCall):
         return AssistantMessage(content=None, tool_calls=[_call(action, ids)])
@@ -291,22 +358,24 @@ def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: 
 
 
 def _from_text(text: str, parser: Union[str, Callable[..., Any]], tokenizer: Any, ids: _Ids) -> AssistantMessage:
+    # reasoning first: markup inside a thought is not an action, and a thought never reaches the customer
+    body, reasoning = split_reasoning(text)
+    body = "" if body is None else body
     if parser == "tau2":
-        content, raw_calls = parse_tau2_action(text)
+        content, raw_calls = parse_tau2_action(body)
         calls = None if raw_calls is None else [_call(c, ids) for c in raw_calls]
-        return AssistantMessage(content=content, tool_calls=calls, raw_data={"action": text})
+        return AssistantMessage(content=content, tool_calls=calls, raw_data=with_reasoning({"action": text}, reasoning))
     if parser is None or parser == "none":
-        return AssistantMessage(content=text)
+        return AssistantMessage(
+            content=body if reasoning is None else body or None, raw_data=with_reasoning(None, reasoning)
+        )
 
-    parsed = parse_tool_calls(text, parser, tokenizer)
+    parsed = parse_tool_calls(body, parser, tokenizer)
     if parsed.error is not None:
         raise ActionError(
             f"malformed tool-call markup: {parsed.error}",
-            record=AssistantMessage(content=text) if text.strip() else None,
+            record=AssistantMessage(content=body, raw_data=with_reasoning(None, reasoning)) if body.strip() else None,
         )
     calls = None if parsed.tool_calls is None else [_call(tc, ids) for tc in parsed.tool_calls] or None
-    raw = None
-    reasoning = getattr(parsed, "reasoning", None)
-    if reasoning:
-        raw = {"reasoning_content": reasoning}
-    return AssistantMessage(content=parsed.content, tool_calls=calls, raw_data=raw)
+    reasoning = join_reasoning(reasoning, getattr(parsed, "reasoning", None))
+    return AssistantMessage(content=parsed.content, tool_calls=calls, raw_data=with_reasoning(None, reasoning))

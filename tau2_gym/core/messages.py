@@ -19,6 +19,11 @@ TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
 USER_STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 
+#: where a participant message keeps its reasoning: ``raw_data["reasoning_content"]`` -- upstream's message model has
+#: no reasoning field, but keeps ``raw_data`` (its own runs store the whole LLM response there), so a results file
+#: with reasoning loads in upstream's tools; the content stays what the other side saw
+REASONING_KEY = "reasoning_content"
+
 
 def now_iso() -> str:
     """Local time, ISO-8601 with microseconds and no timezone, as tau2 stamps messages."""
@@ -121,6 +126,13 @@ class ParticipantMessage(Message):
 
     def has_text_content(self) -> bool:
         return self.content is not None and bool(self.content.strip())
+
+    @property
+    def reasoning(self) -> Optional[str]:
+        """The reasoning the sender produced with this message (kept in ``raw_data``; never part of ``content``)."""
+        raw = self.raw_data
+        value = raw.get(REASONING_KEY) if isinstance(raw, dict) else None
+        return value if isinstance(value, str) else None
 
     def is_tool_call(self) -> bool:
         """tau2's rule: any non-null ``tool_calls`` (even ``[]``) makes this a tool-call message."""

@@ -23,6 +23,11 @@ Built-in parsers:
 
 A callable is accepted in place of a name: ``fn(text) -> ParsedCall`` (or ``fn(text, tokenizer)``);
 :func:`register_parser` adds a named one. Calls without an id get ``call_<n>`` (n = position in the text).
+
+Reasoning (``<think>`` blocks, a ``reasoning_content`` field) is split from the content here too, by
+:func:`split_reasoning` and :func:`reasoning_text` -- the one place every path that turns model output into a
+message uses (:func:`tau2_gym.core.actions.to_assistant_message`, the user simulators, the HF policy), so that a
+model's thoughts never reach the customer, the scorer or the judge.
 """
 
 from __future__ import annotations
@@ -35,7 +40,18 @@ from typing import Any, Callable, Optional, Union
 
 from tau2_gym.core.messages import Requestor, ToolCall
 
-__all__ = ["ParsedCall", "parse_tool_calls", "register_parser", "available_parsers", "has_response_parser"]
+__all__ = [
+    "ParsedCall",
+    "parse_tool_calls",
+    "register_parser",
+    "available_parsers",
+    "has_response_parser",
+    "split_reasoning",
+    "reasoning_text",
+    "join_reasoning",
+    "THINK_OPEN",
+    "THINK_CLOSE",
+]
 
 
 @dataclass(slots=True)
@@ -161,6 +177,77 @@ def _retag(calls: list[ToolCall], requestor: Requestor) -> list[ToolCall]:
     for call in calls:
         call.requestor = requestor
     return calls
+
+
+# -------------------------------------------------------------------------------------- reasoning
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+_THINK_TAG = re.compile(r"</?think>")
+
+
+def split_reasoning(text: str) -> tuple[Optional[str], Optional[str]]:
+    """``(content, reasoning)`` of a model's text: ``<think>`` blocks are reasoning, the rest is content.
+
+    Why one function: whatever path a reply takes (a text action, an OpenAI message, a server reply, a local
+    model), its thoughts must be cut out the same way before anyone -- the customer, COMMUNICATE, the judge -- reads
+    the content. The outcome is defined for every input, never an exception:
+
+    * no tag at all: the text is the content, unchanged (``reasoning`` None);
+    * ``<think>...</think>`` blocks anywhere, any number: their insides are reasoning, the text around them content;
+    * a ``</think>`` without an opening tag: everything before it is reasoning (the template's generation prompt
+      opened the block, as Qwen3's and DeepSeek-R1's do);
+    * an unclosed ``<think>`` (generation cut at the token limit): everything after it is reasoning;
+    * nested blocks: the outermost block decides (inner tags are part of the reasoning text).
+
+    With tags, the content is stripped of surrounding whitespace and is None when nothing is left; the reasoning
+    is the blocks' texts, stripped, joined by a newline (None when they are all blank).
+    """
+    if _THINK_TAG.search(text) is None:
+        return text, None
+    parts: list[tuple[bool, str]] = []  # (is reasoning, text), in order
+    depth, pos = 0, 0
+    for match in _THINK_TAG.finditer(text):
+        piece = text[pos : match.start()]
+        pos = match.end()
+        if match.group() == THINK_OPEN:
+            parts.append((depth > 0, piece))
+            depth += 1
+        elif depth > 0:
+            parts.append((True, piece))
+            depth -= 1
+        else:  # a close without an open: the reply began inside a block
+            parts = [(True, p) for _, p in parts]
+            parts.append((True, piece))
+    parts.append((depth > 0, text[pos:]))
+    content = "".join(p for thought, p in parts if not thought).strip()
+    reasoning = "\n".join(p.strip() for thought, p in parts if thought and p.strip())
+    return content or None, reasoning or None
+
+
+def reasoning_text(value: Any) -> Optional[str]:
+    """A reasoning field (``reasoning_content``, ``reasoning``) as text: a string as it is, a list of text parts
+    (strings or ``{"text"|"thinking": str}`` dicts) joined; anything else -- a number, an object, blanks -- is no
+    reasoning (None). Never raises: a server's odd field must not end an episode."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, list):
+        texts = []
+        for part in value:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict):
+                text = part.get("text", part.get("thinking"))
+                if isinstance(text, str):
+                    texts.append(text)
+        joined = "".join(texts)
+        return joined if joined.strip() else None
+    return None
+
+
+def join_reasoning(*pieces: Optional[str]) -> Optional[str]:
+    """Several reasoning texts of one reply (a field and ``<think>`` blocks), in order, newline-joined."""
+    kept = [p for p in pieces if p]
+    return "\n".join(kept) if kept else None
 
 
 # ----------------------------------------------------------------------------------------- hermes

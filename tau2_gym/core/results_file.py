@@ -140,6 +140,7 @@ class Info(_Model):
     agent_info: AgentInfo
     environment_info: EnvironmentInfo
     seed: Optional[int] = None
+    reasoning_history: Optional[str] = None  # ours: what the agent saw of its own past reasoning (None: upstream's)
 
 
 class Results(_Model):
@@ -192,6 +193,7 @@ def results_info(
         },
         "seed": seed,
         "data_version": domain.data_version_record(),
+        "reasoning_history": settings.reasoning_history,  # what the agent saw of its own past reasoning
         **dict(domain.spec.extra.get("results_info") or {}),
     }
 

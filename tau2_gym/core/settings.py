@@ -20,7 +20,11 @@ from tau2_gym.core.config import describe
 from tau2_gym.core.domain import get_domain_spec
 from tau2_gym.core.parsing import available_parsers
 
-__all__ = ["EpisodeSettings", "check_parser"]
+__all__ = ["DROP", "EpisodeSettings", "KEEP", "REASONING_HISTORY", "check_parser"]
+
+#: what a player sees of its own past reasoning (:attr:`EpisodeSettings.reasoning_history`)
+DROP, KEEP = "drop", "keep"
+REASONING_HISTORY = (DROP, KEEP)
 
 
 def check_parser(parser: Any, name: str = "parser") -> None:
@@ -114,6 +118,13 @@ class EpisodeSettings:
         default=True,
         metadata={"help": "give calls without an id a per-episode `call_<n>` id (upstream gym leaves them empty)."},
     )
+    reasoning_history: str = field(
+        default=DROP,
+        metadata={
+            "help": "what the agent sees of its own past reasoning: drop (upstream; Qwen3's template) or keep (as "
+            "reasoning_content on its earlier messages: interleaved thinking, e.g. GLM-4.5, Kimi K2)."
+        },
+    )
     judge: Any = field(
         default=None,
         metadata={
@@ -143,6 +154,10 @@ class EpisodeSettings:
         if self.timeout is not None and not float(self.timeout) >= 0:
             raise ValueError(f"timeout={self.timeout!r} must be >= 0 seconds (or None)")
         check_parser(self.parser)
+        if self.reasoning_history not in REASONING_HISTORY:
+            raise ValueError(
+                f"reasoning_history={self.reasoning_history!r}; choose one of {', '.join(REASONING_HISTORY)}"
+            )
         if self.task_ids is not None:
             if isinstance(self.task_ids, str):
                 self.task_ids = [self.task_ids]

@@ -27,7 +27,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from tau2_gym.core import prompts
+from tau2_gym.core.actions import reasoned
 from tau2_gym.core.messages import (
+    REASONING_KEY,
     STOP,
     USER_STOP_TOKENS,
     AnyMessage,
@@ -40,7 +42,7 @@ from tau2_gym.core.messages import (
     dumps_arguments,
     message_from_dict,
 )
-from tau2_gym.core.settings import EpisodeSettings
+from tau2_gym.core.settings import KEEP, EpisodeSettings
 from tau2_gym.core.termination import TRUNCATIONS, TerminationReason
 from tau2_gym.core.turns import UserTurnRequest
 
@@ -396,12 +398,22 @@ class TurnLoop:
     # ------------------------------------------------------------------ bookkeeping
 
     def _append(self, msg: AnyMessage) -> None:
-        """Store ``msg`` and extend the cached OpenAI views of whoever sees it (each built once, here)."""
+        """Store ``msg`` and extend the cached OpenAI views of whoever sees it (each built once, here).
+
+        Reasoning is never in a view of the other side; with ``reasoning_history="keep"`` each side's view carries
+        its own past reasoning as ``reasoning_content`` (what interleaved-thinking templates read)."""
         self.trajectory.append(msg)
+        keep = self.settings.reasoning_history == KEEP
         if agent_sees(msg):
-            self._agent_view.append(_openai(msg))
+            entry = _openai(msg)
+            if keep and isinstance(msg, AssistantMessage) and msg.reasoning is not None:
+                entry[REASONING_KEY] = msg.reasoning
+            self._agent_view.append(entry)
         if user_sees(msg):
-            self._user_view.append(_openai(msg, flip=True))
+            entry = _openai(msg, flip=True)
+            if keep and isinstance(msg, UserMessage) and msg.reasoning is not None:
+                entry[REASONING_KEY] = msg.reasoning
+            self._user_view.append(entry)
 
     def _finish(self, reason: TerminationReason, error: Optional[str] = None) -> None:
         self.done = True
@@ -614,6 +626,8 @@ class TurnLoop:
         if calls is not None:
             # tau2's simulator re-tags its calls as the user's (ids kept)
             message.tool_calls = [ToolCall(tc.name, tc.arguments, id=tc.id, requestor="user") for tc in calls] or None
+        if isinstance(message.content, str):  # the customer's thoughts never reach the agent
+            message.content, message.raw_data = reasoned(message.content, message.raw_data)
         if not message.has_text_content() and not message.is_tool_call():
             self._finish(TerminationReason.USER_ERROR, "user simulator sent an empty message (no text, no tool calls)")
             return self._advance()

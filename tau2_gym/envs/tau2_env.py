@@ -116,7 +116,8 @@ class Tau2Env(EpisodeEnv):
     See :class:`~tau2_gym.envs.config.Tau2EnvConfig` (``print(env.unwrapped.config.describe())``): ``data_dir``,
     ``task_set``, ``task_split`` ("base"), ``task_ids``, ``task_sampling``, ``user`` ("oracle" or a
     simulator), ``max_steps`` (100), ``max_errors`` (10), ``solo``, ``agent_can_stop``, ``enforce_protocol``,
-    ``obs_format``, ``parser``, ``tokenizer``, ``fill_tool_call_ids``, ``judge``, ``evaluate``,
+    ``obs_format``, ``parser``, ``reasoning_history`` ("drop"), ``tokenizer``, ``fill_tool_call_ids``, ``judge``,
+    ``evaluate``,
     ``strict_replay``, ``timeout``, ``raise_on_evaluation_error``; plus ``render_mode`` ("ansi" / "human").
 
     ## Example

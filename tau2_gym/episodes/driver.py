@@ -25,9 +25,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from tau2_gym.core.actions import ActionError, to_assistant_message
+from tau2_gym.core.actions import (
+    EMPTY_REPLY,
+    EMPTY_REPLY_ERRORS,
+    EMPTY_REPLY_KEY,
+    REASONING_ONLY_REPLY,
+    ActionError,
+    field_reasoning,
+    raw_reasoning,
+    to_assistant_message,
+    with_reasoning,
+)
 from tau2_gym.core.db import copy_json
 from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
+from tau2_gym.core.parsing import join_reasoning
 from tau2_gym.core.prompts import done_tool_schema
 from tau2_gym.core.records import Record
 from tau2_gym.core.settings import EpisodeSettings
@@ -84,18 +95,22 @@ def parse_reply_markup(reply: Any, parser: Any, first_id: int) -> Optional[Assis
         return None
     if isinstance(reply, AssistantMessage):
         content, has_calls, source = reply.content, bool(reply.tool_calls), reply
+        given = raw_reasoning(reply.raw_data)
     elif type(reply) is dict and reply.get("role", "assistant") == "assistant":
         content, has_calls, source = reply.get("content"), bool(reply.get("tool_calls")), None
+        given = field_reasoning(reply)
     else:
         return None
     if has_calls or not isinstance(content, str) or not content.strip():
         return None
     msg = to_assistant_message(content, parser=parser, fill_ids=True, first_id=first_id, timestamp="")
+    reasoning = join_reasoning(given, msg.reasoning)  # a reasoning field first, then the text's <think> blocks
     if source is not None:
         raw = dict(source.raw_data or {})
         if msg.raw_data:
             raw.update(msg.raw_data)
         msg.cost, msg.usage, msg.raw_data = source.cost, source.usage, raw or None
+    msg.raw_data = with_reasoning(msg.raw_data, reasoning)
     return msg
 
 
@@ -147,10 +162,11 @@ class Episode(TurnLoop):
     """One tau2 episode: upstream's turn loop plus reading the policy's actions and finishing (module docstring).
 
     ``rejected_reply``: a server reply that could not be read and ended the episode (kept for its usage and tokens;
-    it is not in the trajectory).
+    it is not in the trajectory). ``empty_reply``: the kind of reply with neither text nor a tool call that ended
+    the episode (``"empty"``, ``"reasoning_only"``), or None.
     """
 
-    __slots__ = ("calls", "rejected_reply", "setup")
+    __slots__ = ("calls", "empty_reply", "rejected_reply", "setup")
 
     def __init__(
         self, setup: EpisodeSetup, task: Task, *, seed: Optional[int] = None, episode_id: Optional[str] = None
@@ -159,6 +175,7 @@ class Episode(TurnLoop):
         self.setup = setup
         self.calls = 0  # the agent's tool calls so far: calls without an id get `call_<n>`
         self.rejected_reply: Optional[dict] = None
+        self.empty_reply: Optional[str] = None
 
     # ------------------------------------------------------------------ the agent's side
 
@@ -211,8 +228,21 @@ class Episode(TurnLoop):
             if exc.record is None and type(action) is dict and isinstance(action.get("raw_data"), dict):
                 self.rejected_reply = action
             return self.abort_agent(exc.reason, exc.record)
+        if not msg.tool_calls and not msg.has_text_content():
+            return self._empty(msg)
         self.calls += len(msg.tool_calls or ())
         return self.submit_agent(msg)
+
+    def _empty(self, msg: AssistantMessage) -> str:
+        """A reply with neither text nor a tool call -- nothing at all, or only reasoning (a thinking model that ran
+        out of tokens, or stopped after its thought): upstream refuses such a message (``validate`` raises and the
+        run aborts); here it ends the episode as ``agent_error``, the policy's failure, scored 0 and counted
+        (``info["empty_agent_reply"]``). The reply is not in the trajectory (upstream's messages are valid ones);
+        its reasoning, usage and token record are kept as ``info["rejected_agent_reply"]``."""
+        self.empty_reply = REASONING_ONLY_REPLY if msg.reasoning is not None else EMPTY_REPLY
+        if msg.raw_data or msg.usage or msg.cost:
+            self.rejected_reply = {"raw_data": dict(msg.raw_data or {}), "usage": msg.usage, "cost": msg.cost}
+        return self.abort_agent(EMPTY_REPLY_ERRORS[self.empty_reply])
 
     # ------------------------------------------------------------------ the customer's side
 
@@ -272,6 +302,8 @@ class Episode(TurnLoop):
             logger.warning("evaluation of task %r failed: %s: %s", self.task.id, type(exc).__name__, exc)
             error = f"{type(exc).__name__}: {exc}"
         reward = float(reward_info["reward"]) if reward_info is not None else 0.0
+        if self.empty_reply is not None:
+            diagnostics[EMPTY_REPLY_KEY] = self.empty_reply
         info = dict(diagnostics)
         if self.error is not None:
             info["error"] = self.error

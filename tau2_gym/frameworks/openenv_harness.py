@@ -109,7 +109,7 @@ class Tau2Session(ResourceSession):
         self.done = False
         self.closed = False
         self.reward: Optional[float] = None
-        self.observation = obs
+        self.last_observation = obs
         if obs.episode_over:  # the customer stopped at once: the next step returns the terminal transition
             self._step("")
 
@@ -121,7 +121,7 @@ class Tau2Session(ResourceSession):
         before = len(self.messages)
         result = self._client.step(action)
         obs = result.observation
-        self.observation = obs
+        self.last_observation = obs
         self.messages = list(obs.messages)
         if result.done:
             self.done = True
@@ -151,7 +151,7 @@ class Tau2Session(ResourceSession):
         return ToolResult(data=data, done=self.done, metadata={"reward": self.reward if self.done else None})
 
     def verify(self, transcript: list[dict[str, Any]], final_state: Any = None) -> VerifyResult:
-        obs = self.observation
+        obs = self.last_observation
         metrics: dict[str, Any] = {
             "task_id": self.task_id,
             "termination_reason": obs.termination_reason,

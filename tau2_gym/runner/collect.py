@@ -51,7 +51,7 @@ from tau2_gym.runner.log import EpisodeLog, log_path, open_log, output_paths, re
 from tau2_gym.runner.players import build_player
 from tau2_gym.runner.progress import EpisodeProgress
 from tau2_gym.scoring.judges import make_judge
-from tau2_gym.scoring.metrics import nl_unjudged
+from tau2_gym.scoring.metrics import empty_agent_replies, nl_unjudged
 
 logger = logging.getLogger("tau2_gym")
 
@@ -102,6 +102,12 @@ class RolloutReport:
     def nl_unjudged(self) -> int:
         """Episodes whose NL assertions had no judge (scored by the no-judge choice; see ``reward_info.info.nl``)."""
         return sum(1 for s in self.simulations if nl_unjudged(s.get("reward_info")))
+
+    @property
+    def empty_agent_replies(self) -> dict[str, int]:
+        """Episodes that ended on an agent reply with neither text nor a tool call, by kind (``empty``,
+        ``reasoning_only``): :func:`tau2_gym.scoring.metrics.empty_agent_replies`."""
+        return empty_agent_replies(self.simulations)
 
     @property
     def rewards(self) -> list[float]:
@@ -311,9 +317,12 @@ async def acollect(
     **settings: Any,
 ) -> RolloutReport:
     """Async :func:`collect` (for callers already inside an event loop)."""
-    cfg = config if config is not None else RolloutConfig()
-    if settings:
-        cfg = RolloutConfig(**{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, **settings})
+    cfg = config if config is not None else RolloutConfig(**settings)
+    if settings and config is not None:
+        base = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+        if "parser" in settings and "parse_replies" not in settings:
+            base.pop("parse_replies")  # resolved from the parser given now, as RolloutConfig(parser=...) does
+        cfg = RolloutConfig(**{**base, **settings})
     policy, user, judge, selected = await prepare_run(cfg, tasks, policy, user)
     runner = EpisodeRunner(cfg, selected, policy, user, judge)
     collection = Collection(cfg, selected, runner)

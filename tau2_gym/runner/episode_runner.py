@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.records import as_dict
 from tau2_gym.core.results_file import results_info
+from tau2_gym.core.settings import DROP
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.termination import TerminationReason
 from tau2_gym.episodes.baseline import do_nothing_baseline
@@ -166,6 +167,8 @@ class EpisodeRunner:
             "enforce_protocol": cfg.enforce_protocol,
             # the run's parser as given (None: none given -- raw text read with 'auto', replies taken as sent)
             "parser": None if not cfg.parse_replies else parser if isinstance(parser, str) else type(parser).__name__,
+            # a setting added later: recorded when not its default, so logs written before it resume unflagged
+            **({"reasoning_history": cfg.reasoning_history} if cfg.reasoning_history != DROP else {}),
             "agent": [agent.get("implementation"), agent.get("llm")],
             "user": [user.get("implementation"), user.get("llm")],
             **({"domain_options": cfg.domain_options} if cfg.domain_options else {}),

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+from tau2_gym.core.actions import EMPTY_REPLY, EMPTY_REPLY_KEY, REASONING_ONLY_REPLY
 from tau2_gym.core.termination import TerminationReason
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "SimStats",
     "Tally",
     "bootstrap_ci",
+    "empty_agent_replies",
     "is_pass",
     "nl_unjudged",
     "pass_hat",
@@ -63,6 +65,19 @@ def nl_unjudged(reward_info: Optional[dict]) -> bool:
     info = reward_info.get("info") if isinstance(reward_info, dict) else None
     nl = info.get("nl") if isinstance(info, dict) else None
     return isinstance(nl, dict) and bool(nl.get("skipped"))
+
+
+def empty_agent_replies(simulations: Sequence[Any]) -> dict[str, int]:
+    """How many episodes ended on an agent reply with neither text nor a tool call, by kind: ``empty`` (nothing at
+    all) and ``reasoning_only`` (a thinking model's thought and nothing else); both end as ``agent_error`` and
+    are recorded in the run's ``info.empty_agent_reply``."""
+    counts = {EMPTY_REPLY: 0, REASONING_ONLY_REPLY: 0}
+    for run in simulations:
+        info = run.get("info") if isinstance(run, dict) else None
+        kind = info.get(EMPTY_REPLY_KEY) if isinstance(info, dict) else None
+        if kind in counts:
+            counts[kind] += 1
+    return counts
 
 
 @dataclass

@@ -1,10 +1,14 @@
 """SFT export: tau2 results files -> a Hugging Face ``datasets`` dataset in TRL's conversational format.
 
 Why here: training on results needs the same system prompt and tool schemas the env shows, and a split filter so
-that no test task leaks into training data. Two formats: ``messages`` (TRL's conversational rows; the trainer
-applies the chat template) and ``tokens`` (``input_ids`` + ``assistant_masks``, rendered by
-:meth:`tau2_gym.training.hf.chat.ChatRenderer.episode_ids` -- the construction the GRPO rollout uses -- so SFT and GRPO
-train on the same token contexts).
+that no test task leaks into training data. Two formats: ``messages`` (TRL's conversational rows, assistant turns
+with their ``reasoning_content``; the trainer applies the chat template) and ``tokens`` (``input_ids`` +
+``assistant_masks``, rendered by :meth:`tau2_gym.training.hf.chat.ChatRenderer.episode_ids` -- the construction the
+GRPO rollout uses -- so SFT and GRPO train on the same token contexts). For a template that does not keep a
+generated turn as the next prompt's prefix (Qwen3's drops past reasoning; found by rendering, as the rollout
+does) the tokens format has one row per policy turn instead: the template's rendering of the observation the
+policy saw (under the run's ``reasoning_history``) as prompt, the turn as the template writes it -- reasoning
+included -- as the masked completion; every row of an episode carries the episode's reward.
 
 The split guard (:func:`training_split`) lives here too, shared by the TRL dataset builder and rollout
 function: training helpers default to ``train`` and refuse ``test`` tasks unless ``allow_test_split=True``.
@@ -17,11 +21,19 @@ import os
 from typing import Any, Iterable, Optional
 
 from tau2_gym.core.domain import load_domain
-from tau2_gym.core.messages import to_openai_messages
+from tau2_gym.core.messages import REASONING_KEY, AssistantMessage, to_openai_messages
 from tau2_gym.core.prompts import agent_system_prompt
 from tau2_gym.core.results_file import ResultsFileError, load_results
 from tau2_gym.episodes.driver import EpisodeSetup
-from tau2_gym.training.hf.chat import ChatRenderer, TemplateError, stop_token_ids
+from tau2_gym.training.hf.chat import (
+    PER_TURN,
+    SAMPLE_MODES,
+    ChatRenderer,
+    TemplateError,
+    observed_messages,
+    resolve_sample_mode,
+    stop_token_ids,
+)
 
 
 class ExportError(ValueError):
@@ -34,7 +46,9 @@ class SplitGuardError(ExportError):
 
 
 #: The metadata columns an export adds beside the training columns (drop them before handing rows to a trainer).
-METADATA_COLUMNS = ("reward", "task_id", "domain", "split", "data_version")
+METADATA_COLUMNS = ("reward", "task_id", "domain", "split", "data_version", "reasoning_history")
+#: ... and those the tokens format adds: how the episode was cut into samples, and which policy turn a row is
+TOKEN_METADATA_COLUMNS = (*METADATA_COLUMNS, "sample_mode", "turn")
 
 ALL_TASKS = "all"  # the split name recorded when no split filter applies
 #: the splits no training helper takes tasks from: the benchmark's test split and a generated set's held-out split
@@ -112,11 +126,13 @@ def export_rows(
     allow_test_split: bool = False,
     data_dir: Optional[str] = None,
 ) -> list[dict[str, Any]]:
-    """Rows of the ``messages`` format: system prompt + conversation (OpenAI messages), ``tools`` as a JSON
-    string of schemas, ``reward``, ``task_id``, ``domain``, ``split`` (what the filter kept: see
-    :func:`training_split`), ``data_version``. Unscored runs are dropped. ``split=None`` keeps every task;
-    a selection with ``test``-split tasks is refused unless ``allow_test_split=True``. ``data_dir``: the data
-    folder the runs were made on, when it is not the default data (e.g. generated tasks)."""
+    """Rows of the ``messages`` format: system prompt + conversation (OpenAI messages; an assistant turn's
+    reasoning as its ``reasoning_content``), ``tools`` as a JSON string of schemas, ``reward``, ``task_id``,
+    ``domain``, ``split`` (what the filter kept: see :func:`training_split`), ``data_version``,
+    ``reasoning_history`` (the run's; ``"drop"`` for files that do not say). Unscored runs are dropped.
+    ``split=None`` keeps every task; a selection with ``test``-split tasks is refused unless
+    ``allow_test_split=True``. ``data_dir``: the data folder the runs were made on, when it is not the default data
+    (e.g. generated tasks)."""
 
     rows: list[dict[str, Any]] = []
     domains: dict[str, Any] = {}
@@ -136,13 +152,18 @@ def export_rows(
         system = agent_system_prompt(loaded.source, loaded.policy())
         tools = json.dumps(list(loaded.agent_tool_schemas()))
         version = json.dumps(loaded.data_version_record(), sort_keys=True)
+        history = results.info.reasoning_history or "drop"
         for sim in results.simulations:
             if sim.reward_info is None or sim.task_id not in keep:
                 continue
             reward = float(sim.reward_info.reward)
             if min_reward is not None and reward < min_reward:
                 continue
-            messages = [{"role": "system", "content": system}] + to_openai_messages(sim.messages)
+            conversation = to_openai_messages(sim.messages)
+            for msg, out in zip(sim.messages, conversation):
+                if isinstance(msg, AssistantMessage) and msg.reasoning is not None:
+                    out[REASONING_KEY] = msg.reasoning
+            messages = [{"role": "system", "content": system}] + conversation
             rows.append(
                 {
                     "messages": messages,
@@ -152,6 +173,7 @@ def export_rows(
                     "domain": name,
                     "split": recorded,
                     "data_version": version,
+                    "reasoning_history": history,
                 }
             )
     return rows
@@ -174,11 +196,16 @@ def tokenize_rows(
     chat_template_kwargs: Optional[dict[str, Any]] = None,
     data_version: Optional[str] = None,
     data_dir: Optional[str] = None,
+    sample_mode: str = "auto",
 ) -> list[dict[str, Any]]:
     """``messages`` rows -> ``tokens`` rows: ``input_ids`` and ``assistant_masks`` (1 exactly on the policy's
-    tokens, each turn through its end-of-turn token) plus the rows' metadata. The greeting and any task
-    history before the policy's first turn are prompt (mask 0), as in the rollout's first observation."""
-
+    tokens, each turn through its end-of-turn token) plus the rows' metadata, ``sample_mode`` and ``turn``. The
+    greeting and any task history before the policy's first turn are prompt (mask 0), as in the rollout's first
+    observation. ``sample_mode``: ``"sequence"`` (one row per episode), ``"per_turn"`` (one row per policy turn,
+    ``turn`` its index) or ``"auto"`` (per turn exactly when the template does not keep a generated turn as the
+    next prompt's prefix under the row's ``reasoning_history``, as the GRPO rollout decides)."""
+    if sample_mode not in SAMPLE_MODES:
+        raise ExportError(f"unknown sample mode {sample_mode!r}; modes: {', '.join(SAMPLE_MODES)}")
     tok = load_tokenizer(tokenizer)
     try:
         renderer = ChatRenderer(
@@ -187,25 +214,45 @@ def tokenize_rows(
     except TemplateError as exc:
         raise ExportError(f"cannot render with this tokenizer: {exc}") from exc
     openings: dict[tuple[str, str], int] = {}
+    modes: dict[str, str] = {}
     out = []
     for row in rows:
         key = (row["domain"], row["task_id"])
         if key not in openings:
             loaded = load_domain(row["domain"], data_dir, data_version)
             openings[key] = len(EpisodeSetup(loaded).start(loaded.task(row["task_id"])).agent_messages())
+        history = row.get("reasoning_history") or "drop"
+        if history not in modes:
+            modes[history] = resolve_sample_mode(sample_mode, renderer, None, history)
+        meta = {k: v for k, v in row.items() if k not in ("messages", "tools")}
+        tools = json.loads(row["tools"])
+        if modes[history] == PER_TURN:
+            for turn, (ids, mask) in enumerate(_turn_rows(renderer, row["messages"], tools, openings[key], history)):
+                out.append({"input_ids": ids, "assistant_masks": mask, **meta, "sample_mode": PER_TURN, "turn": turn})
+            continue
         try:
-            ids, mask = renderer.episode_ids(row["messages"], json.loads(row["tools"]), first_policy=openings[key])
+            ids, mask = renderer.episode_ids(row["messages"], tools, first_policy=openings[key])
         except ValueError as exc:  # no policy turn (e.g. ended during reset): nothing to train on
             if "no policy turn" in str(exc):
                 continue
             raise
-        out.append(
-            {
-                "input_ids": ids,
-                "assistant_masks": mask,
-                **{k: v for k, v in row.items() if k not in ("messages", "tools")},
-            }
-        )
+        out.append({"input_ids": ids, "assistant_masks": mask, **meta, "sample_mode": modes[history], "turn": None})
+    return out
+
+
+def _turn_rows(
+    renderer: ChatRenderer, messages: list[dict], tools: list[dict], first_policy: int, history: str
+) -> list[tuple[list[int], list[int]]]:
+    """One (input_ids, assistant_masks) per policy turn: the observation before it as the policy saw it, rendered
+    with the generation prompt (mask 0), then the turn as the template writes it, reasoning included (mask 1)."""
+    out = []
+    for j, msg in enumerate(messages):
+        if msg.get("role") != "assistant" or j < first_policy:
+            continue
+        seen = observed_messages(messages[:j], history)
+        prompt = renderer.prompt_ids(seen, tools)
+        own = renderer.assistant_ids(seen + [msg], len(seen) + 1, tools)
+        out.append((prompt + own, [0] * len(prompt) + [1] * len(own)))
     return out
 
 
@@ -216,10 +263,12 @@ def export_dataset(
     format: str = "messages",
     tokenizer: Any = None,
     chat_template: Optional[str] = None,
+    sample_mode: str = "auto",
     **kwargs: Any,
 ):
     """Write :func:`export_rows` (``format="messages"``) or their :func:`tokenize_rows` (``"tokens"``, needs
-    ``tokenizer``: an object or a local path) as a ``datasets.Dataset`` to ``output`` and return it."""
+    ``tokenizer``: an object or a local path; ``sample_mode`` as there) as a ``datasets.Dataset`` to ``output`` and
+    return it."""
     if format not in ("messages", "tokens"):
         raise ExportError(f"unknown export format {format!r}; formats: messages, tokens")
     if format == "tokens" and tokenizer is None:
@@ -239,6 +288,7 @@ def export_dataset(
             chat_template=chat_template,
             data_version=kwargs.get("data_version"),
             data_dir=kwargs.get("data_dir"),
+            sample_mode=sample_mode,
         )
     if not rows:
         raise ExportError("no simulation passed the filters; nothing to export")

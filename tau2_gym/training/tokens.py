@@ -16,28 +16,36 @@ one episode's replies into a :class:`~tau2_gym.training.hf.policy.Trajectory`:
 This is exact only when the server's template is prefix-preserving: each prompt must start with the previous
 prompt followed by the previous reply's tokens. A template that re-renders earlier turns (Qwen3 strips old
 ``<think>`` blocks) or a tool parser whose re-serialised call differs from the sampled text breaks that; the
-episode is then refused with :class:`TokenTrajectoryError` naming the turn -- never stitched wrongly. Use the
-per-reply records on ``raw_data`` (one training sample per turn, :func:`server_turns`) for such servers. Ids that
-are not lists of integers, logprobs that are not finite numbers or whose count differs from the ids' are refused the
-same way.
+episode is then refused with :class:`TokenTrajectoryError` naming the turn -- never stitched wrongly. For such
+servers ``sample_mode="per_turn"`` makes one training sample per reply (its prompt the server's own prompt ids,
+its completion the reply's tokens; :meth:`~tau2_gym.training.hf.policy.Trajectory.training_samples`), and
+``"auto"`` stitches when the prompts allow it and falls back to per-turn samples when they show the server
+re-rendered an earlier turn (``Trajectory.sample_mode`` records which). Ids that are not lists of integers,
+logprobs that are not finite numbers or whose count differs from the ids' are refused in every mode.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
+from tau2_gym.core.actions import raw_reasoning
 from tau2_gym.core.termination import TerminationReason
-from tau2_gym.training.hf.policy import Trajectory, TurnRecord
+from tau2_gym.training.hf.chat import PER_TURN, SAMPLE_MODES, SEQUENCE
+from tau2_gym.training.hf.policy import Sample, Trajectory, TurnRecord
 
-__all__ = ["ServerTurn", "TokenTrajectoryError", "server_trajectory", "server_trajectories", "server_turns"]
+__all__ = ["TokenTrajectoryError", "server_trajectory", "server_trajectories"]
 
 
 class TokenTrajectoryError(ValueError):
     """An episode's captured tokens cannot be stitched into one exact token sequence."""
 
 
-def _replies(run: dict) -> list[dict]:
+class _NotExtending(TokenTrajectoryError):
+    """A reply's prompt does not extend the previous prompt and reply (the server re-rendered an earlier turn)."""
+
+
+def captured_replies(run: dict) -> list[dict]:
     """The agent replies that came from the server (the fixed greeting and env/user turns have no tokens), and
     last the reply that ended the episode unread (a malformed call: ``info.rejected_agent_reply``) -- the policy
     produced it, so it is trained on (reward 0)."""
@@ -73,52 +81,51 @@ def _logprobs(value: Any, n: int, where: str) -> list[float]:
     return [float(x) for x in value]
 
 
-class ServerTurn(NamedTuple):
-    """One agent reply as the server saw it: the whole prompt it rendered, the sampled ids and their logprobs."""
-
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-
-
-def _turn(raw: dict, where: str) -> ServerTurn:
-    prompt, ids = raw.get("prompt_token_ids"), raw.get("completion_token_ids")
-    if prompt is None or ids is None:
-        source = raw.get("token_source")
-        raise TokenTrajectoryError(
-            f"{where}: the server sent no {'prompt' if prompt is None else 'completion'} token ids ("
-            + (f"it answered like {source}; " if source else "")
-            + "vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with "
-            "return_prompt_token_ids / return_token_ids; OpenAI's API returns no ids)"
-        )
-    prompt, ids = _ids(prompt, "prompt", where), _ids(ids, "completion", where)
-    return ServerTurn(list(prompt), list(ids), _logprobs(raw.get("completion_logprobs"), len(ids), where))
-
-
-def server_turns(run: dict) -> list[ServerTurn]:
-    """The agent replies of one SimulationRun (dict) recorded with ``capture_tokens``, one :class:`ServerTurn` each,
-    in order (the reply that ended the episode unread last); ``[]`` when the policy never acted. Needs no
-    prefix-preserving template: each turn stands alone. :class:`TokenTrajectoryError` names a reply without
-    usable ids or logprobs."""
+def _checked(run: dict) -> list[tuple[list[int], list[int], list[float], dict]]:
+    """(prompt ids, completion ids, logprobs, raw reply) of each server reply of the episode, validated."""
     task = run.get("task_id")
-    return [_turn(raw, f"task {task!r}, agent reply {k}") for k, raw in enumerate(_replies(run))]
-
-
-def server_trajectory(run: dict) -> Any:
-    """One SimulationRun (dict) recorded with ``capture_tokens`` (``vllm``, ``sglang``, ``auto``) as a
-    PolicyRunner ``Trajectory``; :class:`TokenTrajectoryError` names the reply it cannot use."""
-
-    task = run.get("task_id")
-    replies = _replies(run)
+    replies = captured_replies(run)
     if not replies:
         raise TokenTrajectoryError(
             f"task {task!r}: no agent reply carries captured tokens (run with "
             "--capture-tokens vllm|sglang|auto against a server that returns token ids)"
         )
+    out = []
+    for k, raw in enumerate(replies):
+        prompt, ids, lps = raw.get("prompt_token_ids"), raw.get("completion_token_ids"), raw.get("completion_logprobs")
+        where = f"task {task!r}, agent reply {k}"
+        if prompt is None or ids is None:
+            source = raw.get("token_source")
+            raise TokenTrajectoryError(
+                f"{where}: the server sent no {'prompt' if prompt is None else 'completion'} token ids ("
+                + (f"it answered like {source}; " if source else "")
+                + "vLLM: --capture-tokens vllm; SGLang: --capture-tokens sglang, a version with "
+                "return_prompt_token_ids / return_token_ids; OpenAI's API returns no ids)"
+            )
+        prompt, ids = _ids(prompt, "prompt", where), _ids(ids, "completion", where)
+        out.append((list(prompt), list(ids), _logprobs(lps, len(ids), where), raw))
+    return out
+
+
+def _turn(raw: dict, start: int, end: int, sample: Optional[int] = None) -> TurnRecord:
+    choices = raw.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return TurnRecord(
+        start=start,
+        end=end,
+        text=content if isinstance(content, str) else "",
+        finish_reason=str(choice.get("finish_reason")),
+        reasoning=raw_reasoning(raw),
+        sample=sample,
+    )
+
+
+def _stitched(task: Any, replies: list) -> Trajectory:
     traj: Optional[Trajectory] = None
     context: list[int] = []
-    for k, raw in enumerate(replies):
-        prompt, ids, lps = _turn(raw, f"task {task!r}, agent reply {k}")
+    for k, (prompt, ids, lps, raw) in enumerate(replies):
         if traj is None:
             traj = Trajectory(task_id=task, prompt_ids=list(prompt))
         else:
@@ -126,10 +133,11 @@ def server_trajectory(run: dict) -> Any:
                 at = next(
                     (i for i, (a, b) in enumerate(zip(prompt, context)) if a != b), min(len(prompt), len(context))
                 )
-                raise TokenTrajectoryError(
+                raise _NotExtending(
                     f"task {task!r}, agent reply {k}: the server's prompt does not extend the previous prompt and "
                     f"reply (they differ at token {at} of {len(context)}): its chat template is not "
-                    "prefix-preserving, or it re-serialised the previous reply differently from the sampled tokens"
+                    "prefix-preserving, or it re-serialised the previous reply differently from the sampled tokens "
+                    "(sample_mode='per_turn' trains one sample per reply)"
                 )
             env = list(prompt[len(context) :])
             traj.completion_ids += env
@@ -140,18 +148,38 @@ def server_trajectory(run: dict) -> Any:
         traj.completion_ids += ids
         traj.env_mask += [1] * len(ids)
         traj.logprobs += lps
-        choices = raw.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        message = choice.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        text = content if isinstance(content, str) else ""
-        traj.turns.append(
-            TurnRecord(
-                start=start, end=len(traj.completion_ids), text=text, finish_reason=str(choice.get("finish_reason"))
-            )
-        )
+        traj.turns.append(_turn(raw, start, len(traj.completion_ids)))
         context = list(prompt) + list(ids)
     assert traj is not None
+    return traj
+
+
+def _per_turn(task: Any, replies: list) -> Trajectory:
+    traj = Trajectory(task_id=task, prompt_ids=list(replies[0][0]), sample_mode=PER_TURN)
+    for k, (prompt, ids, lps, raw) in enumerate(replies):
+        traj.samples.append(Sample(list(prompt), list(ids), [1] * len(ids), list(lps)))
+        traj.turns.append(_turn(raw, 0, len(ids), sample=k))
+    return traj
+
+
+def server_trajectory(run: dict, sample_mode: str = SEQUENCE) -> Any:
+    """One SimulationRun (dict) recorded with ``capture_tokens`` (``vllm``, ``sglang``, ``auto``) as a
+    PolicyRunner ``Trajectory``; :class:`TokenTrajectoryError` names the reply it cannot use. ``sample_mode``:
+    ``"sequence"`` (one stitched sequence; refused when the server re-rendered an earlier turn), ``"per_turn"``
+    (one sample per reply) or ``"auto"`` (stitched when possible, else per turn)."""
+    if sample_mode not in SAMPLE_MODES:
+        raise ValueError(f"sample_mode={sample_mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
+    task = run.get("task_id")
+    replies = _checked(run)
+    if sample_mode == PER_TURN:
+        traj = _per_turn(task, replies)
+    else:
+        try:
+            traj = _stitched(task, replies)
+        except _NotExtending:
+            if sample_mode != "auto":
+                raise
+            traj = _per_turn(task, replies)
     reward_info = run.get("reward_info")
     traj.reward = float(reward_info["reward"]) if reward_info else 0.0
     traj.reward_info = reward_info
@@ -161,15 +189,15 @@ def server_trajectory(run: dict) -> Any:
     return traj
 
 
-def server_trajectories(runs: list[dict]) -> tuple[list[Any], list[tuple[Any, str]]]:
-    """(the trajectories, [(task id, why)] of the episodes that could not be stitched) of a rollout's runs;
-    infrastructure errors are left out (they never reach training)."""
+def server_trajectories(runs: list[dict], sample_mode: str = SEQUENCE) -> tuple[list[Any], list[tuple[Any, str]]]:
+    """(the trajectories, [(task id, why)] of the episodes that could not be used) of a rollout's runs;
+    infrastructure errors are left out (they never reach training). ``sample_mode`` as :func:`server_trajectory`."""
     good, bad = [], []
     for run in runs:
         if run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR:
             continue
         try:
-            good.append(server_trajectory(run))
+            good.append(server_trajectory(run, sample_mode))
         except TokenTrajectoryError as exc:
             bad.append((run.get("task_id"), str(exc)))
     return good, bad

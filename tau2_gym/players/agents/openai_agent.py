@@ -15,9 +15,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
+from tau2_gym.core.actions import field_reasoning
 from tau2_gym.core.messages import AssistantMessage, ToolCall
 from tau2_gym.core.turns import AgentTurnRequest, PolicyError
-from tau2_gym.llm.client import DEFAULT_MODEL, BadToolCall, ChatClient, LLMConfig, LLMError, Reply, chat_message
+from tau2_gym.llm.client import (
+    DEFAULT_MODEL,
+    BadToolCall,
+    ChatClient,
+    EmptyReply,
+    LLMConfig,
+    LLMError,
+    Reply,
+    chat_message,
+    reply_message,
+)
 from tau2_gym.players.agents.base import AgentPolicy
 
 __all__ = [
@@ -91,11 +102,17 @@ _Parsed = tuple[Optional[str], Optional[list[ToolCall]], Optional[str]]
 
 def _read(raw: dict) -> _Parsed:
     """A malformed tool call is the policy's output, not a server fault: it is kept (not re-requested, which would
-    resample the policy until it happens to produce valid JSON)."""
+    resample the policy until it happens to produce valid JSON). So is a reply that holds only reasoning (a
+    server's reasoning parser moved the whole reply into ``reasoning_content``): the env ends the episode on it as
+    ``agent_error``; only a reply with nothing at all is re-requested (``empty_retries``)."""
     try:
         content, calls = chat_message(raw, "assistant")
     except BadToolCall as exc:
         return None, None, str(exc)
+    except EmptyReply:
+        if field_reasoning(reply_message(raw)) is None:
+            raise
+        return None, None, None
     return content, calls, None
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.config import describe
 from tau2_gym.core.messages import UserMessage
-from tau2_gym.core.parsing import ParsedCall, parse_tool_calls
+from tau2_gym.core.parsing import ParsedCall, join_reasoning, parse_tool_calls, split_reasoning
 from tau2_gym.players.users.base import (
     UserSimulator,
     UserSimulatorError,
@@ -256,19 +256,22 @@ class HFUserSimulator(UserSimulator):
         return results
 
     def _to_message(self, request: UserTurnRequest, prompt: str, text: str, usage: dict, finish: str) -> UserMessage:
+        body, thought = split_reasoning(text)  # a call written inside a thought is not made
+        body = body or ""
         parsed = parse_tool_calls(
-            text, self.config.parser, self.tokenizer, prefix=prompt, tools=request.tools, requestor="user"
+            body, self.config.parser, self.tokenizer, prefix=prompt, tools=request.tools, requestor="user"
         )
         content, calls = parsed.content, parsed.tool_calls
         if parsed.error is not None:
             if self.config.on_parse_error == "error":
                 raise UserSimulatorError(f"local user model produced unreadable tool-call markup: {parsed.error}")
-            content, calls = (text.strip() or None), None
+            content, calls = (body.strip() or None), None
         if (content is None or not content.strip()) and not calls:
             raise UserSimulatorError(f"local user model produced an empty response (finish_reason={finish})")
         raw = {"model": self._model_name(), "text": text, "finish_reason": finish}
-        if parsed.reasoning is not None:
-            raw["reasoning_content"] = parsed.reasoning
+        reasoning = join_reasoning(thought, parsed.reasoning)
+        if reasoning is not None:
+            raw["reasoning_content"] = reasoning
         return UserMessage(content=content, tool_calls=calls, cost=0.0, usage=usage, raw_data=raw)
 
     def generate_batch(self, requests: Sequence[UserTurnRequest]) -> list[Union[UserMessage, Exception]]:

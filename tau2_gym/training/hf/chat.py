@@ -21,6 +21,13 @@ right after the same number of end-of-turn tokens in ``after`` as ``before`` hol
 does not change when a template edits the inside of an earlier turn). :attr:`TurnSuffix.exact` is False
 then, and the trajectory counts such turns. Alternatively, pass a prefix-preserving ``chat_template``
 (TRL ships training variants: ``trl.chat_template_utils.get_training_chat_template``).
+
+Thinking models add a second question: does the policy, at its next turn, see its earlier turn as it wrote it?
+Serving renders the observation (which holds past reasoning only with ``reasoning_history="keep"``) with the
+template, and Qwen3's template drops the ``<think>`` block of every turn before the customer's last message. Then
+one append-only sequence shows the policy a context serving never shows; one training sample per LLM call --
+prompt = the template's rendering of that turn's observation, completion = that turn's tokens -- is exact.
+:meth:`ChatRenderer.keeps_generated_turns` finds out by rendering which applies (:func:`resolve_sample_mode`).
 """
 
 from __future__ import annotations
@@ -34,7 +41,22 @@ logger = logging.getLogger(__name__)
 
 FAST_PATH_CHECKS = 4  # turns computed both ways before the text fast path is trusted (see ChatRenderer)
 
-__all__ = ["ChatRenderer", "TemplateError", "TurnSuffix", "template_messages", "stop_token_ids"]
+__all__ = [
+    "ChatRenderer",
+    "PER_TURN",
+    "SAMPLE_MODES",
+    "SEQUENCE",
+    "TemplateError",
+    "TurnSuffix",
+    "observed_messages",
+    "resolve_sample_mode",
+    "stop_token_ids",
+    "template_messages",
+]
+
+#: how an episode becomes training samples: one append-only token sequence, or one sample per LLM call
+SEQUENCE, PER_TURN = "sequence", "per_turn"
+SAMPLE_MODES = ("auto", SEQUENCE, PER_TURN)
 
 
 class TemplateError(ValueError):
@@ -69,6 +91,46 @@ def template_messages(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]
             m = {**m, "tool_calls": fixed}
         out.append(m)
     return out
+
+
+def observed_messages(messages: Iterable[dict[str, Any]], reasoning_history: str) -> list[dict[str, Any]]:
+    """Messages as the env's observation shows them under ``reasoning_history``: ``"drop"`` removes the
+    ``reasoning_content`` of every message, ``"keep"`` leaves it (what the env itself does; see
+    :class:`~tau2_gym.core.settings.EpisodeSettings`)."""
+    if reasoning_history == "keep":
+        return list(messages)
+    return [
+        {k: v for k, v in m.items() if k != "reasoning_content"} if "reasoning_content" in m else m for m in messages
+    ]
+
+
+def _reasoning_probes(reasoning_history: str) -> list[tuple[list[dict], list[dict]]]:
+    """(a conversation ending with a generated turn that has reasoning, the next observation) pairs: the turn
+    followed by the customer's next message, and a tool-call turn followed by its result."""
+    call = {"type": "function", "function": {"name": "probe", "arguments": {}}, "id": "c0"}
+    head = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    text = {"role": "assistant", "content": "a", "reasoning_content": "r"}
+    tool = {"role": "assistant", "content": None, "reasoning_content": "r", "tool_calls": [call]}
+    out = []
+    for turn, after in (
+        (text, {"role": "user", "content": "v"}),
+        (tool, {"role": "tool", "tool_call_id": "c0", "content": "o"}),
+    ):
+        generated = head + [turn]
+        out.append((generated, observed_messages(generated, reasoning_history) + [after]))
+    return out
+
+
+def resolve_sample_mode(
+    mode: str, renderer: ChatRenderer, tools: Optional[Sequence[dict]] = None, reasoning_history: str = "drop"
+) -> str:
+    """``"sequence"`` or ``"per_turn"``: ``mode`` itself when explicit; for ``"auto"``, per-turn exactly when the
+    template does not keep a generated turn as the next prompt's prefix (:meth:`ChatRenderer.keeps_generated_turns`)."""
+    if mode not in SAMPLE_MODES:
+        raise ValueError(f"sample_mode={mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
+    if mode != "auto":
+        return mode
+    return SEQUENCE if renderer.keeps_generated_turns(tools, reasoning_history) else PER_TURN
 
 
 def stop_token_ids(tokenizer: Any, model: Any = None, extra: Optional[Iterable[int]] = None) -> frozenset[int]:
@@ -379,6 +441,25 @@ class ChatRenderer:
                 ids += env
                 mask += [0] * len(env)
         return ids, mask
+
+    def keeps_generated_turns(self, tools: Optional[Sequence[dict]] = None, reasoning_history: str = "drop") -> bool:
+        """Whether a turn the policy generated -- rendered with its reasoning, as the template says the model writes
+        it -- is a prefix of the next prompt, the template's rendering of the env's next observation (which holds
+        past reasoning only with ``reasoning_history="keep"``). Probed on a turn followed by the customer's next
+        message and on a tool call followed by its result. False for Qwen3's template (it drops past ``<think>``
+        blocks) under either history, and for any template that renders reasoning under ``"drop"``; True for a
+        template that ignores reasoning, or renders it everywhere under ``"keep"``."""
+        for generated, after in _reasoning_probes(reasoning_history):
+            try:
+                turn = self.render(generated, tools, add_generation_prompt=False)
+                nxt = self.render(after, tools, add_generation_prompt=True)
+            except Exception:  # noqa: BLE001 - a template that cannot render the probe cannot be trusted either
+                return False
+            cut = self._last_stop(turn)
+            head = turn if cut is None else turn[: cut + 1]
+            if nxt[: len(head)] != head:
+                return False
+        return True
 
     def is_prefix_preserving(self, tools: Optional[Sequence[dict]] = None) -> bool:
         """Whether earlier turns render identically whatever follows (probed on a small tool conversation)."""

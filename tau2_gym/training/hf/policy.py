@@ -18,10 +18,21 @@ Decoding ``completion_ids`` where ``env_mask == 1`` gives exactly the sampled to
 what the chat template renders for the env/user turns. No trailing env tokens follow the policy's last
 turn, so a finished episode's completion ends with the policy's stop token.
 
+Thinking models: each turn's ``<think>`` blocks are split from its content by the package's one reasoning split
+(:func:`tau2_gym.core.parsing.split_reasoning`; a call written inside a thought is not made) and sent to the env as
+the message's ``reasoning_content``, so the customer never sees them. ``sample_mode`` decides how an episode becomes
+training data: ``"sequence"`` is the append-only sequence above; ``"per_turn"`` makes one :class:`Sample` per LLM
+call -- its prompt is the template's rendering of that turn's observation, re-rendered every turn (what serving
+shows the model), its completion that turn's sampled tokens -- for templates that rewrite earlier turns, such as
+Qwen3's, which drops past reasoning; ``"auto"`` (default) picks per-turn exactly when a generated turn does not stay
+a prefix of the next prompt (:func:`tau2_gym.training.hf.chat.resolve_sample_mode`); the choice is recorded as
+``Trajectory.sample_mode``. :meth:`Trajectory.training_samples` gives either as a list of samples.
+
 Runner-side endings (the env's episode is then unfinished and scores 0.0, like upstream's step limit):
 ``max_tokens`` (the completion budget ``max_completion_tokens`` is used up; the completion is cut to it)
 and ``max_turns``. A turn cut by the per-turn limit ``max_new_tokens`` is still sent to the env, and the
-template's end-of-turn token is appended as an env token (mask 0) to close it.
+template's end-of-turn token is appended as an env token (mask 0) to close it (per-turn samples end where the
+generation stopped). In per-turn mode ``max_completion_tokens`` bounds each turn, not the episode.
 """
 
 from __future__ import annotations
@@ -30,14 +41,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
-from tau2_gym.core.parsing import ParsedCall, has_response_parser, parse_tool_calls
+from tau2_gym.core.parsing import ParsedCall, has_response_parser, join_reasoning, parse_tool_calls, split_reasoning
+from tau2_gym.core.settings import DROP
 from tau2_gym.core.termination import MAX_TOKENS
-from tau2_gym.training.hf.chat import ChatRenderer
+from tau2_gym.training.hf.chat import PER_TURN, SAMPLE_MODES, SEQUENCE, ChatRenderer, resolve_sample_mode
 from tau2_gym.training.hf.generation import Generation, Generator, HFGenerator
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PolicyRunner", "Trajectory", "TurnRecord", "hf_runner", "to_action"]
+__all__ = ["PolicyRunner", "Sample", "Trajectory", "TurnRecord", "hf_runner", "parse_turn", "to_action"]
 
 MAX_TURNS = "max_turns"
 _PREFIX_TAIL = 256  # tokens of context handed to a response parser as its `prefix`
@@ -55,6 +67,18 @@ class TurnRecord:
     reasoning: Optional[str] = None
     env_tokens: int = 0  # env/user tokens appended after this turn (incl. a closing token)
     exact_suffix: bool = True  # False: found by counting end-of-turn tokens (not prefix-preserving)
+    sample: Optional[int] = None  # per-turn mode: the index of this turn's Sample (start/end are within it)
+
+
+@dataclass
+class Sample:
+    """One training sample: ``prompt_ids`` then ``completion_ids``, ``env_mask`` 1 on the policy's own tokens,
+    ``logprobs`` per completion token (0.0 on env tokens). A per-turn sample is one LLM call (mask all 1)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int]
+    logprobs: list[float]
 
 
 @dataclass
@@ -74,9 +98,20 @@ class Trajectory:
     tools: list[dict] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
     info: dict = field(default_factory=dict)  # the env's final info (simulation_run, ...)
+    sample_mode: str = SEQUENCE  # how this episode is trained on: one sequence, or `samples` (one per LLM call)
+    samples: list[Sample] = field(default_factory=list)  # per-turn mode: one per policy turn, in order
+
+    def training_samples(self) -> list[Sample]:
+        """The episode as training samples: the one append-only sequence, or one sample per policy turn (every
+        sample of an episode shares its reward)."""
+        if self.sample_mode == PER_TURN:
+            return list(self.samples)
+        return [Sample(list(self.prompt_ids), list(self.completion_ids), list(self.env_mask), list(self.logprobs))]
 
     @property
     def num_policy_tokens(self) -> int:
+        if self.sample_mode == PER_TURN:
+            return sum(len(s.completion_ids) for s in self.samples)
         return sum(self.env_mask)
 
     @property
@@ -85,6 +120,8 @@ class Trajectory:
         return sum(not t.exact_suffix for t in self.turns)
 
     def policy_token_ids(self) -> list[int]:
+        if self.sample_mode == PER_TURN:
+            return [t for s in self.samples for t in s.completion_ids]
         return [t for t, m in zip(self.completion_ids, self.env_mask) if m]
 
     def summary(self) -> dict[str, Any]:
@@ -96,13 +133,14 @@ class Trajectory:
             "completion_tokens": len(self.completion_ids),
             "policy_tokens": self.num_policy_tokens,
             "turns": len(self.turns),
+            "sample_mode": self.sample_mode,
         }
 
 
 def to_action(parsed: ParsedCall, text: str) -> Union[str, dict]:
-    """The env action for one parsed turn: an OpenAI assistant message, or the raw text when the tool-call
-    markup could not be read (the env's own ``parser`` then decides; by default the episode ends as
-    ``agent_error``, as upstream). Call ids are left to the env (per-episode ``call_<n>``)."""
+    """The env action for one parsed turn: an OpenAI assistant message (its reasoning as ``reasoning_content``), or
+    the raw text when the tool-call markup could not be read (the env's own ``parser`` then decides; by default the
+    episode ends as ``agent_error``, as upstream). Call ids are left to the env (per-episode ``call_<n>``)."""
     if parsed.error is not None:
         return text
     content = parsed.content
@@ -111,16 +149,24 @@ def to_action(parsed: ParsedCall, text: str) -> Union[str, dict]:
         msg["tool_calls"] = [
             {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in parsed.tool_calls
         ]
+    if parsed.reasoning is not None:
+        msg["reasoning_content"] = parsed.reasoning
     return msg
 
 
-def _split_reasoning(parsed: ParsedCall) -> ParsedCall:
-    """Keep a ``<think>...</think>`` block out of the customer-visible text when the parser left it in."""
-    content = parsed.content
-    if parsed.reasoning is None and content and "</think>" in content:
-        thought, _, rest = content.partition("</think>")
-        parsed.reasoning = thought.replace("<think>", "").strip() or None
-        parsed.content = rest.strip() or None
+def parse_turn(
+    text: str,
+    parser: Union[str, Callable[..., ParsedCall]] = "auto",
+    tokenizer: Any = None,
+    *,
+    prefix: Optional[str] = None,
+    tools: Optional[list] = None,
+) -> ParsedCall:
+    """One generated turn as content, tool calls and reasoning: the reasoning is split off first, by the package's
+    one split (a call written inside a thought is not made), then the rest is parsed for tool calls."""
+    body, thought = split_reasoning(text)
+    parsed = parse_tool_calls(body or "", parser, tokenizer, prefix=prefix, tools=tools)
+    parsed.reasoning = join_reasoning(thought, parsed.reasoning)
     return parsed
 
 
@@ -177,6 +223,14 @@ def _drivers(envs: Any) -> Any:
     return _EnvList(envs)
 
 
+def envs_reasoning_history(envs: Any) -> str:
+    """The ``reasoning_history`` the envs show their observations with (their config's; ``"drop"`` if unknown)."""
+    inner = getattr(envs, "unwrapped", envs)
+    first = inner.envs[0] if hasattr(inner, "envs") and hasattr(inner, "num_envs") else next(iter(envs), None)
+    config = getattr(getattr(first, "unwrapped", first), "config", None)
+    return getattr(config, "reasoning_history", DROP)
+
+
 class PolicyRunner:
     """Roll out a policy (a generation backend + its tokenizer) on tau2 envs; see the module docstring.
 
@@ -190,6 +244,8 @@ class PolicyRunner:
         max_turns: policy turns per episode; None: no limit (the env's own step limit still applies).
         chat_template, chat_template_kwargs: override the tokenizer's template / pass template variables
             (e.g. ``{"enable_thinking": False}``).
+        sample_mode: ``"auto"`` (default), ``"sequence"`` or ``"per_turn"`` (see the module docstring).
+        reasoning_history: what the envs' observations show of past reasoning (default: read from the envs).
     """
 
     def __init__(
@@ -203,7 +259,11 @@ class PolicyRunner:
         max_turns: Optional[int] = None,
         chat_template: Optional[str] = None,
         chat_template_kwargs: Optional[dict[str, Any]] = None,
+        sample_mode: str = "auto",
+        reasoning_history: Optional[str] = None,
     ) -> None:
+        if sample_mode not in SAMPLE_MODES:
+            raise ValueError(f"sample_mode={sample_mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1; got {max_new_tokens}")
         if max_completion_tokens is not None and max_completion_tokens < 1:
@@ -222,6 +282,20 @@ class PolicyRunner:
         )
         self._needs_prefix = parser == "transformers" or (parser == "auto" and has_response_parser(tokenizer))
         self._warned_inexact = False
+        self.sample_mode = sample_mode
+        self.reasoning_history = reasoning_history
+        self._resolved: dict[tuple[str, str], str] = {}
+
+    def resolve_sample_mode(
+        self, reasoning_history: Optional[str] = None, tools: Optional[Sequence[dict]] = None
+    ) -> str:
+        """``"sequence"`` or ``"per_turn"`` for envs whose observations follow ``reasoning_history`` (default: the
+        runner's, else ``"drop"``); ``"auto"`` is decided by rendering, once per history."""
+        history = reasoning_history or self.reasoning_history or DROP
+        key = (self.sample_mode, history)
+        if key not in self._resolved:
+            self._resolved[key] = resolve_sample_mode(self.sample_mode, self.renderer, tools, history)
+        return self._resolved[key]
 
     # ------------------------------------------------------------------ public API
 
@@ -239,6 +313,7 @@ class PolicyRunner:
         one batch per round (what an LLM user simulator needs to be fast).
         """
         drivers = _drivers(envs)
+        mode = self.resolve_sample_mode(self.reasoning_history or envs_reasoning_history(envs))
         n = len(drivers)
         options = list(options) if options is not None else [None] * n
         seeds = list(seeds) if seeds is not None else [None] * n
@@ -246,14 +321,14 @@ class PolicyRunner:
             raise ValueError(f"{n} envs but {len(options)} options and {len(seeds)} seeds")
         with self.generator.session():
             resets = drivers.reset(range(n), seeds, options)
-            episodes = [self._start(i, *resets[i]) for i in range(n)]
+            episodes = [self._start(i, *resets[i], mode) for i in range(n)]
             over = [e for e in episodes if e.pending is not None]  # ended during reset: fetch the terminal step
             self._step(drivers, over)
             while True:
                 active = [e for e in episodes if not e.done]
                 if not self.generator.keep_going(bool(active)):
                     break
-                contexts = [e.traj.prompt_ids + e.traj.completion_ids for e in active]
+                contexts = [self._context(e) for e in active]
                 limits = [self._turn_limit(e) for e in active]
                 generations = self.generator.generate(contexts, limits)
                 if len(generations) != len(active):
@@ -267,7 +342,7 @@ class PolicyRunner:
 
     # ------------------------------------------------------------------ episode steps
 
-    def _start(self, index: int, obs: Any, info: dict) -> _Episode:
+    def _start(self, index: int, obs: Any, info: dict, mode: str = SEQUENCE) -> _Episode:
         if not isinstance(obs, list):
             raise ValueError(
                 "PolicyRunner needs observations as chat messages: make the env with "
@@ -275,7 +350,11 @@ class PolicyRunner:
             )
         tools = list(info.get("tools") or [])
         traj = Trajectory(
-            task_id=info.get("task_id"), prompt_ids=self.renderer.prompt_ids(obs, tools), messages=obs, tools=tools
+            task_id=info.get("task_id"),
+            prompt_ids=self.renderer.prompt_ids(obs, tools),
+            messages=obs,
+            tools=tools,
+            sample_mode=mode,
         )
         ep = _Episode(index, traj, obs, tools)
         if info.get("episode_over"):  # ended during reset: the next step returns the terminal transition
@@ -284,17 +363,26 @@ class PolicyRunner:
             self._stop(ep, MAX_TURNS)
         return ep
 
+    def _context(self, ep: _Episode) -> list[int]:
+        """The tokens the policy's next turn is generated after: the append-only sequence so far, or (per turn)
+        the template's rendering of the current observation -- the first one is the trajectory's prompt."""
+        traj = ep.traj
+        if traj.sample_mode == PER_TURN:
+            return list(traj.prompt_ids) if not traj.samples else self.renderer.prompt_ids(ep.messages, ep.tools)
+        return traj.prompt_ids + traj.completion_ids
+
     def _turn_limit(self, ep: _Episode) -> int:
         limit = self.max_new_tokens
         if self.max_completion_tokens is not None:
-            limit = min(limit, self.max_completion_tokens - len(ep.traj.completion_ids))
+            used = 0 if ep.traj.sample_mode == PER_TURN else len(ep.traj.completion_ids)
+            limit = min(limit, self.max_completion_tokens - used)
         return limit
 
     def _parse(self, text: str, context: Sequence[int], tools: list[dict]) -> ParsedCall:
         prefix = None
         if self._needs_prefix:
             prefix = self.tokenizer.decode(list(context[-_PREFIX_TAIL:]), skip_special_tokens=False)
-        return _split_reasoning(parse_tool_calls(text, self.parser, self.tokenizer, prefix=prefix, tools=tools))
+        return parse_turn(text, self.parser, self.tokenizer, prefix=prefix, tools=tools)
 
     def _policy_turn(self, ep: _Episode, gen: Generation, context: Sequence[int]) -> None:
         """Record the generated turn and decide the env action (stepped later, with the other episodes)."""
@@ -304,21 +392,30 @@ class PolicyRunner:
             self._stop(ep, MAX_TOKENS)
             return
         stopped = bool(tokens) and tokens[-1] in self.generator.stop_ids
-        start = len(traj.completion_ids)
-        traj.completion_ids.extend(tokens)
-        traj.env_mask.extend([1] * len(tokens))
-        traj.logprobs.extend(float(x) for x in gen.logprobs[: len(tokens)])
-        if len(traj.logprobs) != len(traj.completion_ids):
+        logprobs = [float(x) for x in gen.logprobs[: len(tokens)]]
+        if len(logprobs) != len(tokens):
             raise RuntimeError(f"the generator returned {len(gen.logprobs)} logprobs for {len(tokens)} tokens")
+        sample = None
+        if traj.sample_mode == PER_TURN:  # one sample per LLM call: this turn's prompt and tokens
+            sample = len(traj.samples)
+            traj.samples.append(Sample(list(context), tokens, [1] * len(tokens), logprobs))
+            start, end = 0, len(tokens)
+        else:
+            start = len(traj.completion_ids)
+            traj.completion_ids.extend(tokens)
+            traj.env_mask.extend([1] * len(tokens))
+            traj.logprobs.extend(logprobs)
+            end = len(traj.completion_ids)
         text = self.tokenizer.decode(tokens[:-1] if stopped else tokens, skip_special_tokens=False)
         parsed = self._parse(text, context, ep.tools)
         turn = TurnRecord(
             start=start,
-            end=len(traj.completion_ids),
+            end=end,
             text=text,
             finish_reason=gen.finish_reason,
             parse_error=parsed.error,
             reasoning=parsed.reasoning,
+            sample=sample,
         )
         traj.turns.append(turn)
         ep.pending = (to_action(parsed, text), stopped, turn)
@@ -338,6 +435,12 @@ class PolicyRunner:
         obs, reward, terminated, truncated, info = result
         if terminated or truncated or turn is None:
             self._finish(ep, obs, reward, truncated, info)
+            return
+        if traj.sample_mode == PER_TURN:  # the next prompt is rendered from the observation itself
+            ep.messages = obs
+            traj.messages = obs
+            if self.max_turns is not None and len(traj.turns) >= self.max_turns:
+                self._stop(ep, MAX_TURNS)
             return
         k = len(ep.messages) + 1  # the history now ends with our message at k - 1, then the env/user turns
         if len(obs) <= k or obs[k - 1].get("role") != "assistant":
@@ -397,6 +500,7 @@ def hf_runner(
     parser: Union[str, Callable[..., ParsedCall]] = "auto",
     chat_template: Optional[str] = None,
     chat_template_kwargs: Optional[dict[str, Any]] = None,
+    sample_mode: str = "auto",
     **generation: Any,
 ) -> PolicyRunner:
     """A :class:`PolicyRunner` over ``model.generate`` (``generation``: :class:`HFGenerator` arguments such as
@@ -411,4 +515,5 @@ def hf_runner(
         max_turns=max_turns,
         chat_template=chat_template,
         chat_template_kwargs=chat_template_kwargs,
+        sample_mode=sample_mode,
     )

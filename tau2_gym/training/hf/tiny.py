@@ -14,6 +14,7 @@ from tau2_gym.core.prompts import done_tool_schema
 
 __all__ = [
     "CHATML_TOOLS_TEMPLATE",
+    "THINKING_TEMPLATE",
     "tiny_tokenizer",
     "tiny_model",
     "tiny_model_and_tokenizer",
@@ -45,6 +46,60 @@ CHATML_TOOLS_TEMPLATE = (
     "{{ '<|im_end|>\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+# A template that treats reasoning as Qwen3's does, for tests and CPU examples of thinking models: an assistant turn
+# after the last customer message renders its reasoning (the `reasoning_content` field, else a `</think>` in the
+# content) as a <think> block -- the last assistant message always gets one, empty if need be -- and every earlier
+# assistant turn renders its content only; tool calls are Hermes <tool_call> JSON blocks; tool results are grouped
+# into one `user` turn of <tool_response> blocks; `enable_thinking=False` pre-writes an empty think block into the
+# generation prompt. Not prefix-preserving: a turn's <think> block disappears once the customer speaks again.
+THINKING_TEMPLATE = (
+    "{%- if messages and messages[0].role == 'system' %}"
+    "{% set system = messages[0].content %}{% set rest = messages[1:] %}"
+    "{%- else %}{% set system = none %}{% set rest = messages %}{% endif %}"
+    "{%- if system is not none or tools %}"
+    "{{- '<|im_start|>system\\n' }}{% if system is not none %}{{- system }}{% endif %}"
+    "{%- if tools %}"
+    "{{- '\\n\\n# Tools\\n\\nFunctions you may call, as JSON schemas:\\n<tools>' }}"
+    "{%- for t in tools %}{{- '\\n' }}{{- t | tojson }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nTo call one, write <tool_call>\\n' }}"
+    '{{- \'{"name": <name>, "arguments": <object>}\\n</tool_call>\' }}'
+    "{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- set ns = namespace(last_user=-1) %}"
+    "{%- for m in rest %}{% if m.role == 'user' %}{% set ns.last_user = loop.index0 %}{% endif %}{% endfor %}"
+    "{%- for m in rest %}"
+    "{%- set content = m.content if m.content is string else '' %}"
+    "{%- if m.role == 'user' or m.role == 'system' %}"
+    "{{- '<|im_start|>' + m.role + '\\n' + content + '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'assistant' %}"
+    "{%- set thought = m.reasoning_content if m.reasoning_content is string else '' %}"
+    "{%- if m.reasoning_content is not string and '</think>' in content %}"
+    "{%- set thought = content.split('</think>')[0].split('<think>')[-1].strip('\\n') %}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
+    "{%- endif %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if loop.index0 > ns.last_user and (loop.last or thought) %}"
+    "{{- '<think>\\n' + thought.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}"
+    "{%- else %}{{- content }}{%- endif %}"
+    "{%- for c in m.tool_calls or [] %}"
+    "{%- set f = c.function if c.function is defined else c %}"
+    "{%- if not loop.first or content %}{{- '\\n' }}{% endif %}"
+    '{{- \'<tool_call>\\n{"name": "\' + f.name + \'", "arguments": \' }}'
+    "{{- f.arguments if f.arguments is string else f.arguments | tojson }}{{- '}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'tool' %}"
+    "{%- if loop.first or rest[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{% endif %}"
+    "{{- '\\n<tool_response>\\n' + content + '\\n</tool_response>' }}"
+    "{%- if loop.last or rest[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{% endif %}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{% endif %}"
+    "{%- endif %}"
 )
 
 # How transformers' `parse_response` reads a reply written in CHATML_TOOLS_TEMPLATE's format (optional

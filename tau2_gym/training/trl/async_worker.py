@@ -21,11 +21,11 @@ What it does, on a thread of its own with an event loop:
   <tau2_gym.runner.episode_runner.EpisodeRunner.run_episode>` -- the rollout's episode, retry policy and scoring
   (``Episode.finish``), the tau2 reward -- with the agent behind the policy server and token capture on.
 - **Tokens are the server's.** The agent's replies carry the server's prompt ids, sampled ids and logprobs
-  (``capture_tokens``, :func:`tau2_gym.players.agents.openai_agent.token_record`); an episode becomes one training row
-  (:func:`~tau2_gym.training.tokens.server_trajectory`: prompt + the policy's tokens, the env/customer turns between
-  them masked out) when the server's template is prefix-preserving, else one row per reply
-  (:func:`~tau2_gym.training.tokens.server_turns`; counted as ``tau2/unstitched_episodes_total``). The old
-  log-probabilities are the server's logprobs of the sampled tokens.
+  (``capture_tokens``, :func:`tau2_gym.players.agents.openai_agent.token_record`); an episode becomes training rows by
+  :func:`~tau2_gym.training.tokens.server_trajectory` with ``sample_mode="auto"``: one row (prompt + the policy's
+  tokens, the env/customer turns between them masked out) when the server's template is prefix-preserving, else one
+  row per reply (counted as ``tau2/unstitched_episodes_total``). The old log-probabilities are the server's logprobs
+  of the sampled tokens.
 - **Advantages per group**, as TRL's own worker: ``(r - mean) / (std + 1e-8)`` over the group's scored episodes; an
   episode that failed for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed evaluation) is
   left out of the baseline and of training and counted (``tau2/masked_total``). Every row of an episode carries its
@@ -67,7 +67,8 @@ from tau2_gym.runner.players import build_player
 from tau2_gym.scoring.judges import make_judge
 from tau2_gym.scoring.rewards import infrastructure_failure
 from tau2_gym.training.export import training_split
-from tau2_gym.training.tokens import TokenTrajectoryError, server_trajectory, server_turns
+from tau2_gym.training.hf.chat import PER_TURN
+from tau2_gym.training.tokens import captured_replies, server_trajectory
 from tau2_gym.training.trl.dataset import build_dataset, task_prompt
 
 logger = logging.getLogger("tau2_gym.training.trl")
@@ -520,24 +521,23 @@ class Tau2RolloutWorker:
 
     def episode_rows(self, run: dict) -> list[tuple[list[int], list[int], list[float]]]:
         """``(input_ids, completion_mask, old_log_probs)`` rows of one episode: one row when its replies stitch into
-        one token sequence, else one per reply; ``[]`` when the policy never acted. A reply without token ids
-        raises :class:`~tau2_gym.training.tokens.TokenTrajectoryError` (the server cannot feed training)."""
-        turns = server_turns(run)
-        if not turns:
+        one token sequence, else one per reply (``server_trajectory(sample_mode="auto")``); ``[]`` when the policy
+        never acted. A reply without token ids raises :class:`~tau2_gym.training.tokens.TokenTrajectoryError` (the
+        server cannot feed training)."""
+        if not captured_replies(run):
             return []
-        try:
-            traj = server_trajectory(run)
-        except TokenTrajectoryError as exc:
+        traj = server_trajectory(run, sample_mode="auto")
+        if traj.sample_mode == PER_TURN:
             self.stats["unstitched_episodes"] += 1
             self._push_metrics({"tau2/unstitched_episodes_total": 1.0})
-            logger.debug("episode rows per reply: %s", exc)
-            return [
-                (t.prompt_ids + t.completion_ids, [0] * len(t.prompt_ids) + [1] * len(t.completion_ids),
-                 [0.0] * len(t.prompt_ids) + t.logprobs)
-                for t in turns
-            ]  # fmt: skip
-        n = len(traj.prompt_ids)
-        return [(traj.prompt_ids + traj.completion_ids, [0] * n + traj.env_mask, [0.0] * n + traj.logprobs)]
+        return [
+            (
+                s.prompt_ids + s.completion_ids,
+                [0] * len(s.prompt_ids) + s.env_mask,
+                [0.0] * len(s.prompt_ids) + s.logprobs,
+            )
+            for s in traj.training_samples()
+        ]
 
     async def _enqueue(self, samples: list[Any], summary: GroupSummary) -> None:
         """Queue a group's rows once there is room; a group that grows too stale while it waits is dropped."""

@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from tau2_gym.core.termination import INFRASTRUCTURE
 from tau2_gym.scoring.rewards import infrastructure_failure
+from tau2_gym.training.hf.chat import PER_TURN
 from tau2_gym.training.hf.policy import Trajectory
 
 
@@ -47,15 +48,44 @@ def masked_reason(t: Trajectory) -> Optional[str]:
     return infrastructure_failure(t.termination_reason, t.info)
 
 
+def _rows(t: Trajectory, stop_id: int, slots: Optional[int]) -> list[tuple[list, list, list, list, Optional[int]]]:
+    """(prompt, completion, env_mask, logprobs, turn) rows of one episode: its training samples, padded with
+    masked one-token rows to ``slots`` rows when given."""
+    rows: list[tuple[list, list, list, list, Optional[int]]] = []
+    per_turn = t.sample_mode == PER_TURN
+    for i, s in enumerate(t.training_samples()):
+        completion, mask, logprobs = list(s.completion_ids), list(s.env_mask), list(s.logprobs)
+        if not completion:  # TRL reads each completion's last token
+            completion, mask, logprobs = [stop_id], [0], [0.0]
+        rows.append((list(s.prompt_ids), completion, mask, logprobs, i if per_turn else None))
+    if per_turn and not rows:  # ended before the policy's first turn
+        rows.append((list(t.prompt_ids), [stop_id], [0], [0.0], None))
+    if slots is not None:
+        if len(rows) > slots:
+            raise ValueError(
+                f"task {t.task_id!r}: {len(rows)} samples for {slots} slots per episode (max_turns bounds them)"
+            )
+        rows += [([stop_id], [stop_id], [0], [0.0], None)] * (slots - len(rows))
+    return rows
+
+
 def rollout_output(
-    trajectories: Sequence[Trajectory], stop_id: int, splits: Optional[Sequence[Optional[str]]] = None
+    trajectories: Sequence[Trajectory],
+    stop_id: int,
+    splits: Optional[Sequence[Optional[str]]] = None,
+    slots: Optional[int] = None,
 ) -> dict[str, list]:
-    """The dict a TRL ``rollout_func`` returns for these trajectories (one entry each, in order).
+    """The dict a TRL ``rollout_func`` returns for these trajectories: one row per training sample, in order --
+    one per episode in sequence mode, one per policy turn in per-turn mode (``tau2_turn`` numbers them;
+    ``tau2_episode`` is the row's episode, its index in ``trajectories``: what an episode-level reward groups by).
 
     An episode that ended before the policy's first turn gets a one-token completion (``stop_id``, masked
     out) because TRL reads each completion's last token. An infrastructure failure (:func:`masked_reason`)
     gets reward ``None`` and an all-zero ``env_mask``: it is masked out of the gradient, never a policy failure.
     ``splits`` (recorded per episode as ``split``) are the training splits the tasks were checked against.
+    ``slots``: exactly that many rows per episode, the missing ones masked one-token rows (``tau2_turn`` None);
+    every row of an episode carries the episode's reward, so a GRPO group of ``G`` episodes x ``slots`` rows has the
+    episodes' mean and every sample of an episode the episode's advantage (see :mod:`tau2_gym.training.trl`).
     """
     out: dict[str, list] = {
         "prompt_ids": [],
@@ -69,24 +99,28 @@ def rollout_output(
         "termination_reason": [],
         "task_id": [],
         "split": [],
+        "tau2_sample_mode": [],
+        "tau2_turn": [],
+        "tau2_episode": [],
     }
     splits = list(splits) if splits is not None else [None] * len(trajectories)
-    for t, split in zip(trajectories, splits):
-        completion, mask, logprobs = list(t.completion_ids), list(t.env_mask), list(t.logprobs)
-        if not completion:
-            completion, mask, logprobs = [stop_id], [0], [0.0]
+    for episode, (t, split) in enumerate(zip(trajectories, splits)):
         why = masked_reason(t)
-        if why is not None:
-            mask = [0] * len(completion)
-        out["prompt_ids"].append(list(t.prompt_ids))
-        out["completion_ids"].append(completion)
-        out["logprobs"].append(logprobs)
-        out["env_mask"].append(mask)
-        out["tau2_reward"].append(None if why is not None else float(t.reward))
-        out["upstream_reward"].append(float(t.info.get("tau2_reward", t.reward)))
-        out["tau2_masked"].append(why)
-        out["reward_info"].append(t.reward_info)
-        out["termination_reason"].append(t.termination_reason)
-        out["task_id"].append(t.task_id)
-        out["split"].append(split)
+        for prompt, completion, mask, logprobs, turn in _rows(t, stop_id, slots):
+            if why is not None:
+                mask = [0] * len(completion)
+            out["prompt_ids"].append(prompt)
+            out["completion_ids"].append(completion)
+            out["logprobs"].append(logprobs)
+            out["env_mask"].append(mask)
+            out["tau2_reward"].append(None if why is not None else float(t.reward))
+            out["upstream_reward"].append(float(t.info.get("tau2_reward", t.reward)))
+            out["tau2_masked"].append(why)
+            out["reward_info"].append(t.reward_info)
+            out["termination_reason"].append(t.termination_reason)
+            out["task_id"].append(t.task_id)
+            out["split"].append(split)
+            out["tau2_sample_mode"].append(t.sample_mode)
+            out["tau2_turn"].append(turn)
+            out["tau2_episode"].append(episode)
     return out

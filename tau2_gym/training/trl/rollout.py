@@ -12,10 +12,11 @@ from tau2_gym.core.domain import load_domain
 from tau2_gym.envs import env_id
 from tau2_gym.players.users import resolve_user
 from tau2_gym.training.export import SplitGuardError, training_split
+from tau2_gym.training.hf.chat import PER_TURN, SAMPLE_MODES
 from tau2_gym.training.hf.policy import PolicyRunner, Trajectory
 from tau2_gym.training.trl.dataset import parse_task_prompt
 from tau2_gym.training.trl.generators import TRLLocalGenerator, TRLVLLMGenerator, _tokenizer_of
-from tau2_gym.training.trl.rewards import rollout_output
+from tau2_gym.training.trl.rewards import masked_reason, rollout_output
 
 logger = logging.getLogger("tau2_gym.training.trl")
 
@@ -41,7 +42,13 @@ class Tau2Rollout:
         split: Optional[str] = "train",
         allow_test_split: bool = False,
         group_seed: bool = True,
+        sample_mode: str = "auto",
     ) -> None:
+        if sample_mode not in SAMPLE_MODES:
+            raise ValueError(f"sample_mode={sample_mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
+        self.sample_mode = sample_mode
+        self.resolved_sample_mode: Optional[str] = None  # what "auto" became (recorded per row as tau2_sample_mode)
+        self.last_slots: Optional[int] = None
         self.env_kwargs = dict(env_kwargs or {})
         self.env_kwargs.setdefault("obs_format", "messages")
         if self.env_kwargs["obs_format"] != "messages":
@@ -152,6 +159,8 @@ class Tau2Rollout:
             max_turns=self.max_turns,
             chat_template=self.chat_template,
             chat_template_kwargs=kwargs,
+            sample_mode=self.sample_mode,
+            reasoning_history=self.env_kwargs.get("reasoning_history") or "drop",
         )
 
     def episode_seeds(self, refs: Sequence[tuple[str, str]], trainer: Any = None) -> list[Optional[int]]:
@@ -181,22 +190,54 @@ class Tau2Rollout:
             return [None] * len(refs)
         return [self.seed + start + i for i in range(len(refs))]
 
+    def slots(self, mode: str, prompts: Sequence[Any], trainer: Any) -> Optional[int]:
+        """Rows per episode: None (one sequence each) or, per turn, ``max_turns`` -- TRL expects one completion
+        per prompt it sent, so an episode of per-turn samples takes ``max_turns`` consecutive copies of its prompt
+        (``num_generations`` = episodes per group x ``max_turns``)."""
+        if mode != PER_TURN:
+            return None
+        n = self.max_turns
+        if n is None:
+            raise ValueError(
+                "per-turn samples (the chat template does not keep a generated turn as the next prompt's prefix, or "
+                "sample_mode='per_turn') need max_turns: each episode fills max_turns rows; set max_turns=T and "
+                "GRPOConfig(num_generations=G * T), or sample_mode='sequence' for one append-only sequence"
+            )
+        generations = getattr(trainer, "num_generations", None)
+        if isinstance(generations, int) and generations % n:
+            raise ValueError(
+                f"per-turn samples: num_generations={generations} is not a multiple of max_turns={n} (each "
+                f"episode fills max_turns rows; use num_generations = episodes per group x {n})"
+            )
+        if len(prompts) % n or any(prompts[i] != prompts[i - i % n] for i in range(len(prompts))):
+            raise ValueError(
+                f"per-turn samples: the {len(prompts)} prompts of this call do not come in runs of max_turns={n} "
+                "copies (per-device batch x steps per generation must be a multiple of max_turns)"
+            )
+        return n
+
     def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
         refs = [parse_task_prompt(p) for p in prompts]
-        self.last_splits = [self.check_split(d, t) for d, t in refs]
+        splits = [self.check_split(d, t) for d, t in refs]  # before anything runs: no test task is played
+        runner = self.runner(trainer)
+        mode = self.resolved_sample_mode = runner.resolve_sample_mode()
+        slots = self.last_slots = self.slots(mode, prompts, trainer)
+        if slots is not None:  # one episode per run of `slots` copies
+            refs, splits = refs[::slots], splits[::slots]
+        self.last_splits = splits
         envs = self._envs([d for d, _ in refs])
         seeds = self.episode_seeds(refs, trainer)
         self.last_seeds = seeds
-        trajectories = self.runner(trainer).run(envs, [{"task_id": t} for _, t in refs], seeds)
+        trajectories = runner.run(envs, [{"task_id": t} for _, t in refs], seeds)
         self.last_trajectories = trajectories
         return trajectories
 
     def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list]:
         trajectories = self.run(prompts, trainer)
         stop_id = min(int(i) for i in trainer.eos_token_ids)
-        out = rollout_output(trajectories, stop_id, self.last_splits)
+        out = rollout_output(trajectories, stop_id, self.last_splits, self.last_slots)
         self.episodes += len(trajectories)
-        reasons = Counter(why for why in out["tau2_masked"] if why)
+        reasons = Counter(why for why in (masked_reason(t) for t in trajectories) if why)
         if reasons:
             self.masked.update(reasons)
             logger.warning(
@@ -227,6 +268,7 @@ def make_rollout_func(
     split: Optional[str] = "train",
     allow_test_split: bool = False,
     group_seed: bool = True,
+    sample_mode: str = "auto",
 ) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
@@ -259,6 +301,14 @@ def make_rollout_func(
         split: the training split every prompt's task must belong to (default ``train``; recorded per episode
             as ``split``; see :func:`tau2_gym.training.export.training_split`).
         allow_test_split: accept tasks of the ``test`` split (refused by default).
+        sample_mode: ``"auto"`` (default: per-turn samples exactly when the chat template does not keep a generated
+            turn -- with its reasoning -- as the next prompt's prefix, e.g. Qwen3's; decided by rendering under the
+            envs' ``reasoning_history``), ``"sequence"`` (one append-only sequence per episode) or ``"per_turn"``
+            (one sample per LLM call: its prompt the template's rendering of that turn's observation, its
+            completion that turn's tokens). Per turn, every episode fills ``max_turns`` rows (its samples, then
+            masked padding rows), all with the episode's reward: set ``GRPOConfig(num_generations=G * max_turns)``
+            for groups of ``G`` episodes. The mode used is ``rollout.resolved_sample_mode`` and each row's
+            ``tau2_sample_mode``.
 
     Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
     evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
@@ -280,4 +330,5 @@ def make_rollout_func(
         split=split,
         allow_test_split=allow_test_split,
         group_seed=group_seed,
+        sample_mode=sample_mode,
     )
