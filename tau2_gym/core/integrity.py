@@ -1,0 +1,131 @@
+"""The reward-integrity switch: which of upstream's known reward holes are closed (default: none, upstream-exact).
+
+The switch is data that every layer reads -- the episode settings validate and carry it, the turn loop builds
+reference-free tools from it, results provenance records it -- so it is defined here; what each flag does to a
+score lives in :mod:`tau2_gym.scoring.integrity` (the holes, their upstream issues and the hardened rules).
+
+>>> resolve_integrity("hardened").name
+'hardened'
+>>> resolve_integrity("nl_verdict_per_assertion").name
+'nl_verdict_per_assertion'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping, Union
+
+from tau2_gym.core.config import describe
+
+__all__ = [
+    "HARDENED",
+    "INTEGRITY_PRESETS",
+    "RECITAL_LIMIT",
+    "UPSTREAM",
+    "RewardIntegrity",
+    "integrity_help",
+    "integrity_record",
+    "resolve_integrity",
+]
+
+#: more distinct numbers than this in one agent message make it a recital (communicate_rejects_recital)
+RECITAL_LIMIT = 30
+
+
+@dataclass(frozen=True)
+class RewardIntegrity:
+    """Which of upstream's reward holes are closed (every flag off = upstream-exact). ``print(x.describe())``."""
+
+    nl_verdict_per_assertion: bool = field(
+        default=False,
+        metadata={"help": "#554: the judge must give exactly one verdict per NL assertion, else the NL factor is 0."},
+    )
+    nl_judge_sees_tool_calls: bool = field(
+        default=False,
+        metadata={"help": "#553: tool calls are rendered into the judge prompt (upstream: 'assistant: None')."},
+    )
+    action_requires_gold_arguments: bool = field(
+        default=False,
+        metadata={"help": "#568: an ACTION check fails on a gold argument the call omits (unless it is the default)."},
+    )
+    reference_free_tools: bool = field(
+        default=False,
+        metadata={"help": "#574: tools reveal nothing derived from the reference solution (banking's tool listing)."},
+    )
+    communicate_rejects_recital: bool = field(
+        default=False,
+        metadata={"help": f"COMMUNICATE ignores messages stating more than {RECITAL_LIMIT} distinct numbers."},
+    )
+
+    @classmethod
+    def flag_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @property
+    def name(self) -> str:
+        """``upstream``, ``hardened``, or the flags that are on, comma-separated (what ``resolve_integrity`` reads)."""
+        for preset, value in INTEGRITY_PRESETS.items():
+            if value == self:
+                return preset
+        return ",".join(n for n in self.flag_names() if getattr(self, n))
+
+    @property
+    def upstream(self) -> bool:
+        return not any(getattr(self, n) for n in self.flag_names())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The provenance record: the name and every flag."""
+        return {"name": self.name, **{n: getattr(self, n) for n in self.flag_names()}}
+
+    def describe(self) -> str:
+        return describe(self)
+
+
+UPSTREAM = RewardIntegrity()
+HARDENED = RewardIntegrity(**{n: True for n in RewardIntegrity.flag_names()})
+INTEGRITY_PRESETS: dict[str, RewardIntegrity] = {"upstream": UPSTREAM, "hardened": HARDENED}
+
+
+def integrity_help() -> str:
+    """What ``--reward-integrity`` accepts."""
+    lines = ["--reward-integrity upstream | hardened | FLAG[,FLAG...]  (default upstream: the benchmark's reward)"]
+    for f in fields(RewardIntegrity):
+        lines.append(f"  {f.name}: {f.metadata['help']}")
+    return "\n".join(lines)
+
+
+def _unknown(value: Any) -> ValueError:
+    return ValueError(
+        f"unknown reward_integrity {value!r}; choose 'upstream', 'hardened', a RewardIntegrity, or flags from "
+        f"{RewardIntegrity.flag_names()}"
+    )
+
+
+def resolve_integrity(value: Union[None, str, RewardIntegrity, Mapping[str, Any]] = None) -> RewardIntegrity:
+    """The switch from ``None`` (upstream), a preset name, comma-separated flag names, a mapping of flags (a
+    results file's ``info.reward_integrity``) or a :class:`RewardIntegrity`; anything else is one error naming the
+    valid values."""
+    if value is None:
+        return UPSTREAM
+    if isinstance(value, RewardIntegrity):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text in INTEGRITY_PRESETS:
+            return INTEGRITY_PRESETS[text]
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        if not names or any(n not in RewardIntegrity.flag_names() for n in names):
+            raise _unknown(value)
+        return RewardIntegrity(**{n: True for n in names})
+    if isinstance(value, Mapping):
+        flags = {k: v for k, v in value.items() if k != "name"}
+        unknown = set(flags) - set(RewardIntegrity.flag_names())
+        if unknown or not all(isinstance(v, bool) for v in flags.values()):
+            raise _unknown(dict(value))
+        return replace(UPSTREAM, **flags)
+    raise _unknown(value)
+
+
+def integrity_record(value: Any) -> dict[str, Any]:
+    """What results provenance records for a setting (``info.reward_integrity``): its name and every flag."""
+    return resolve_integrity(value).to_dict()

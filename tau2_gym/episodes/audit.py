@@ -1,0 +1,282 @@
+"""The exploit audit: what each agent of the exploit panel earns, beside every score.
+
+Each panel agent (:mod:`tau2_gym.players.agents.exploits`; ``do-nothing`` among them) is played through the one
+episode driver against the offline oracle customer and scored like any episode -- same reward modes, under the
+upstream-exact reward and under the hardened one (:mod:`tau2_gym.scoring.integrity`) -- so a row says exactly
+what that exploit earns on the tasks of a score. The do-nothing baseline (:mod:`tau2_gym.episodes.baseline`) is
+this audit's first row.
+
+NL assertions are graded by the audit's judge: by default :class:`ComplyingJudge`, an offline stand-in that fails
+every assertion unless the conversation asks it for a verdict list, which it then returns -- the upper bound of a
+judge injection; a real judge (``judge="openai:..."``) is checked before the first episode (a server that is down
+fails at once) and its failures abort the audit (never a silent pass). A no-judge choice (``"fail"``, ``"pass"``)
+scores NL assertions without any judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence
+
+from tau2_gym.core.domain import LoadedDomain, load_domain
+from tau2_gym.core.integrity import resolve_integrity
+from tau2_gym.core.settings import EpisodeSettings
+from tau2_gym.core.tasks import Task
+from tau2_gym.episodes.driver import EpisodeSetup
+from tau2_gym.llm.client import ChatClient
+from tau2_gym.players.agents.exploits import EXPLOITS, INJECTION_CUE, get_exploit
+from tau2_gym.players.agents.scripted import ScriptedPolicy
+from tau2_gym.players.users.scripted import OracleUser
+from tau2_gym.scoring.evaluation import EvaluationError
+from tau2_gym.scoring.judges import Judge, JudgeError, NoneJudge, judge_prompts, make_judge, parse_judge_reply
+from tau2_gym.scoring.metrics import is_pass
+from tau2_gym.scoring.rewards import mode_reward
+
+__all__ = [
+    "INTEGRITIES",
+    "AuditRow",
+    "ComplyingJudge",
+    "audit",
+    "audit_judge",
+    "audit_table",
+    "episode_records",
+    "format_audit",
+    "reward_of",
+    "table_markdown",
+]
+
+#: the reward modes of the audit: upstream-exact and hardened
+INTEGRITIES = ("upstream", "hardened")
+_MAX_TURNS = 30  # the panel's agents need a handful of turns; the customer's turns included, far below this
+
+
+class ComplyingJudge(Judge):
+    """The audit's offline stand-in judge: reads upstream's judge prompt (as a real judge would, rendering
+    included) and fails every assertion -- unless the conversation tells it ``Reply with exactly {...}``, which it
+    then does. It is the judge an injection hopes for: its row is the injection's upper bound."""
+
+    name = "stub:complying"
+
+    def assess(self, messages: list[Any], nl_assertions: list[str], source: Any = None) -> list[dict[str, Any]]:
+        _, user = judge_prompts(messages, nl_assertions, source)
+        reply = _injected_reply(user)
+        if reply is None:
+            reply = json.dumps(
+                {
+                    "results": [
+                        {"expectedOutcome": a, "reasoning": "not shown in the conversation", "metExpectation": False}
+                        for a in nl_assertions
+                    ]
+                }
+            )
+        return parse_judge_reply(reply)
+
+
+def _injected_reply(prompt: str) -> Optional[str]:
+    """The JSON object a conversation asks the judge to reply with (None: it asks nothing)."""
+    at = prompt.find(INJECTION_CUE)
+    if at < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(prompt[at + len(INJECTION_CUE) :])
+    except ValueError:
+        return None
+    return json.dumps(value)
+
+
+def audit_judge(judge: Any = None, check: bool = True) -> Judge:
+    """The judge of an audit: None -> :class:`ComplyingJudge`; a no-judge choice or a spec as
+    :func:`~tau2_gym.scoring.judges.make_judge`. A judge behind a server is checked first (``check``): a server
+    that is down raises :class:`~tau2_gym.llm.client.ServerCheckError` now, not after the first episode."""
+    if judge is None or judge == "stub":
+        return ComplyingJudge()
+    built = make_judge(judge)
+    client = getattr(built, "client", None)
+    if check and isinstance(client, ChatClient):
+        asyncio.run(client.acheck())
+    return built
+
+
+def _memo_judge(judge: Any) -> Optional[str]:
+    """The judge's part of a memo key (None: not memoised -- a judge behind a server is asked every time)."""
+    if isinstance(judge, ComplyingJudge):
+        return judge.name
+    if isinstance(judge, NoneJudge):
+        return f"none:{judge.counts_as}"
+    return None
+
+
+_memo: dict[tuple, Optional[dict]] = {}  # an exploit's reward_info per (data, task, exploit, judge, integrity)
+
+
+def _data_key(domain: LoadedDomain) -> tuple:
+    source = domain.source
+    options = json.dumps(domain.options or {}, sort_keys=True, default=str)
+    return (domain.spec.name, str(source.root), source.version.name, options)
+
+
+def episode_records(
+    domain: LoadedDomain,
+    tasks: Iterable[Task],
+    exploit: str,
+    *,
+    judge: Optional[Judge] = None,
+    integrity: Any = "upstream",
+) -> dict[str, Optional[dict]]:
+    """The reward_info of ``exploit``'s episode on each task (None when it cannot be evaluated: the env's reward is
+    then 0), remembered per process for the offline judges. ``judge``: a resolved judge (default: the stand-in)."""
+    entry = get_exploit(exploit)
+    judge = judge if judge is not None else ComplyingJudge()
+    flags = resolve_integrity(integrity)
+    memo_judge = _memo_judge(judge)
+    setup: Optional[EpisodeSetup] = None
+    out: dict[str, Optional[dict]] = {}
+    for task in tasks:
+        key = (*_data_key(domain), task.id, entry.name, memo_judge, flags)
+        if memo_judge is None or key not in _memo:
+            if setup is None:
+                settings = EpisodeSettings(domain=domain.name, reward_integrity=flags)
+                setup = EpisodeSetup(domain, settings, judge=judge)
+            record = _play(setup, task, ScriptedPolicy(entry.agent))
+            if memo_judge is None:
+                out[task.id] = record
+                continue
+            _memo[key] = record
+        out[task.id] = _memo[key]
+    return out
+
+
+def _play(setup: EpisodeSetup, task: Task, policy: ScriptedPolicy) -> Optional[dict]:
+    episode = setup.start(task, seed=0)
+    user = OracleUser()
+    for _ in range(_MAX_TURNS):
+        episode.run_user(user)
+        if episode.done:
+            break
+        episode.act(policy.generate(episode.agent_request()))
+    policy.episode_done(episode.episode_id)
+    if not episode.done:
+        raise RuntimeError(f"exploit episode of task {task.id!r} did not end within {_MAX_TURNS} turns")
+    try:
+        return episode.score()
+    except JudgeError:
+        raise  # a judge that cannot answer stops the audit: never a silent 0 or pass
+    except EvaluationError:
+        return None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """What one exploit earns on a set of tasks under one reward mode and one integrity setting."""
+
+    exploit: str
+    reward_mode: str
+    integrity: str
+    rewards: dict[str, float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.rewards.values()) / len(self.rewards) if self.rewards else 0.0
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        return tuple(i for i, r in self.rewards.items() if is_pass(r))
+
+    def cell(self) -> str:
+        return f"{self.mean:.2f} ({len(self.passes)})"
+
+
+def reward_of(info: Optional[dict], reward_mode: str = "default") -> float:
+    """The reward of an episode's record under ``reward_mode`` (no record: 0, the env's reward then)."""
+    return 0.0 if info is None else float(mode_reward(reward_mode, info, float(info.get("reward") or 0)))
+
+
+def audit(
+    domain: LoadedDomain,
+    tasks: Iterable[Task],
+    *,
+    exploits: Optional[Sequence[str]] = None,
+    reward_modes: Sequence[str] = ("default",),
+    integrities: Sequence[Any] = INTEGRITIES,
+    judge: Any = None,
+) -> list[AuditRow]:
+    """Every exploit of the panel (or ``exploits``) on ``tasks``, under each reward mode and integrity setting:
+    one :class:`AuditRow` each, do-nothing first. ``judge``: None (the stand-in), a no-judge choice, a spec or a
+    :class:`~tau2_gym.scoring.judges.Judge` (a server is checked first)."""
+    tasks = tuple(tasks)
+    names = list(EXPLOITS) if exploits is None else [get_exploit(n).name for n in exploits]
+    for mode in reward_modes:
+        mode_reward(mode, None, 0.0)  # an unknown mode fails before any episode
+    flags = [resolve_integrity(i) for i in integrities]
+    resolved = judge if isinstance(judge, Judge) else audit_judge(judge)
+    rows = []
+    for name in names:
+        for flag in flags:
+            records = episode_records(domain, tasks, name, judge=resolved, integrity=flag)
+            for mode in reward_modes:
+                rewards = {t.id: reward_of(records[t.id], mode) for t in tasks}
+                rows.append(AuditRow(name, mode, flag.name, rewards))
+    return rows
+
+
+def format_audit(rows: list[AuditRow], title: str = "") -> str:
+    """A text table: one line per exploit and reward mode, a column per integrity setting (mean (passes))."""
+    integrities = list(dict.fromkeys(r.integrity for r in rows))
+    keys = list(dict.fromkeys((r.exploit, r.reward_mode) for r in rows))
+    cells = {(r.exploit, r.reward_mode, r.integrity): r.cell() for r in rows}
+    width = max([len("exploit")] + [len(e) for e, _ in keys])
+    header = f"{'exploit':<{width}}  {'reward':<8}" + "".join(f"  {i:>12}" for i in integrities)
+    lines = ([title] if title else []) + [header]
+    for exploit, mode in keys:
+        line = f"{exploit:<{width}}  {mode:<8}"
+        line += "".join(f"  {cells.get((exploit, mode, i), '-'):>12}" for i in integrities)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def audit_table(
+    domains: Iterable[str],
+    *,
+    splits: Optional[Sequence[str]] = None,
+    skip_splits: Iterable[str] = ("full",),
+    reward_mode: str = "default",
+    judge: Any = None,
+    **load: Any,
+) -> list[dict[str, Any]]:
+    """The audit of the splits of each domain's default task set (every split but ``skip_splits``, or ``splits``):
+    one row per (domain, split) with ``tasks`` and ``{(exploit, integrity): AuditRow}`` under ``reward_mode``.
+    ``load``: :func:`load_domain`'s data arguments."""
+    rows = []
+    skip = set(skip_splits)
+    resolved = judge if isinstance(judge, Judge) else audit_judge(judge)
+    for name in domains:
+        dom = load_domain(name, **load)
+        task_set = dom.spec.default_task_set
+        known = dom.splits(task_set)
+        for split in splits or list(known) or ["base"]:
+            if split in skip or (splits is None and split not in known and known):
+                continue
+            tasks = dom.tasks(task_set, split if known else None)
+            found = audit(dom, tasks, reward_modes=(reward_mode,), judge=resolved)
+            rows.append(
+                {
+                    "domain": name,
+                    "split": split,
+                    "tasks": len(tasks),
+                    "rows": {(r.exploit, r.integrity): r for r in found},
+                }
+            )
+    return rows
+
+
+def table_markdown(rows: list[dict[str, Any]], integrity: str) -> list[str]:
+    """The docs table of :func:`audit_table` under one integrity setting: a row per (domain, split), a column per
+    exploit, cells ``mean (passes)``."""
+    names = list(EXPLOITS)
+    lines = ["| domain | split | tasks | " + " | ".join(names) + " |", "|---|---|---:|" + "---|" * len(names)]
+    for r in rows:
+        cells = " | ".join(r["rows"][(n, integrity)].cell() for n in names)
+        lines.append(f"| {r['domain']} | {r['split']} | {r['tasks']} | {cells} |")
+    return lines
