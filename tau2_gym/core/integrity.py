@@ -8,6 +8,8 @@ score lives in :mod:`tau2_gym.scoring.integrity` (the holes, their upstream issu
 'hardened'
 >>> resolve_integrity("nl_verdict_per_assertion").name
 'nl_verdict_per_assertion'
+>>> resolve_integrity("hardened,-reference_free_tools").reference_free_tools
+False
 """
 
 from __future__ import annotations
@@ -63,11 +65,14 @@ class RewardIntegrity:
 
     @property
     def name(self) -> str:
-        """``upstream``, ``hardened``, or the flags that are on, comma-separated (what ``resolve_integrity`` reads)."""
+        """``upstream``, ``hardened``, the flags that are on (``a,b``), or ``hardened,-c`` when most are on -- what
+        :func:`resolve_integrity` reads back."""
         for preset, value in INTEGRITY_PRESETS.items():
             if value == self:
                 return preset
-        return ",".join(n for n in self.flag_names() if getattr(self, n))
+        on = [n for n in self.flag_names() if getattr(self, n)]
+        off = [n for n in self.flag_names() if not getattr(self, n)]
+        return ",".join(["hardened", *(f"-{n}" for n in off)]) if len(on) > len(off) else ",".join(on)
 
     @property
     def upstream(self) -> bool:
@@ -88,7 +93,10 @@ INTEGRITY_PRESETS: dict[str, RewardIntegrity] = {"upstream": UPSTREAM, "hardened
 
 def integrity_help() -> str:
     """What ``--reward-integrity`` accepts."""
-    lines = ["--reward-integrity upstream | hardened | FLAG[,FLAG...]  (default upstream: the benchmark's reward)"]
+    lines = [
+        "--reward-integrity upstream | hardened | FLAG[,FLAG...] | hardened,-FLAG  (default upstream: the "
+        "benchmark's reward, exactly)"
+    ]
     for f in fields(RewardIntegrity):
         lines.append(f"  {f.name}: {f.metadata['help']}")
     return "\n".join(lines)
@@ -97,7 +105,7 @@ def integrity_help() -> str:
 def _unknown(value: Any) -> ValueError:
     return ValueError(
         f"unknown reward_integrity {value!r}; choose 'upstream', 'hardened', a RewardIntegrity, or flags from "
-        f"{RewardIntegrity.flag_names()}"
+        f"{RewardIntegrity.flag_names()} (comma-separated, after a preset: '-flag' turns one off)"
     )
 
 
@@ -110,13 +118,16 @@ def resolve_integrity(value: Union[None, str, RewardIntegrity, Mapping[str, Any]
     if isinstance(value, RewardIntegrity):
         return value
     if isinstance(value, str):
-        text = value.strip()
-        if text in INTEGRITY_PRESETS:
-            return INTEGRITY_PRESETS[text]
-        names = [n.strip() for n in text.split(",") if n.strip()]
-        if not names or any(n not in RewardIntegrity.flag_names() for n in names):
+        tokens = [t.strip() for t in value.split(",") if t.strip()]
+        flags = dict(vars(INTEGRITY_PRESETS[tokens[0]])) if tokens and tokens[0] in INTEGRITY_PRESETS else {}
+        for token in tokens[1:] if flags else tokens:
+            name = token[1:] if token.startswith("-") else token
+            if name not in RewardIntegrity.flag_names():
+                raise _unknown(value)
+            flags[name] = not token.startswith("-")
+        if not tokens:
             raise _unknown(value)
-        return RewardIntegrity(**{n: True for n in names})
+        return replace(UPSTREAM, **flags)
     if isinstance(value, Mapping):
         flags = {k: v for k, v in value.items() if k != "name"}
         unknown = set(flags) - set(RewardIntegrity.flag_names())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.integrity import resolve_integrity
@@ -39,6 +39,7 @@ __all__ = [
     "AuditRow",
     "ComplyingJudge",
     "audit",
+    "audit_domain",
     "audit_judge",
     "audit_table",
     "episode_records",
@@ -236,39 +237,42 @@ def format_audit(rows: list[AuditRow], title: str = "") -> str:
     return "\n".join(lines)
 
 
-def audit_table(
+def audit_domain(
     domains: Iterable[str],
     *,
     splits: Optional[Sequence[str]] = None,
     skip_splits: Iterable[str] = ("full",),
-    reward_mode: str = "default",
+    exploits: Optional[Sequence[str]] = None,
+    reward_modes: Sequence[str] = ("default",),
+    integrities: Sequence[Any] = INTEGRITIES,
     judge: Any = None,
     **load: Any,
-) -> list[dict[str, Any]]:
-    """The audit of the splits of each domain's default task set (every split but ``skip_splits``, or ``splits``):
-    one row per (domain, split) with ``tasks`` and ``{(exploit, integrity): AuditRow}`` under ``reward_mode``.
-    ``load``: :func:`load_domain`'s data arguments."""
-    rows = []
-    skip = set(skip_splits)
+) -> Iterator[dict[str, Any]]:
+    """The audit of each domain's default task set, split by split (``splits``, else every split but
+    ``skip_splits``): one dict per (domain, split) with ``tasks``, ``judge`` (its name) and ``rows`` (the
+    :class:`AuditRow` s of :func:`audit`). The judge is built and checked before the first episode. ``load``:
+    :func:`load_domain`'s data arguments."""
     resolved = judge if isinstance(judge, Judge) else audit_judge(judge)
+    skip = set(skip_splits)
     for name in domains:
         dom = load_domain(name, **load)
         task_set = dom.spec.default_task_set
         known = dom.splits(task_set)
-        for split in splits or list(known) or ["base"]:
-            if split in skip or (splits is None and split not in known and known):
-                continue
+        for split in splits or [s for s in known if s not in skip] or ["base"]:
             tasks = dom.tasks(task_set, split if known else None)
-            found = audit(dom, tasks, reward_modes=(reward_mode,), judge=resolved)
-            rows.append(
-                {
-                    "domain": name,
-                    "split": split,
-                    "tasks": len(tasks),
-                    "rows": {(r.exploit, r.integrity): r for r in found},
-                }
+            rows = audit(
+                dom, tasks, exploits=exploits, reward_modes=reward_modes, integrities=integrities, judge=resolved
             )
-    return rows
+            yield {"domain": name, "split": split, "tasks": len(tasks), "judge": resolved.name, "rows": rows}
+
+
+def audit_table(domains: Iterable[str], reward_mode: str = "default", **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`audit_domain` under one reward mode, each row's audit keyed ``{(exploit, integrity): AuditRow}``
+    (the docs table, :func:`table_markdown`)."""
+    out = []
+    for found in audit_domain(domains, reward_modes=(reward_mode,), **kwargs):
+        out.append({**found, "rows": {(r.exploit, r.integrity): r for r in found["rows"]}})
+    return out
 
 
 def table_markdown(rows: list[dict[str, Any]], integrity: str) -> list[str]:
