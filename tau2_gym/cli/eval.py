@@ -345,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
         if tally.data is not None and tally.data.version.name not in shown_data:
             shown_data.add(tally.data.version.name)
             print(f"data: {tally.data.describe()}")
-        scored_with = raw["info"]["reward_integrity"]["name"]
+        scored_with = raw["info"]["rescored"]["reward_integrity"]["name"]
         if scored_with not in shown_integrity:
             shown_integrity.add(scored_with)
             print(f"reward integrity: {scored_with}{_INTEGRITY_NOTE.get(scored_with, '')}")

@@ -436,9 +436,10 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
         run.baseline = float(recorded["reward"])
     else:
         run.baseline = _computed_baseline(domain, run.data_version, run.task_ids)
-    try:
-        run.integrity = resolve_integrity(info.get("reward_integrity")).name
-    except ValueError:
+    rescored = info.get("rescored") if isinstance(info.get("rescored"), dict) else {}
+    try:  # the setting the stored rewards carry: a re-scoring's, else the run's
+        run.integrity = resolve_integrity(rescored.get("reward_integrity", info.get("reward_integrity"))).name
+    except (ValueError, TypeError):
         run.integrity = "upstream"  # an unreadable record: the file is scored as upstream scores it
     run.exploits = _computed_exploits(domain, run.data_version, run.task_ids, run.integrity)
     return run

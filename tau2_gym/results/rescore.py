@@ -97,8 +97,9 @@ def rescore_file(
     ``strict=None`` takes the data version's ``evaluate-trajs`` default (non-strict for tau2-bench 1.0.1).
     ``check`` (if given) is filled with what the file says about itself (see :class:`FileCheck`).
     ``integrity``: the reward-integrity setting to score with (None: upstream-exact). ``reference_free_tools``
-    describes how the episodes were played, not how they are scored: it is kept as the file records it, and the
-    file's ``info.reward_integrity`` becomes the setting its rewards now carry.
+    describes how the episodes were played, not how they are scored: it is kept as the file records it
+    (``info.reward_integrity``, the play's record, is left as it is; ``info.rescored.reward_integrity`` is the
+    setting the new rewards carry).
     """
     if not isinstance(raw, dict):
         raise InputError(f"a results file holds a JSON object, not {type(raw).__name__}")
@@ -202,9 +203,8 @@ def rescore_file(
         "fresh_tasks": fresh_tasks or check.no_tasks,
         "evaluation_type": evaluation_type,
         "judge": getattr(judge, "name", type(judge).__name__),
-        "reward_integrity": scoring.name,
+        "reward_integrity": scoring.to_dict(),
     }
-    raw["info"]["reward_integrity"] = scoring.to_dict()
     tally.data = domain.source
     return tally
 
