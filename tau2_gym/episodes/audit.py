@@ -24,7 +24,7 @@ from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.integrity import resolve_integrity
 from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.core.tasks import Task
-from tau2_gym.episodes.driver import EpisodeSetup
+from tau2_gym.episodes.driver import Episode, EpisodeSetup
 from tau2_gym.llm.client import ChatClient
 from tau2_gym.players.agents.exploits import EXPLOITS, INJECTION_CUE, get_exploit
 from tau2_gym.players.agents.scripted import ScriptedPolicy
@@ -44,6 +44,7 @@ __all__ = [
     "audit_table",
     "episode_records",
     "format_audit",
+    "play",
     "reward_of",
     "table_markdown",
 ]
@@ -140,7 +141,7 @@ def episode_records(
             if setup is None:
                 settings = EpisodeSettings(domain=domain.name, reward_integrity=flags)
                 setup = EpisodeSetup(domain, settings, judge=judge)
-            record = _play(setup, task, ScriptedPolicy(entry.agent))
+            record = _record(setup, task, entry.agent)
             if memo_judge is None:
                 out[task.id] = record
                 continue
@@ -149,7 +150,10 @@ def episode_records(
     return out
 
 
-def _play(setup: EpisodeSetup, task: Task, policy: ScriptedPolicy) -> Optional[dict]:
+def play(setup: EpisodeSetup, task: Task, agent: Any) -> Episode:
+    """One finished episode of ``task``: the scripted ``agent`` (a panel agent's class, or any factory of a scripted
+    agent) against the offline oracle customer, through the episode driver."""
+    policy = ScriptedPolicy(agent)
     episode = setup.start(task, seed=0)
     user = OracleUser()
     for _ in range(_MAX_TURNS):
@@ -159,7 +163,12 @@ def _play(setup: EpisodeSetup, task: Task, policy: ScriptedPolicy) -> Optional[d
         episode.act(policy.generate(episode.agent_request()))
     policy.episode_done(episode.episode_id)
     if not episode.done:
-        raise RuntimeError(f"exploit episode of task {task.id!r} did not end within {_MAX_TURNS} turns")
+        raise RuntimeError(f"the episode of task {task.id!r} did not end within {_MAX_TURNS} turns")
+    return episode
+
+
+def _record(setup: EpisodeSetup, task: Task, agent: Any) -> Optional[dict]:
+    episode = play(setup, task, agent)
     try:
         return episode.score()
     except JudgeError:

@@ -315,6 +315,7 @@ def _env_component(
     strict: bool,
     hashes: bool,
     live_env: Optional[Environment] = None,
+    diff: bool = True,
 ) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
@@ -341,7 +342,7 @@ def _env_component(
             _db_of(gold.user_tools), _db_of(predicted.user_tools)
         )
     info = None
-    if not db_match:  # say *what* differs, before the assertions run (they may sync and so change a state)
+    if not db_match and diff:  # say *what* differs, before the assertions run (they may sync and so change a state)
         info = environment_diff(gold, predicted)
     if hashes:
         info = info or {}
@@ -589,7 +590,10 @@ def evaluate_simulation(
         ) from None
     try:
         return _without_diagnostics(
-            _evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env, integrity), diagnostics
+            _evaluate(
+                domain, task, messages, etype, solo, judge, strict, hashes, live_env, integrity, diagnostics is not None
+            ),
+            diagnostics,
         )
     except EvaluationError as exc:
         if str(exc).startswith("task "):
@@ -625,10 +629,11 @@ def _evaluate(
     hashes: bool,
     live_env: Optional[Environment] = None,
     integrity: RewardIntegrity = _integrity.UPSTREAM,
+    diff: bool = True,
 ) -> dict[str, Any]:
     plan = _plan(domain, task)
     if etype is EvaluationType.ENV:
-        return _env_component(domain, task, plan, messages, solo, strict, hashes, live_env)
+        return _env_component(domain, task, plan, messages, solo, strict, hashes, live_env, diff)
     if etype is EvaluationType.NL_ASSERTIONS:
         return _nl_component(domain, task, messages, judge, integrity)
     if etype is EvaluationType.COMMUNICATE:
@@ -638,7 +643,8 @@ def _evaluate(
 
     ignore_basis = etype in _IGNORE_BASIS
     # upstream does not forward strict_replay in the ignore-basis branch: its replay is always strict
-    env = _env_component(domain, task, plan, messages, solo, True if ignore_basis else strict, hashes, live_env)
+    strict = True if ignore_basis else strict
+    env = _env_component(domain, task, plan, messages, solo, strict, hashes, live_env, diff)
     action = _action_component(domain, task, plan, messages, solo, integrity)
     comm = _communicate_component(task, messages, integrity)
     basis = plan.basis_set
