@@ -245,10 +245,12 @@ def test_hardening_costs_an_honest_agent_nothing(domain, split, judge):
     assert sum(rewards["upstream"].values()) > 0
 
 
-@pytest.mark.parametrize("domain", ["airline", "retail", "telecom", "mock"])
-def test_hardening_never_pays_an_exploit_more(domain):
+@pytest.mark.parametrize(
+    "domain,split", [("airline", "base"), ("retail", "base"), ("telecom", "test"), ("mock", "base")]
+)
+def test_hardening_never_pays_an_exploit_more(domain, split):
     dom = load_domain(domain)
-    rows = audit(dom, dom.tasks(None, "test" if domain != "mock" else "base"), reward_modes=("default", "strict"))
+    rows = audit(dom, dom.tasks(None, split), reward_modes=("default", "strict"))
     by = {(r.exploit, r.reward_mode, r.integrity): r.rewards for r in rows}
     for (exploit, mode, integrity), rewards in by.items():
         if integrity == "hardened":

@@ -130,6 +130,8 @@ def resolve_integrity(value: Union[None, str, RewardIntegrity, Mapping[str, Any]
         return replace(UPSTREAM, **flags)
     if isinstance(value, Mapping):
         flags = {k: v for k, v in value.items() if k != "name"}
+        if not flags and isinstance(value.get("name"), str):  # a record that names its setting only
+            return resolve_integrity(value["name"])
         unknown = set(flags) - set(RewardIntegrity.flag_names())
         if unknown or not all(isinstance(v, bool) for v in flags.values()):
             raise _unknown(dict(value))

@@ -275,21 +275,26 @@ def audit_domain(
             yield {"domain": name, "split": split, "tasks": len(tasks), "judge": resolved.name, "rows": rows}
 
 
-def audit_table(domains: Iterable[str], reward_mode: str = "default", **kwargs: Any) -> list[dict[str, Any]]:
-    """:func:`audit_domain` under one reward mode, each row's audit keyed ``{(exploit, integrity): AuditRow}``
-    (the docs table, :func:`table_markdown`)."""
+def audit_table(
+    domains: Iterable[str], reward_modes: Sequence[str] = ("default", "strict"), **kwargs: Any
+) -> list[dict[str, Any]]:
+    """:func:`audit_domain` upstream-exact and hardened, each (domain, split)'s rows keyed
+    ``{(exploit, reward_mode, integrity): AuditRow}`` (the docs tables, :func:`table_markdown`)."""
     out = []
-    for found in audit_domain(domains, reward_modes=(reward_mode,), **kwargs):
-        out.append({**found, "rows": {(r.exploit, r.integrity): r for r in found["rows"]}})
+    for found in audit_domain(domains, reward_modes=reward_modes, integrities=INTEGRITIES, **kwargs):
+        out.append({**found, "rows": {(r.exploit, r.reward_mode, r.integrity): r for r in found["rows"]}})
     return out
 
 
-def table_markdown(rows: list[dict[str, Any]], integrity: str) -> list[str]:
-    """The docs table of :func:`audit_table` under one integrity setting: a row per (domain, split), a column per
-    exploit, cells ``mean (passes)``."""
+def table_markdown(rows: list[dict[str, Any]], reward_mode: str = "default") -> list[str]:
+    """The docs table of :func:`audit_table` under one reward mode: a row per (domain, split), a column per exploit;
+    a cell is ``mean (passes)``, or ``upstream -> hardened`` where hardening changes it."""
     names = list(EXPLOITS)
     lines = ["| domain | split | tasks | " + " | ".join(names) + " |", "|---|---|---:|" + "---|" * len(names)]
     for r in rows:
-        cells = " | ".join(r["rows"][(n, integrity)].cell() for n in names)
-        lines.append(f"| {r['domain']} | {r['split']} | {r['tasks']} | {cells} |")
+        cells = []
+        for n in names:
+            up, hard = (r["rows"][(n, reward_mode, i)].cell() for i in INTEGRITIES)
+            cells.append(up if up == hard else f"{up} → {hard}")
+        lines.append(f"| {r['domain']} | {r['split']} | {r['tasks']} | " + " | ".join(cells) + " |")
     return lines
