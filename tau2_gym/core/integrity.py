@@ -15,6 +15,7 @@ False
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any, Mapping, Union
 
 from tau2_gym.core.config import describe
@@ -118,16 +119,7 @@ def resolve_integrity(value: Union[None, str, RewardIntegrity, Mapping[str, Any]
     if isinstance(value, RewardIntegrity):
         return value
     if isinstance(value, str):
-        tokens = [t.strip() for t in value.split(",") if t.strip()]
-        flags = dict(vars(INTEGRITY_PRESETS[tokens[0]])) if tokens and tokens[0] in INTEGRITY_PRESETS else {}
-        for token in tokens[1:] if flags else tokens:
-            name = token[1:] if token.startswith("-") else token
-            if name not in RewardIntegrity.flag_names():
-                raise _unknown(value)
-            flags[name] = not token.startswith("-")
-        if not tokens:
-            raise _unknown(value)
-        return replace(UPSTREAM, **flags)
+        return _from_text(value)
     if isinstance(value, Mapping):
         flags = {k: v for k, v in value.items() if k != "name"}
         if not flags and isinstance(value.get("name"), str):  # a record that names its setting only
@@ -137,6 +129,24 @@ def resolve_integrity(value: Union[None, str, RewardIntegrity, Mapping[str, Any]
             raise _unknown(dict(value))
         return replace(UPSTREAM, **flags)
     raise _unknown(value)
+
+
+@lru_cache(maxsize=64)
+def _from_text(value: str) -> RewardIntegrity:
+    """A setting from its text (scoring resolves the episode's setting per episode: parsed once per text)."""
+    if value in INTEGRITY_PRESETS:
+        return INTEGRITY_PRESETS[value]
+    tokens = [t.strip() for t in value.split(",") if t.strip()]
+    if not tokens:
+        raise _unknown(value)
+    preset = tokens[0] in INTEGRITY_PRESETS
+    flags = dict(vars(INTEGRITY_PRESETS[tokens[0]])) if preset else {}
+    for token in tokens[1:] if preset else tokens:
+        name = token[1:] if token.startswith("-") else token
+        if name not in RewardIntegrity.flag_names():
+            raise _unknown(value)
+        flags[name] = not token.startswith("-")
+    return replace(UPSTREAM, **flags)
 
 
 def integrity_record(value: Any) -> dict[str, Any]:

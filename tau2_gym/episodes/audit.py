@@ -49,7 +49,7 @@ __all__ = [
     "table_markdown",
 ]
 
-#: the reward modes of the audit: upstream-exact and hardened
+#: the reward-integrity settings an audit compares by default: upstream-exact and hardened
 INTEGRITIES = ("upstream", "hardened")
 _MAX_TURNS = 30  # the panel's agents need a handful of turns; the customer's turns included, far below this
 

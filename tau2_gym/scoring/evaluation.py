@@ -184,6 +184,7 @@ class _TaskPlan:
 
 
 _UNSET: Any = object()
+_NONE: frozenset = frozenset()
 
 
 def _identical(a: Any, b: Any) -> bool:
@@ -401,19 +402,20 @@ def _calls_by_name(calls: list) -> Optional[dict[str, list]]:
     return by_name
 
 
-def _matches_any(action: Action, calls: Iterable[ToolCall]) -> bool:
+def _matches_any(action: Action, calls: Iterable[ToolCall], needed: frozenset = frozenset()) -> bool:
     """``any(action.matches(c) for c in calls)``, without building two dicts per call in the usual case
-    (no ``compare_args``: every argument the call sent must equal the gold one)."""
+    (no ``compare_args``: every argument the call sent must equal the gold one). ``needed``: gold arguments a
+    matching call must also send (reward integrity, #568; only for actions without ``compare_args``)."""
     if action.compare_args is not None:
         return any(action.matches(c) for c in calls)
     name, gold = action.name, action.arguments
     for c in calls:
         args = c.arguments
         if type(args) is not dict or type(gold) is not dict:
-            if action.matches(c):
+            if not needed and action.matches(c):
                 return True
             continue
-        if c.name != name:
+        if c.name != name or (needed and not needed <= args.keys()):
             continue
         for k, v in args.items():  # dict equality of {k: args[k]} and {k: gold[k]} over the call's keys
             if k not in gold:
@@ -450,10 +452,8 @@ def _action_component(
     for i, (action, dump, tool_type) in enumerate(zip(actions, plan.action_dumps, tool_types)):
         # Action.matches is False for another name, so only the calls of the action's name are tried
         candidates = calls if by_name is None or type(action.name) is not str else by_name.get(action.name, ())
-        if needed is not None and needed[i]:  # #568: a call that omits a gold argument is not this action
-            keys = needed[i]
-            candidates = [c for c in candidates if type(c.arguments) is dict and keys <= c.arguments.keys()]
-        found = _matches_any(action, candidates)
+        keys = needed[i] if needed is not None else None  # #568 (hardened): a call omitting one is not this action
+        found = _matches_any(action, candidates, keys or _NONE)
         all_met = all_met and found
         checks.append(
             {"action": dump, "action_match": found, "action_reward": 1.0 if found else 0.0, "tool_type": tool_type}
@@ -473,14 +473,16 @@ def _communicate_component(
     texts = [
         m.content for m in messages if isinstance(m, AssistantMessage) and m.content is not None and m.content.strip()
     ]
-    if integrity.communicate_rejects_recital:
-        texts = [t for t in texts if not _integrity.is_recital(t)]
     lowered = [t.lower().replace(",", "") for t in texts]
+    recitals = integrity.communicate_rejects_recital
     checks = []
     all_met = True
     for info_str in wanted:
         needle = info_str.lower()
-        hit = next((i for i, t in enumerate(lowered) if needle in t), None)
+        if recitals:  # a message stating a host of numbers does not communicate one of them
+            hit = _integrity.communicated_in(needle, lowered, texts)
+        else:
+            hit = next((i for i, t in enumerate(lowered) if needle in t), None)
         if hit is None:
             all_met = False
             checks.append(

@@ -34,9 +34,7 @@ episode settings can validate and carry it) is recorded in results provenance (`
 
 from __future__ import annotations
 
-import copy
 import inspect
-import json
 import re
 from typing import Any, Iterable, Mapping, Optional
 
@@ -50,6 +48,7 @@ from tau2_gym.core.integrity import (
     integrity_record,
     resolve_integrity,
 )
+from tau2_gym.core.messages import dumps_arguments
 
 __all__ = [
     "HARDENED",
@@ -57,6 +56,7 @@ __all__ = [
     "RECITAL_LIMIT",
     "UPSTREAM",
     "RewardIntegrity",
+    "communicated_in",
     "covering_checks",
     "integrity_help",
     "integrity_record",
@@ -82,6 +82,8 @@ def verdict_problem(checks: list[dict[str, Any]], assertions: list[str]) -> Opti
     is not an assertion's, while two verdicts naming the same assertion are one verdict too many."""
     if len(checks) != len(assertions):
         return f"the judge gave {len(checks)} verdict(s) for {len(assertions)} NL assertion(s)"
+    if len(checks) < 2:
+        return None  # one verdict for one assertion
     wanted = {_norm(a) for a in assertions}
     named = [_norm(c.get("nl_assertion")) for c in checks]
     seen: set[str] = set()
@@ -115,29 +117,40 @@ def covering_checks(checks: list[dict[str, Any]], assertions: list[str], problem
 
 
 def _render_call(call: Any) -> str:
-    args = call.arguments
     try:
-        text = json.dumps(args, ensure_ascii=False, sort_keys=False, default=str)
+        text = dumps_arguments(call.arguments)  # as the agent sent them (OpenAI's JSON text)
     except (TypeError, ValueError):
-        text = str(args)
+        text = str(call.arguments)
     return f"[tool call] {call.name}({text})"
 
 
+class _Turn:
+    """A tool-calling turn as the hardened judge reads it: its text followed by its calls; any other attribute is
+    the stored message's."""
+
+    __slots__ = ("_of", "content")
+
+    def __init__(self, of: Any, content: str) -> None:
+        self._of = of
+        self.content = content
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._of, name)
+
+
 def judge_view(messages: Iterable[Any]) -> list[Any]:
-    """The trajectory as the hardened judge reads it: a turn with tool calls carries them in its content (its text
-    first), so ``role: content`` shows what the agent did instead of ``None``. Other turns are passed as they are;
-    the stored trajectory is never changed (tool-call turns are shallow copies)."""
+    """The trajectory as the hardened judge reads it (``role: content`` lines): a turn with tool calls carries them
+    in its content, after its text, so the judge sees what the agent did instead of ``None``. Other turns are
+    passed as they are; the stored trajectory is never changed."""
     out = []
     for m in messages:
         calls = getattr(m, "tool_calls", None)
         if not calls:
             out.append(m)
             continue
-        view = copy.copy(m)
         parts = [m.content] if isinstance(m.content, str) and m.content.strip() else []
         parts.extend(_render_call(c) for c in calls)
-        view.content = "\n".join(parts)
-        out.append(view)
+        out.append(_Turn(m, "\n".join(parts)))
     return out
 
 
@@ -168,6 +181,15 @@ def needed_arguments(gold: Any, defaults: Mapping[str, Any]) -> frozenset:
 # ------------------------------------------------------------------------------------ COMMUNICATE recital
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def communicated_in(needle: str, lowered: list[str], texts: list[str]) -> Optional[int]:
+    """The index of the first agent message that holds ``needle`` and is not a recital (None: none does); only
+    the messages that hold it are checked for being recitals."""
+    for i, text in enumerate(lowered):
+        if needle in text and not is_recital(texts[i]):
+            return i
+    return None
 
 
 def is_recital(text: str) -> bool:
