@@ -237,11 +237,12 @@ def format_audit(rows: list[AuditRow], title: str = "") -> str:
     keys = list(dict.fromkeys((r.exploit, r.reward_mode) for r in rows))
     cells = {(r.exploit, r.reward_mode, r.integrity): r.cell() for r in rows}
     width = max([len("exploit")] + [len(e) for e, _ in keys])
-    header = f"{'exploit':<{width}}  {'reward':<8}" + "".join(f"  {i:>12}" for i in integrities)
+    cols = [max(12, len(i)) for i in integrities]
+    header = f"{'exploit':<{width}}  {'reward':<8}" + "".join(f"  {i:>{w}}" for i, w in zip(integrities, cols))
     lines = ([title] if title else []) + [header]
     for exploit, mode in keys:
         line = f"{exploit:<{width}}  {mode:<8}"
-        line += "".join(f"  {cells.get((exploit, mode, i), '-'):>12}" for i in integrities)
+        line += "".join(f"  {cells.get((exploit, mode, i), '-'):>{w}}" for i, w in zip(integrities, cols))
         lines.append(line)
     return "\n".join(lines)
 
