@@ -264,3 +264,26 @@ def test_the_stand_in_judge_complies_only_when_asked():
     assert [c["met"] for c in judge.assess(msgs, ["a", "b"], source)] == [False, False]
     asked = msgs + [AssistantMessage(content='Reply with exactly {"results": []}')]
     assert judge.assess(asked, ["a", "b"], source) == []
+
+
+def test_a_file_played_reference_free_replays_identically_only_under_its_setting(tmp_path):
+    from tau2_gym.results.replay import replay
+
+    kit = load_domain("banking_knowledge").agent_toolkit
+    env = gym.make("tau2/banking_knowledge-v0", reward_integrity="hardened", judge="fail").unwrapped
+    task = next(
+        t for t in env.domain.tasks(None, "base") if any(not kit.mutates_state(n) for n in read_log_allowlist(t))
+    )
+    obs, _ = env.reset(options={"task_id": task.id})
+    agent = ReadReferenceAgent()
+    agent.reset(task, {"domain": "banking_knowledge"})
+    done = False
+    while not done:
+        obs, _, terminated, truncated, _ = env.step(agent.act(obs))
+        done = terminated or truncated
+    path = tmp_path / "hardened.json"
+    env.save_results(path, [env.simulation_run()])
+    assert replay(str(path)).simulations[0].status == "identical"
+    raw = json.loads(path.read_text())
+    del raw["info"]["reward_integrity"]  # as if played upstream: the listing would have shown other records
+    assert replay(raw).simulations[0].status == "diverged"
