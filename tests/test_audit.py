@@ -171,3 +171,20 @@ def test_training_says_which_reward_it_uses_and_refuses_a_mismatch():
     with pytest.raises(ValueError, match="built for reward_integrity='hardened'"):
         tau2_reward(tau2_reward=[1.0], reward_integrity=["hardened"], scored_reward_integrity=["upstream"])
     assert tau2_reward(tau2_reward=[1.0], reward_integrity=["hardened"], scored_reward_integrity=["hardened"]) == [1.0]
+
+
+def test_a_run_resumed_under_another_reward_integrity_is_refused(tmp_path):
+    out = str(tmp_path / "run.json")
+    collect(None, "oracle", "oracle", domain="mock", num_tasks=2, progress=False, output=out)
+    with pytest.raises(ValueError, match="reward_integrity: 'upstream' -> 'hardened'"):
+        collect(
+            None,
+            "oracle",
+            "oracle",
+            domain="mock",
+            num_tasks=3,
+            progress=False,
+            output=out,
+            reward_integrity="hardened",
+            allow_config_change=False,
+        )
