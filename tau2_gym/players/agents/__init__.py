@@ -1,1 +1,2 @@
-"""Agent policies: the scripted agents (oracle and flawed ones) and LLM agents behind OpenAI-compatible servers."""
+"""Agent policies: the scripted agents (oracle, flawed ones, the exploit panel) and LLM agents behind OpenAI-compatible
+servers."""
