@@ -80,7 +80,7 @@ def token_mean_reward(completion_ids, **kwargs):
 
 def test_dataset_prompts_name_their_tasks():
     ds = build_dataset("mock", split="base", repeats=2)
-    assert ds.column_names == ["prompt", "task_id", "domain", "split"] and len(ds) == 2 * len(
+    assert ds.column_names == ["prompt", "task_id", "domain", "split", "reward_integrity"] and len(ds) == 2 * len(
         load_domain("mock").tasks()
     )
     for row in ds:
