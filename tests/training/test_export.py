@@ -151,7 +151,7 @@ def spans(ids, mask):
 def test_tokens_format_masks_exactly_the_policy_turns_as_the_grpo_rollout_does(mock_results, template):
     """qwen3 is not prefix-preserving (it drops past <think> blocks): asked for one sequence, each turn keeps the
     empty think block the template writes into a last turn, and the context stays append-only, as in the rollout
-    asked for the same (``"auto"`` makes per-turn rows there: tests/test_thinking_training.py)."""
+    asked for the same (``"auto"`` makes per-turn rows there: tests/training/test_per_turn_training.py)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     if template != "chatml":

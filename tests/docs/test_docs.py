@@ -16,7 +16,7 @@ An HTML comment right before a block says how to treat it:
 - ``<!-- docs-test: file PATH -->``: the block is a file's content, written to ``PATH`` for later blocks.
 
 Shell lines are run as written except: ``pip install ...`` lines (the package under test is installed
-already); ``tau2-gym demo`` gets ``--num-tasks 1 --agents oracle`` (``tests/test_env_demo.py`` runs the rest);
+already); ``tau2-gym demo`` gets ``--num-tasks 1 --agents oracle`` (``tests/cli/test_demo.py`` runs the rest);
 ``python -m pytest -q`` becomes ``python -m pytest --version`` (the suite is CI's own step, and this file is
 part of it). Blocks of other languages (``text``, ``json`` without a ``file`` marker) are output samples and
 are not run.
@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from datautil import REPO
 from openai_stub import OpenAIStub
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 LANGS = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell", "console": "shell"}
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(.*?)\s*-->$")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from datautil import REPO
 
 import tau2_gym  # noqa: F401 - registers the envs
 from tau2_gym.training.search import best_of_n, branch_score, oracle_policy, search_turn
@@ -163,9 +164,8 @@ def test_branches_in_a_vector_env_batch_the_user_turns_and_search_alike():
 
 def test_the_best_of_n_example_runs(capsys):
     import runpy
-    from pathlib import Path
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "best_of_n.py"
+    example = REPO / "examples" / "best_of_n.py"
     runpy.run_path(str(example), run_name="best_of_n_example")["main"](["--episodes", "2"])
     out = capsys.readouterr().out
     assert "best-of-4 search: rewards [1.0, 1.0]" in out and "took branch" in out

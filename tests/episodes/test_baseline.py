@@ -4,10 +4,10 @@ rollout's score, and a filter that takes the free passes out of envs, mixtures a
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from datautil import REPO
 
 import tau2_gym  # noqa: F401 - registers the env ids
 from tau2_gym import load_domain
@@ -100,7 +100,7 @@ def test_the_table_covers_every_split_and_mode_and_agrees_across_splits():
 
 def _documented_tables() -> dict[str, list[str]]:
     """The baseline tables of the README and the docs (the lines after each ``baseline-table`` marker)."""
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     out = {}
     for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
         lines = path.read_text().splitlines()

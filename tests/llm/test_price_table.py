@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from test_serving_cost import UsageStub, user_reply
+from test_usage_and_cost import UsageStub, user_reply
 
 from tau2_gym.cli import main
 from tau2_gym.llm.cost import PriceTableError, load_price_table, message_cost, model_price

@@ -161,7 +161,7 @@ def test_logprobs_are_the_models_tempered_log_probabilities():
 
 def test_non_prefix_preserving_template_keeps_the_context_append_only():
     """Qwen3's template drops <think> blocks of past turns; asked for one sequence, the context keeps the policy's
-    own tokens (``"auto"`` would train one sample per turn: tests/test_thinking_training.py)."""
+    own tokens (``"auto"`` would train one sample per turn: tests/training/test_per_turn_training.py)."""
     pytest.importorskip("trl")
     runner, gen, rewards, tok = scripted_runner("qwen3", think="Let me plan.", sample_mode="sequence")
     assert not runner.renderer.is_prefix_preserving()

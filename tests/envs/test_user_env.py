@@ -456,7 +456,7 @@ def test_async_vector_env_overlaps_the_agents_llm_calls():
 
 
 def test_hostile_customer_actions_end_as_user_error_or_an_error_result_never_raise():
-    from test_guarantees_hostile import HOSTILE
+    from test_hostile_actions import HOSTILE
 
     env = gym.make("tau2/mock-user-v0")
     for name, action, detail in HOSTILE:

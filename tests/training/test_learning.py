@@ -11,10 +11,10 @@ Marked ``slow`` (about two minutes on 2 cores); ``-m "not slow"`` leaves it out.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
+from datautil import REPO
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -23,7 +23,7 @@ pytest.importorskip("trl")
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = str(REPO / "examples")
 
 #: the reduced run: one seed, fewer GRPO steps (at a higher learning rate), held-out evaluations only
 REDUCED = [

@@ -1,6 +1,6 @@
 """Oracle agent + oracle user reach reward 1.0 (gold actions reproduce the gold state and the communicated info);
 flawed agents fail the way they are built to. Exceptions are tasks the oracle cannot solve by construction, and
-upstream agrees on each (tests/test_turn_loop_reference.py replays the same scripts through upstream)."""
+upstream agrees on each (tests/core/test_turn_loop_reference.py replays the same scripts through upstream)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def assert_all_solved(rewards, exceptions):
 
 
 # Retail's v1.0.1 reward basis is [DB, NL_ASSERTION]: the oracle's NL assertions need a judge, so these runs
-# choose judge="pass" explicitly (what is checked here is the DB part; tests/test_nl_choices.py checks the rest).
+# choose judge="pass" explicitly (what is checked here is the DB part; tests/scoring/test_nl_choices.py checks the
+# rest).
 @pytest.mark.parametrize(
     "eid,kwargs,exceptions",
     [

@@ -12,10 +12,10 @@ import pickle
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from datautil import TESTS
 
 from tau2_gym import load_domain
 from tau2_gym.episodes.baseline import do_nothing_baseline
@@ -34,7 +34,7 @@ from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.players.users.talking import TalkingUser, first_person, task_facts
 
 # domain -> (env id, env kwargs). Retail and banking_knowledge have NL assertions: judge="pass" scores the rest of
-# their reward basis (what a customer can change), as tests/test_env_oracle.py does.
+# their reward basis (what a customer can change), as tests/envs/test_env_oracle.py does.
 DOMAINS = {
     "mock": ("tau2/mock-v0", {}),
     "airline": ("tau2/airline-v0", {}),
@@ -545,7 +545,7 @@ print(json.dumps(out, default=str))
 
 def test_the_same_replies_in_processes_with_different_hash_seeds():
     """Nothing in a reply depends on set or dict order that changes between processes (PYTHONHASHSEED)."""
-    code = _TRANSCRIPT.format(tests=str(Path(__file__).parent))
+    code = _TRANSCRIPT.format(tests=str(TESTS))
     procs = [  # side by side: the start-up (imports, task files) is most of the time
         subprocess.Popen(
             [sys.executable, "-c", code],

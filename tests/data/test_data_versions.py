@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from datautil import LEGACY, v1_source
+from datautil import LEGACY, REPO, TESTS, v1_source
 
 from tau2_gym import data as data_mod
 from tau2_gym import load_domain
@@ -283,11 +283,18 @@ def test_the_suite_without_data_and_without_a_way_to_fetch_it_stops_with_one_mes
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("TAU2_DATA_DIR", "TAU2_DATA_VERSION")}
     env.update(TAU2_GYM_CACHE=str(tmp_path / "empty-cache"), TAU2_GYM_SOURCE=f"http://127.0.0.1:{port}/x.tar.gz")
-    tests = Path(__file__).parent
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests / "test_docstring_examples.py")],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(TESTS / "docs" / "test_docstring_examples.py"),
+        ],
         env=env,
-        cwd=tests.parent,
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,

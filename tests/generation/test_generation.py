@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
+from datautil import REPO
 from genutil import benchmark_drafter
 
 import tau2_gym  # noqa: F401 - registers the envs
@@ -425,7 +426,7 @@ def test_training_paths_take_a_generated_set_and_guard_its_held_out_split(airlin
 def test_learning_proof_trains_on_a_generated_set_and_measures_its_held_out_split(airline_set, tmp_path):
     import sys
 
-    examples = str(Path(__file__).resolve().parents[1] / "examples")
+    examples = str(REPO / "examples")
     sys.path.insert(0, examples)
     try:
         import learning_proof

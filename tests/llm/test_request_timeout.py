@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("openai")
 
+from test_openai_user import make_request
+
 from tau2_gym.players.users.base import UserSimulatorError
 from tau2_gym.players.users.openai_user import OpenAIUserSimulator
-from tests.test_openai_user import make_request
 
 TIMEOUT = 1.0
 SLACK = 1.0

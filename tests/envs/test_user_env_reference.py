@@ -14,6 +14,7 @@ import json
 
 import gymnasium as gym
 import pytest
+from datautil import TESTS
 from gymutil import RecordingUser, run_episode
 from refutil import ok, reference_python, run_reference
 
@@ -105,9 +106,8 @@ def test_user_env_equals_upstreams_user_gym_env(upstream_data_dir):
 
 def canonical(info: dict) -> list[dict]:
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent / "reference"))
+    sys.path.insert(0, str(TESTS / "reference"))
     from driver_gym import canonical_message
 
     return [canonical_message(m) for m in info["simulation_run"]["messages"]]

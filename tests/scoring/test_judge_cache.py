@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("openai")
 
 from openai_stub import OpenAIStub
-from test_eval_cli import results_26_3
+from test_eval import results_26_3
 from test_evaluation_cases import Case, ending, execute, gold_steps
 
 from tau2_gym.cli import main

@@ -26,6 +26,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import yaml
+from datautil import REPO
 
 pytest.importorskip(
     "openenv.validation", reason="needs the openenv extra (OpenEnv 0.10): pip install tau2-gym[openenv]"
@@ -42,7 +43,7 @@ from tau2_gym.frameworks.openenv import Tau2Server
 from tau2_gym.frameworks.openenv.manifest import manifest_yaml, measure_facts, write_package
 from tau2_gym.frameworks.openenv.validate import measured_checks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 OUR_CHECKS = (
     "static.manifest",
     "runtime.startup",

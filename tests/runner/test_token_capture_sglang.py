@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from test_serving_trajectory import ROLE, RenderingStub, render, reply
+from test_server_trajectory import ROLE, RenderingStub, render, reply
 
 from tau2_gym.cli import main
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, token_record

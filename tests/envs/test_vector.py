@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 import pytest
+from datautil import REPO
 from gymnasium.vector import AutoresetMode
 
 import tau2_gym  # noqa: F401 - registers the ids
@@ -360,9 +361,8 @@ def test_an_unreadable_vector_action_gives_each_sub_env_the_single_envs_transiti
 
 def test_the_vector_rollouts_example_runs_offline(tmp_path, capsys):
     import runpy
-    from pathlib import Path
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "vector_rollouts.py"
+    example = REPO / "examples" / "vector_rollouts.py"
     module = runpy.run_path(str(example), run_name="vector_rollouts_example")
     module["main"](
         ["--num-envs", "8", "--steps", "6", "--tasks", "3", "--trials", "2", "--output", str(tmp_path / "ex.json")]

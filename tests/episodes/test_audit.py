@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
+from datautil import REPO
 
 from tau2_gym import load_domain
 from tau2_gym.cli import main
@@ -17,7 +17,7 @@ from tau2_gym.episodes.baseline import do_nothing_baseline
 from tau2_gym.players.agents.exploits import EXPLOITS, get_exploit
 from tau2_gym.runner.collect import collect
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_the_do_nothing_row_is_the_baseline():

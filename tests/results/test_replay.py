@@ -12,10 +12,10 @@ import gzip
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from datautil import REPO
 
 import tau2_gym
 from tau2_gym.envs.tau2_env import Tau2Env
@@ -30,8 +30,6 @@ from tau2_gym.players.agents.scripted import (
 )
 from tau2_gym.players.users.playback import PlaybackUser
 from tau2_gym.results.replay import ReplayInputError, compare_trajectories, replay
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 class ExtraCallAgent(OracleAgent):

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from datautil import REPO
 
 from tau2_gym.core.results_file import load_results
 from tau2_gym.core.termination import TerminationReason
@@ -25,8 +26,6 @@ from tau2_gym.runner.collect import (
     select_for_run,
     trial_seeds,
 )
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def keys(runs):

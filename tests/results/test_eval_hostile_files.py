@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from test_eval_cli import mock_cases, read, results_26_3, write  # noqa: F401 - fixture
+from test_eval import mock_cases, read, results_26_3, write  # noqa: F401 - fixture
 
 from tau2_gym.cli import main
 from tau2_gym.core.results_file import write_json_atomic

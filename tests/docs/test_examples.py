@@ -6,11 +6,11 @@ from __future__ import annotations
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from datautil import REPO
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = REPO / "examples"
 
 
 def test_quickstart_plays_an_episode_to_its_reward():
