@@ -12,6 +12,7 @@ import pickle
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -532,7 +533,7 @@ def test_banking_a_recommended_card_is_applied_for():
 
 _TRANSCRIPT = """
 import json, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{here!r}, {tests!r}]
 from test_talking_user import DOMAINS, InWordsAgent, AskFirstAgent, OracleAgent, make_env, run
 out = []
 for domain, agent in (("airline", AskFirstAgent), ("telecom", InWordsAgent)):
@@ -545,7 +546,7 @@ print(json.dumps(out, default=str))
 
 def test_the_same_replies_in_processes_with_different_hash_seeds():
     """Nothing in a reply depends on set or dict order that changes between processes (PYTHONHASHSEED)."""
-    code = _TRANSCRIPT.format(tests=str(TESTS))
+    code = _TRANSCRIPT.format(here=str(Path(__file__).resolve().parent), tests=str(TESTS))
     procs = [  # side by side: the start-up (imports, task files) is most of the time
         subprocess.Popen(
             [sys.executable, "-c", code],

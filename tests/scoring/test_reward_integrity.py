@@ -15,14 +15,20 @@ from tau2_gym.core.integrity import HARDENED, UPSTREAM, RewardIntegrity, resolve
 from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
 from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.domains.banking_knowledge.environment import read_log_allowlist
-from tau2_gym.episodes.audit import ComplyingJudge, audit, episode_records, play, reward_of
-from tau2_gym.episodes.driver import EpisodeSetup
+from tau2_gym.episodes.audit import ComplyingJudge, audit, episode_records, reward_of
+from tau2_gym.episodes.driver import EpisodeSetup, play
 from tau2_gym.players.agents.exploits import ClaimActionsAgent, ReadReferenceAgent
-from tau2_gym.players.agents.scripted import OracleAgent
+from tau2_gym.players.agents.scripted import OracleAgent, ScriptedPolicy
+from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.scoring.evaluation import evaluate_simulation
 from tau2_gym.scoring.integrity import judge_view, verdict_problem
 from tau2_gym.scoring.judges import Judge, judge_prompts, make_judge, parse_judge_reply
 from tau2_gym.scoring.metrics import is_pass
+
+
+def _played(setup, task, agent):
+    """One finished episode of the scripted ``agent`` class against the oracle customer, through the driver."""
+    return play(setup, task, ScriptedPolicy(agent), OracleUser())
 
 
 def _reward(domain, task_id, exploit, integrity, judge=None):
@@ -146,8 +152,8 @@ def test_claiming_the_actions_fools_a_judge_that_cannot_see_tool_calls():
     dom = load_domain("airline")
     task = dom.task("42")  # reads, then two cancellations; 'Agent cancels reservation FDZ0T5', ...
     judge = EvidenceJudge("cancel_reservation")
-    claim = play(EpisodeSetup(dom), task, ClaimActionsAgent).messages()
-    honest = play(EpisodeSetup(dom), task, OracleAgent).messages()
+    claim = _played(EpisodeSetup(dom), task, ClaimActionsAgent).messages()
+    honest = _played(EpisodeSetup(dom), task, OracleAgent).messages()
 
     def nl(messages, integrity):
         return evaluate_simulation(
@@ -211,7 +217,7 @@ def test_the_discoverable_listing_reveals_the_reference_only_upstream():
     runs = {}
     for integrity in ("upstream", "hardened"):
         setup = EpisodeSetup(dom, EpisodeSettings(domain=dom.name, reward_integrity=integrity))
-        episode = play(setup, task, ReadReferenceAgent)
+        episode = _played(setup, task, ReadReferenceAgent)
         runs[integrity] = (_listing(episode.messages()), episode.score()["reward"])
     assert gold_reads and runs["upstream"][0] == gold_reads  # the listing is the reference's reads
     assert runs["hardened"][0] == probed  # every tool the agent called: nothing about the reference
@@ -240,7 +246,7 @@ def test_hardening_costs_an_honest_agent_nothing(domain, split, judge):
     rewards = {}
     for integrity in ("upstream", "hardened"):
         setup = EpisodeSetup(dom, EpisodeSettings(domain=domain, reward_integrity=integrity), judge=make_judge(judge))
-        rewards[integrity] = {t.id: play(setup, t, OracleAgent).score()["reward"] for t in dom.tasks(None, split)}
+        rewards[integrity] = {t.id: _played(setup, t, OracleAgent).score()["reward"] for t in dom.tasks(None, split)}
     assert rewards["upstream"] == rewards["hardened"]
     assert sum(rewards["upstream"].values()) > 0
 
