@@ -34,6 +34,7 @@ __all__ = [
     "ProfileError",
     "TaskPassRate",
     "TaskSetIdentity",
+    "band_record",
     "load_profile",
     "select_band",
     "task_set_identity",
@@ -243,3 +244,23 @@ def select_band(
             f"{prof.counts()}); keep other buckets"
         )
     return out
+
+
+def band_record(profile: Union[str, os.PathLike[str], Profile], keep: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """What a training run records about the band it trained on: the profile (file, identity, policy, k), the kept
+    buckets and their task counts."""
+    prof = load_profile(profile)
+    names = prof.check_keep(keep)
+    counts = prof.counts()
+    return {
+        "profile": prof.path,
+        "identity": prof.identity.hash,
+        "tasks_profiled": prof.identity.describe(),
+        "policy": prof.policy.get("implementation"),
+        "policy_llm": prof.policy.get("llm"),
+        "k": prof.k,
+        "buckets": prof.edges.spec(),
+        "keep": list(names),
+        "tasks_per_bucket": {n: counts[n] for n in names},
+        "tasks": len(prof.band(names)),
+    }

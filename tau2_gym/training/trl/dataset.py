@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.settings import EpisodeSettings
+from tau2_gym.episodes.band import band_record, load_profile
 from tau2_gym.episodes.driver import USER, EpisodeSetup
 from tau2_gym.episodes.selection import select_tasks
 from tau2_gym.scoring.judges import make_judge
@@ -53,6 +54,8 @@ def build_dataset(
     allow_test_split: bool = False,
     exclude_do_nothing_passes: bool = False,
     reward_mode: str = "default",
+    profile: Any = None,
+    keep: Optional[Sequence[str]] = None,
 ) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
@@ -69,6 +72,11 @@ def build_dataset(
     whose reward needs one, the default (no judge) warns when there are such tasks.
     ``exclude_do_nothing_passes`` leaves out the tasks a do-nothing policy passes under ``reward_mode`` (as the
     env option of that name; :mod:`tau2_gym.episodes.baseline`).
+
+    ``profile`` / ``keep``: train on a band -- only the tasks of the ``keep`` buckets (default: the profile's band) of
+    a difficulty profile (``tau2-gym profile``) of exactly this split; a profile of other tasks or data is refused
+    (:mod:`tau2_gym.episodes.band`). The dataset then has a ``bucket`` column, and its ``info.description`` holds the
+    band (:func:`~tau2_gym.episodes.band.band_record`) as JSON.
     """
     from datasets import Dataset
 
@@ -87,7 +95,14 @@ def build_dataset(
             )
         ids = tuple(str(t) for t in task_ids)
     settings = EpisodeSettings(
-        domain=domain, data_version=data_version, data_dir=data_dir, task_set=task_set, solo=solo, judge=judge
+        domain=domain,
+        data_version=data_version,
+        data_dir=data_dir,
+        task_set=task_set,
+        solo=solo,
+        judge=judge,
+        profile=profile,
+        keep=keep,
     )
     tasks = select_tasks(
         loaded,
@@ -99,6 +114,10 @@ def build_dataset(
         where=f"dataset of {domain!r}",
     )
     rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": []}
+    buckets: dict[str, Optional[str]] = {}
+    if profile is not None:
+        rows["bucket"] = []
+        buckets = {t.task_id: t.bucket for t in load_profile(profile).tasks}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
         for _ in range(repeats):
@@ -106,7 +125,14 @@ def build_dataset(
             rows["task_id"].append(task.id)
             rows["domain"].append(domain)
             rows["split"].append(recorded)
-    return Dataset.from_dict(rows)
+            if profile is not None:
+                rows["bucket"].append(buckets.get(task.id))
+    if profile is None:
+        return Dataset.from_dict(rows)
+    from datasets import DatasetInfo
+
+    band = json.dumps({"tau2_band": band_record(profile, keep)})
+    return Dataset.from_dict(rows, info=DatasetInfo(description=band))
 
 
 def opening_messages(loaded: Any, task: Any, solo: bool = False) -> list[dict[str, Any]]:

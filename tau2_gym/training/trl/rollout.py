@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import Counter
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.envs import env_id
+from tau2_gym.episodes.band import band_record, load_profile
 from tau2_gym.players.users import resolve_user
 from tau2_gym.training.export import SplitGuardError, training_split
 from tau2_gym.training.hf.policy import PolicyRunner, Trajectory
@@ -18,6 +20,9 @@ from tau2_gym.training.trl.generators import TRLLocalGenerator, TRLVLLMGenerator
 from tau2_gym.training.trl.rewards import rollout_output
 
 logger = logging.getLogger("tau2_gym.training.trl")
+
+#: the file a GRPO run's band is recorded in, in the trainer's output_dir
+BAND_FILE = "tau2_band.json"
 
 
 class Tau2Rollout:
@@ -41,6 +46,8 @@ class Tau2Rollout:
         split: Optional[str] = "train",
         allow_test_split: bool = False,
         group_seed: bool = True,
+        profile: Any = None,
+        keep: Optional[Sequence[str]] = None,
     ) -> None:
         self.env_kwargs = dict(env_kwargs or {})
         self.env_kwargs.setdefault("obs_format", "messages")
@@ -70,6 +77,19 @@ class Tau2Rollout:
         self._allowed: dict[str, tuple[frozenset, str]] = {}
         self.masked: Counter = Counter()  # infrastructure failures masked out, by reason (whole run)
         self.episodes = 0
+        # the band trained on: per domain, the profile's kept task ids and what to record about them
+        self.band: dict[str, dict[str, Any]] = {}
+        self._band_ids: dict[str, frozenset] = {}
+        self._band_written = False
+        if profile is not None:
+            items = profile.items() if isinstance(profile, Mapping) else [(None, profile)]
+            for named, one in items:
+                prof = load_profile(one)
+                domain = prof.identity.domain
+                if named is not None and named != domain:
+                    raise ValueError(f"profile for {named!r} is a profile of domain {domain!r} ({prof.path})")
+                self.band[domain] = band_record(prof, keep)
+                self._band_ids[domain] = frozenset(prof.band(keep))
 
     def check_split(self, domain: str, task_id: str) -> str:
         """The recorded training split of a prompt's task; raises when the task lies outside it (test tasks need
@@ -90,6 +110,35 @@ class Tau2Rollout:
                 "(test tasks need allow_test_split=True on both)"
             )
         return recorded
+
+    def check_band(self, domain: str, task_id: str) -> None:
+        """With a band, a prompt's task must be one of its tasks (build the dataset with the same profile/keep)."""
+        if not self._band_ids:
+            return
+        ids = self._band_ids.get(domain)
+        if ids is None:
+            raise SplitGuardError(
+                f"a prompt of domain {domain!r}, but the band covers only {sorted(self._band_ids)}: give a profile "
+                "per domain (profile={domain: path})"
+            )
+        if task_id not in ids:
+            record = self.band[domain]
+            raise SplitGuardError(
+                f"task {task_id!r} of domain {domain!r} is outside the band {record['keep']} of profile "
+                f"{record['profile']}; build the dataset with build_dataset(profile=..., keep=...) of the same band"
+            )
+
+    def record_band(self, trainer: Any) -> None:
+        """Once per run: log the band and write it to ``<output_dir>/tau2_band.json`` beside the trainer's output."""
+        if self._band_written or not self.band:
+            return
+        self._band_written = True
+        logger.info("training on the band: %s", self.band)
+        out = getattr(getattr(trainer, "args", None), "output_dir", None)
+        if out:
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, BAND_FILE), "w", encoding="utf-8") as fh:
+                json.dump(self.band, fh, indent=1)
 
     def _kwargs(self) -> dict[str, Any]:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
@@ -184,6 +233,9 @@ class Tau2Rollout:
     def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
         refs = [parse_task_prompt(p) for p in prompts]
         self.last_splits = [self.check_split(d, t) for d, t in refs]
+        for d, t in refs:
+            self.check_band(d, t)
+        self.record_band(trainer)
         envs = self._envs([d for d, _ in refs])
         seeds = self.episode_seeds(refs, trainer)
         self.last_seeds = seeds
@@ -227,6 +279,8 @@ def make_rollout_func(
     split: Optional[str] = "train",
     allow_test_split: bool = False,
     group_seed: bool = True,
+    profile: Any = None,
+    keep: Optional[Sequence[str]] = None,
 ) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
@@ -259,6 +313,10 @@ def make_rollout_func(
         split, allow_test_split: the training split every prompt's task must belong to (default ``train``;
             recorded per episode as ``split``); tasks of the ``test`` split are refused unless
             ``allow_test_split=True`` (see :func:`tau2_gym.training.export.training_split`).
+        profile, keep: the band the run trains on (a difficulty profile -- or ``{domain: profile}`` for several
+            domains -- and its kept buckets, as given to :func:`~tau2_gym.training.trl.build_dataset`): a prompt of
+            a task outside it is refused, and the band is logged and written to ``<output_dir>/tau2_band.json``
+            at the first call (``rollout.band`` holds it).
 
     Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
     evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
@@ -280,4 +338,6 @@ def make_rollout_func(
         split=split,
         allow_test_split=allow_test_split,
         group_seed=group_seed,
+        profile=profile,
+        keep=keep,
     )
