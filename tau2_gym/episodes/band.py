@@ -130,7 +130,10 @@ class Profile(_Model):
         if isinstance(keep, str):
             keep = [k for k in keep.split(",") if k.strip()]
         where = f"keep (profile {self.path})" if self.path else "keep"
-        return self.edges.check_names(keep, where)
+        try:
+            return self.edges.check_names(keep, where)
+        except ValueError as exc:
+            raise ProfileError(str(exc)) from None
 
     def band(self, keep: Optional[Sequence[str]] = None) -> list[str]:
         """The task ids of the ``keep`` buckets (default: the profile's band), in the profile's order."""
@@ -142,12 +145,14 @@ class Profile(_Model):
         if identity.hash == self.identity.hash:
             return
         mine, theirs = set(self.identity.task_ids), set(identity.task_ids)
-        if mine == theirs and identity.data == self.identity.data:
-            why = "the same task ids with other contents"
-        elif mine == theirs:
-            why = "other data"
-        else:
-            why = f"{len(theirs - mine)} task(s) the profile lacks, {len(mine - theirs)} it has that are not selected"
+        reasons = []
+        if identity.data != self.identity.data or identity.domain != self.identity.domain:
+            reasons.append("other data")
+        if mine != theirs:
+            reasons.append(
+                f"{len(theirs - mine)} task(s) the profile lacks, {len(mine - theirs)} it has that are not selected"
+            )
+        why = ", ".join(reasons) or "the same task ids with other contents"
         name = f"profile {self.path}" if self.path else "the profile"
         raise ProfileError(
             f"{name} covers {self.identity.describe()}; {where} is {identity.describe()} -- {why}: select the "
