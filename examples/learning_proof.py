@@ -534,6 +534,8 @@ def run_seed(
             "after": after,
             "curve": curve,
             "batch_reward": [h["rewards/tau2_reward/mean"] for h in logs],
+            # GRPO groups whose rewards were all equal: no advantage, no gradient (what the band is meant to cut)
+            "zero_std": [h["frac_reward_zero_std"] for h in logs if "frac_reward_zero_std" in h],
             "masked": dict(trainer.rollout_func.masked),
             "episodes": args.grpo_steps * args.batch_size,
             "band": trainer.rollout_func.band or None,
@@ -578,6 +580,11 @@ def summarize(reports: Sequence[dict[str, Any]], args: argparse.Namespace, tasks
         # them)
         s[f"gain_{arm}"] = col(lambda r, a=arm: r[a]["after"]["test"] - r["after_sft"]["test"])
         s[f"train_gain_{arm}"] = col(lambda r, a=arm: r[a]["after"]["train"] - r["after_sft"]["train"])
+        # held-out success averaged over the curve's points after step 0: the area under the learning curve, per
+        # training episode alike for arms of equal length
+        s[f"curve_{arm}"] = col(lambda r, a=arm: mean([y for x, y in r[a]["curve"] if x > 0]))
+        if all(r[arm].get("zero_std") for r in reports):
+            s[f"zero_std_{arm}"] = col(lambda r, a=arm: mean(r[a]["zero_std"]))
     if "control" in arms:
         s["real_minus_control"] = col(lambda r: r["real"]["after"]["test"] - r["control"]["after"]["test"])
     if "band" in arms:
@@ -617,11 +624,15 @@ def final_line(s: dict[str, Any]) -> str:
 def band_line(s: dict[str, Any]) -> str:
     """Band vs all tasks, per training episode (both arms train on the same number of episodes)."""
     per = 1000 / s["training_episodes"]
+    zero = ""
+    if "zero_std_band" in s and "zero_std_real" in s:
+        zero = f"; groups without reward spread {s['zero_std_band'][0]:.0%} (all {s['zero_std_real'][0]:.0%})"
     return (
-        f"band vs all: held-out after GRPO {s['band_test'][0]:.2f} (all {s['real_test'][0]:.2f}), train "
-        f"{s['band_train'][0]:.2f} (all {s['real_train'][0]:.2f}); held-out gain per 1000 training episodes "
-        f"{s['gain_band'][0] * per:+.2f} (all {s['gain_real'][0] * per:+.2f}); band {s['band_tasks'][0]:.0f} tasks, "
-        f"{s['training_episodes']} training episodes per arm"
+        f"band vs all: held-out after GRPO {s['band_test'][0]:.2f} (all {s['real_test'][0]:.2f}), over the curve "
+        f"{s['curve_band'][0]:.2f} (all {s['curve_real'][0]:.2f}), train {s['band_train'][0]:.2f} (all "
+        f"{s['real_train'][0]:.2f}); held-out gain per 1000 training episodes {s['gain_band'][0] * per:+.2f} (all "
+        f"{s['gain_real'][0] * per:+.2f}){zero}; band {s['band_tasks'][0]:.0f} tasks, {s['training_episodes']} "
+        "training episodes per arm"
     )
 
 
