@@ -26,8 +26,12 @@ from tau2_gym.scoring.metrics import DEFAULT_BUCKETS, DEFAULT_KEEP
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    rollout.add_arguments(parser)
-    parser.set_defaults(num_trials=16, task_split_name=None)
+    rollout.add_arguments(
+        parser,
+        num_trials=16,
+        split=None,
+        split_help="task split (default: train when the task set has one, else all its tasks; 'none' = all)",
+    )
     g = parser.add_argument_group("profile")
     g.add_argument(
         "--buckets",
@@ -66,17 +70,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the profile in its provenance.json.",
     )
     s.add_argument("profile_path", metavar="PROFILE", help="a profile JSON written by tau2-gym profile")
-    s.add_argument("--keep", dest="select_keep", default=None, help="bucket names (default: the profile's band)")
+    s.add_argument(
+        "--keep", dest="select_keep", default=None, metavar="BUCKETS", help="bucket names (default: the profile's band)"
+    )
     s.add_argument("--out", dest="select_out", required=True, metavar="DIR", help="the data folder to write")
     s.add_argument(
         "--data-dir",
         dest="select_data_dir",
         default=None,
+        metavar="DIR",
         help="the data the profile was made on, when it has moved (default: as the profile records)",
     )
     sh = sub.add_parser("show", help="print a profile", description="Print a profile's tables (and its PNG).")
     sh.add_argument("profile_path", metavar="PROFILE", help="a profile JSON written by tau2-gym profile")
-    sh.add_argument("--keep", dest="select_keep", default=None, help="mark this band instead of the profile's")
+    sh.add_argument(
+        "--keep", dest="select_keep", default=None, metavar="BUCKETS", help="mark this band instead of the profile's"
+    )
     sh.add_argument("--show-tasks", dest="select_tasks", action="store_true", help="every task's line")
     sh.add_argument("--plot", dest="select_plot", default=None, metavar="PNG", help="write the histogram PNG")
 

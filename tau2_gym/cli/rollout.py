@@ -57,7 +57,14 @@ def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
     return out or None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    num_trials: int = 1,
+    split: Optional[str] = "base",
+    split_help: str = "task split (default: base; 'none' = the whole set)",
+) -> None:
+    """The rollout's flags; ``tau2-gym profile`` reuses them with its own defaults for the trials and the split."""
 
     scripted = agent_names()
     g = parser.add_argument_group("tasks")
@@ -65,12 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--task-set-name", default=None, help="task set (default: the domain's; telecom_full, telecom_small)"
     )
-    g.add_argument(
-        "--task-split-name", "--split", default="base", help="task split (default: base; 'none' = the whole set)"
-    )
+    g.add_argument("--task-split-name", "--split", default=split, help=split_help)
     g.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
     g.add_argument("--num-tasks", type=int, default=None, help="run only the first N tasks")
-    g.add_argument("--num-trials", "-k", type=int, default=1, help="trials per task (default: 1)")
+    g.add_argument("--num-trials", "-k", type=int, default=num_trials, help=f"trials per task (default: {num_trials})")
     g.add_argument(
         "--data-version",
         default=None,
