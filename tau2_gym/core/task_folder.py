@@ -15,12 +15,13 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.tasks import Task, split_file_for
+from tau2_gym.data import DataSource
 
-__all__ = ["PROVENANCE_FILE", "read_provenance", "write_task_folder"]
+__all__ = ["PROVENANCE_FILE", "domain_folder", "lay_out", "read_provenance", "source_links", "write_task_folder"]
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -31,18 +32,43 @@ def _is_task_file(name: str) -> bool:
     return name.endswith(".json") and (name.startswith("tasks") or name.startswith("split_tasks"))
 
 
-def _link(link: Path, target: Path) -> None:
-    if not target.exists():
-        return
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        if link.is_symlink() and Path(os.readlink(link)) == target:
-            return
-        if link.is_dir() and not link.is_symlink():
-            shutil.rmtree(link)
+def domain_folder(root: str | os.PathLike[str], data_folder: str) -> Path:
+    """Where a domain's data files sit in a checkout-shaped data folder."""
+    return Path(root) / "data" / "tau2" / "domains" / data_folder
+
+
+def source_links(root: Path, source: DataSource) -> dict[Path, Path]:
+    """The links a checkout-shaped folder at ``root`` holds to the source data (the user simulator's guidelines,
+    upstream's sources for the tool descriptions): link -> target, for the targets that exist."""
+    out = {root / "data" / "tau2" / "user_simulator": source.user_simulator_dir}
+    if source.src is not None:
+        out[root / "src" / "tau2"] = source.src
+    return {k: v for k, v in out.items() if v.exists()}
+
+
+def lay_out(root: Path, source: DataSource, data_folder: str, base: Path, skip: Callable[[str], bool]) -> Path:
+    """A checkout-shaped folder at ``root`` for one domain: the files of its source folder ``base`` copied, except
+    those ``skip`` names (the task files the caller writes), and the source data linked (:func:`source_links`);
+    returns the domain folder."""
+    folder = domain_folder(root, data_folder)
+    folder.mkdir(parents=True)
+    for item in sorted(base.iterdir()):
+        if skip(item.name):
+            continue
+        if item.is_dir():
+            shutil.copytree(item, folder / item.name)
         else:
+            shutil.copy2(item, folder / item.name)
+    for link, target in source_links(root, source).items():
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            continue
+        if link.is_symlink() or link.is_file():
             link.unlink()
-    link.symlink_to(target, target_is_directory=True)
+        elif link.is_dir():
+            shutil.rmtree(link)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+    return folder
 
 
 def write_task_folder(
@@ -81,20 +107,10 @@ def write_task_folder(
         )
     source = domain.source
     root = Path(out)
-    folder = root / "data" / "tau2" / "domains" / domain.spec.data_folder
+    folder = domain_folder(root, domain.spec.data_folder)
     if folder.exists():
         shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    for item in sorted(domain.folder.iterdir()):
-        if _is_task_file(item.name):
-            continue
-        if item.is_dir():
-            shutil.copytree(item, folder / item.name)
-        else:
-            shutil.copy2(item, folder / item.name)
-    _link(root / "data" / "tau2" / "user_simulator", source.user_simulator_dir)
-    if source.src is not None:
-        _link(root / "src" / "tau2", source.src)
+    lay_out(root, source, domain.spec.data_folder, domain.folder, _is_task_file)
     task_file = folder / spec.file
     ids = [t.id for t in tasks]
     task_file.write_text(
@@ -125,10 +141,10 @@ def write_task_folder(
     return str(root)
 
 
-def read_provenance(data_dir: str | os.PathLike[str], domain_folder: str) -> Optional[dict]:
+def read_provenance(data_dir: str | os.PathLike[str], folder: str) -> Optional[dict]:
     """The ``provenance.json`` of a folder written by :func:`write_task_folder` (None for other data)."""
     for cand in (Path(data_dir) / "data" / "tau2", Path(data_dir) / "tau2", Path(data_dir)):
-        path = cand / "domains" / domain_folder / PROVENANCE_FILE
+        path = cand / "domains" / folder / PROVENANCE_FILE
         if path.is_file():
             return json.loads(path.read_text(encoding="utf-8"))
     return None
