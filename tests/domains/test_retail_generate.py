@@ -302,6 +302,7 @@ def _play(env, task: Task, agent) -> float:
     raise AssertionError("episode did not end")
 
 
+@pytest.mark.slow
 def test_drafts_score_as_the_contract_says_through_the_env(drafts):
     envs = {
         u: gym.make("tau2_gym:tau2/retail-v0", task_split=None, user=u, judge="pass", disable_env_checker=True)

@@ -482,6 +482,7 @@ profile(None, Slow(), "oracle", domain="airline", task_split="train", num_trials
 """
 
 
+@pytest.mark.slow
 def test_an_interrupted_profile_resumes_to_the_same_profile(airline_profile, tmp_path):
     import signal
 
