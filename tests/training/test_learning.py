@@ -6,7 +6,7 @@ on the same rewards shuffled within each group. The mutation check: the same ass
 reward negated, must fail -- so the test can tell a working reward signal from a broken one.
 
 Every number compared comes from the run: success rates are the env's tau2 rewards of sampled episodes.
-Marked ``slow`` (about two minutes on 2 cores); ``-m "not slow"`` leaves it out.
+Marked ``slow`` (about three minutes on 2 cores); ``-m "not slow"`` leaves it out.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = str(REPO / "examples")
 
-#: the reduced run: one seed, fewer GRPO steps (at a higher learning rate), held-out evaluations only
+#: the reduced run: one seed, half the GRPO steps (at a higher learning rate), held-out evaluations only
 REDUCED = [
-    "--seeds", "1", "--grpo-steps", "24", "--grpo-learning-rate", "3e-4", "--eval-every", "0",
+    "--seeds", "1", "--grpo-steps", "48", "--grpo-learning-rate", "3e-4", "--eval-every", "0",
     "--eval-splits", "test",
 ]  # fmt: skip
 
