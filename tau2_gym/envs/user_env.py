@@ -8,13 +8,13 @@ import logging
 import weakref
 from typing import Any, Optional
 
-from tau2_gym.core import turn_loop as tl
 from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.core.db import copy_json
 from tau2_gym.core.messages import Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
 from tau2_gym.core.results_file import results_info
 from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.core.termination import TerminationReason
+from tau2_gym.core.turn_loop import copy_view, user_sees, user_system_prompt, user_tools_for
 from tau2_gym.core.turns import UserSimulatorError
 from tau2_gym.envs.base import EpisodeEnv, transcript
 from tau2_gym.envs.config import UserEnvConfig
@@ -36,7 +36,7 @@ def user_view(messages: list[Message]) -> list[dict[str, Any]]:
     results as ``tool``; the agent's calls and their results are not shown (upstream's user history rule)."""
     out: list[dict[str, Any]] = []
     for m in messages:
-        if not tl.user_sees(m):
+        if not user_sees(m):
             continue
         if isinstance(m, ToolMessage):
             out.append({"role": "tool", "tool_call_id": m.id, "content": m.content})
@@ -268,19 +268,19 @@ class UserEnv(EpisodeEnv):
         episode = self.episode
         assert episode is not None
         if self.config.obs_format == "text":
-            return transcript([m for m in episode.trajectory if tl.user_sees(m)])
+            return transcript([m for m in episode.trajectory if user_sees(m)])
         request = episode.user_request()
         if request is not None:  # what a user simulator is sent now (a fresh copy)
-            return tl.copy_view(request.openai_messages())
-        tools = tl.user_tools_for(self.domain, episode.task)
-        system = tl.user_system_prompt(self.domain, episode.task, tools is not None)
+            return copy_view(request.openai_messages())
+        tools = user_tools_for(self.domain, episode.task)
+        system = user_system_prompt(self.domain, episode.task, tools is not None)
         return [{"role": "system", "content": system}, *user_view(episode.trajectory)]
 
     def side_tools(self) -> list[dict]:
         """The user tool schemas offered for this episode's task (a task may restrict them: upstream's
         ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""
         assert self.episode is not None
-        return tl.user_tools_for(self.domain, self.episode.task) or []
+        return user_tools_for(self.domain, self.episode.task) or []
 
     def clone(self, episode_id: Optional[str] = None) -> UserEnv:
         """:meth:`Tau2Env.clone` for the customer's side: the episode (turn loop, DB overlays, RNGs) is copied
