@@ -193,7 +193,7 @@ class Table:
         return self._base.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        own = self._own
+        own: dict[Any, Any] = self._own
         if key in own:
             return own[key] is not _DELETED
         return key in self._base

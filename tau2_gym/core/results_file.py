@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
 
-from tau2_gym.core.messages import AnyMessage, from_openai, message_from_dict, now_iso
+from tau2_gym.core.messages import AnyMessage, ToolMessage, from_openai, message_from_dict, now_iso
 from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import json_default
 from tau2_gym.core.tasks import Action, EnvAssertion, RewardType, Task
@@ -333,12 +333,12 @@ def message_from_any(d: Any) -> AnyMessage:
         return message_from_dict(d)
 
     try:
-        msg = from_openai(d, requestor=None)  # type: ignore[arg-type]
+        msg = from_openai(d, requestor=None)  # ty: ignore[invalid-argument-type] - filled by _resolve_requestors
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a readable OpenAI chat message ({type(exc).__name__}: {exc})") from None
     msg.timestamp = d.get("timestamp")  # stamps of our own making would differ on every read
     msg.turn_idx = d.get("turn_idx")
-    if msg.role == "tool":  # the chat format has no error flag: tau2 writes every failed call as "Error: ..."
+    if isinstance(msg, ToolMessage):  # the chat format has no error flag: tau2 writes every failed call as "Error: ..."
         flag = d.get("error")
         text = msg.content
         msg.error = flag if isinstance(flag, bool) else isinstance(text, str) and text.startswith("Error: ")
@@ -440,7 +440,8 @@ def read_for_scoring(raw: Any) -> ScoringRead:
                 tasks[tid] = schema_problems(exc, ("tasks", i))
                 problems += tasks[tid]  # type: ignore[arg-type]
     sims: list[Union[ScoringSimulation, Problems]] = []
-    for i, rs in enumerate(entries.get("simulations") if isinstance(entries.get("simulations"), list) else ()):
+    raw_sims = entries.get("simulations")
+    for i, rs in enumerate(raw_sims if isinstance(raw_sims, list) else ()):
         if not isinstance(rs, dict):
             sims.append([(f"simulations[{i}]", f"a simulation is a JSON {type(rs).__name__}, not an object")])
             problems += sims[-1]  # type: ignore[arg-type]

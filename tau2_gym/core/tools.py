@@ -278,7 +278,7 @@ class _Twins:
     def __init__(self, docs: dict[str, str], fields: dict[str, dict[str, str]]) -> None:
         self.docs = docs
         self.fields = fields
-        self.cache: dict[type, type] = {}
+        self.cache: dict[type[BaseModel], type[BaseModel]] = {}
 
     def model(self, cls: type[BaseModel]) -> type[BaseModel]:
         if cls in self.cache:
@@ -396,8 +396,8 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
     found = _upstream_docs(toolkit_cls, src, source)
     upstream_docs = found or {}
     twins = None
-    if found is not None:
-        docs, fields = _model_prose(src, source.model_modules)  # type: ignore[union-attr]
+    if found is not None and source is not None:  # (found implies source)
+        docs, fields = _model_prose(src, source.model_modules)
         twins = _Twins(docs, fields)
     schemas = []
     for name in toolkit_cls.tool_names:
