@@ -128,7 +128,7 @@ class _TaskPlan:
         """(requestor, name, arguments) of the calls that can change the gold state after its start: the
         history's mutating calls (replayed by ``set_state``), then the gold actions of known mutating tools
         (the others fail or only read). None when the history cannot be paired (no shortcut then)."""
-        writes = self.writes
+        writes: Optional[list[tuple[str, Any, Any]]] = self.writes
         if writes is _UNSET:
             has, mutating = env._has_tool, env._is_mutating_tool
             try:
@@ -287,7 +287,7 @@ def _env_component(
     writes = None
     if live_env is not None and live_env.domain is domain and live_env.solo_mode == solo and not crit.env_assertions:
         writes = live_env.replayed_writes(messages)
-    if writes is not None:
+    if writes is not None and live_env is not None:  # (writes come only from a live env)
         predicted = live_env  # provably the state the replay would rebuild; assertions (which may change
         # a state) always get a replayed one
     else:
@@ -296,7 +296,7 @@ def _env_component(
     gold_writes = None
     if writes is not None and not (solo and predicted.user_tools is not None):  # solo reroutes user tools
         gold_writes = plan.gold_writes(predicted)
-    if gold_writes is not None and _same_writes(writes, gold_writes):
+    if writes is not None and gold_writes is not None and _same_writes(writes, gold_writes):
         db_match = True  # the same writes from the same start: the same state (deterministic tools)
     else:  # DB equality is decided before the env assertions run (they may sync and so change the state)
         db_match = _same_db(_db_of(gold.tools), _db_of(predicted.tools)) and _same_db(
@@ -602,8 +602,8 @@ def _evaluate(
             include(env)
         if _ACTION in basis:
             include(action)
-        if _NL in basis:
-            include(nl)  # type: ignore[arg-type]
+        if _NL in basis and nl is not None:  # (never None here: a missing basis raised above)
+            include(nl)
         if _COMM in basis:
             include(comm)
         reward_basis = plan.basis
