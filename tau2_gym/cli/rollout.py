@@ -260,7 +260,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def player_settings(args: argparse.Namespace) -> tuple[PlayerSettings, PlayerSettings]:
     """The agent's and the customer's settings from the flags."""
-    common = {
+    common: dict[str, Any] = {
         "request_retries": args.request_retries,
         "request_timeout": args.request_timeout,
         "max_concurrency": args.max_concurrency,

@@ -78,7 +78,8 @@ class Verifier:
 
     def verify(self, task: Task, draft: dict) -> Optional[Rejection]:
         """None when ``task`` (validated from ``draft["task"]``) passes every check that applies to it."""
-        basis = {getattr(b, "value", b) for b in (task.evaluation_criteria.reward_basis or ())}
+        crit = task.evaluation_criteria
+        basis = {getattr(b, "value", b) for b in ((crit.reward_basis if crit is not None else None) or ())}
         if "NL_ASSERTION" in basis:
             return Rejection("needs_llm_judge", f"reward basis {sorted(basis)}")
         try:

@@ -347,7 +347,7 @@ class _Envs:
         if env is None:
             import warnings
 
-            kwargs = dict(
+            kwargs: dict[str, Any] = dict(
                 user=PlaybackUser(),
                 solo=s.solo,
                 agent_can_stop=agent_can_stop,
@@ -538,7 +538,7 @@ def _read_message(m: Any) -> AnyMessage:
     ):
         msg = from_openai(m)
         if isinstance(msg, ToolMessage):
-            msg.error = None  # type: ignore[assignment]  # the OpenAI format has no error flag: not compared
+            msg.error = None  # ty: ignore[invalid-assignment] - the OpenAI format has no error flag: not compared
         return msg
     return message_from_dict(m)
 

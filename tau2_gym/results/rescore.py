@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.messages import messages_to_dicts
@@ -192,7 +192,7 @@ def rescore_file(
     return tally
 
 
-def plan_outputs(inputs: list[Path], output: Optional[str]) -> list[Optional[Path]]:
+def plan_outputs(inputs: list[Path], output: Optional[str]) -> Sequence[Optional[Path]]:
     """Where each input's re-scored copy goes (see the module docstring); errors before any work starts."""
     if output is None:
         return [None] * len(inputs)
