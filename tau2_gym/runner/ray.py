@@ -35,7 +35,7 @@ import collections
 import logging
 import os
 import socket
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.tasks import Task
@@ -346,9 +346,7 @@ async def acollect_ray(
             )
         for obj, name in ((policy, "policy"), (user, "user simulator"), (cfg.judge, "judge")):
             _check_picklable(ray, obj, name)
-        actor_cfg = RolloutConfig(
-            **{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "output": None, "progress": False}
-        )
+        actor_cfg = replace(cfg, output=None, progress=False)
         tasks_ref = ray.put(selected)
         remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency), **options)
         restarts = num_actors if max_actor_restarts is None else max_actor_restarts
