@@ -135,12 +135,14 @@ def measure_facts(env_id: str, env_kwargs: Optional[dict[str, Any]] = None) -> E
     cfg = env.config
     data_version = env.domain.source.version.name
     pin = _judge_pin(env.judge, data_version)
-    offline = dict(env_kwargs, user="oracle")
+    offline: dict[str, Any] = dict(env_kwargs, user="oracle")
     if pin is not None:
         offline["judge"] = "pass"  # the oracle meets its NL assertions: no judge is asked to say so
     oracle = _scripted_rewards(gym.make(env_id, **offline).unwrapped, "oracle")
     if cfg.solo:  # the baseline module plays normal mode; a solo floor is the solo env's own (NL judged 'fail')
-        solo = dict(env_kwargs, user="oracle", judge="fail") if pin is not None else dict(env_kwargs, user="oracle")
+        solo: dict[str, Any] = (
+            dict(env_kwargs, user="oracle", judge="fail") if pin is not None else dict(env_kwargs, user="oracle")
+        )
         floor = _scripted_rewards(gym.make(env_id, **solo).unwrapped, DO_NOTHING_AGENT)
     else:
         floor = do_nothing_baseline(env.domain, env.tasks, reward_mode=cfg.reward_mode, judge=cfg.judge).rewards
