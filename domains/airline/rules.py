@@ -477,7 +477,7 @@ class _Run:
             candidates = [original] + [pid for pid, m in methods.items() if m["source"] == "credit_card"]
             candidates += [pid for pid, m in methods.items() if m["source"] == "gift_card"]
         for pid in candidates:
-            if self._can_pay_change(pid, amount):
+            if pid is not None and self._can_pay_change(pid, amount):
                 self.chosen_payment = pid
                 return pid
         if self.over_package_budget(amount):
@@ -913,9 +913,10 @@ class _Run:
         if "like" in step:
             ref_id = self.select(step["like"], rid)[0]
             ref = self.reservation(ref_id)
-        origins = step.get("origin") or [ref["origin"]]
-        destinations = step.get("destination") or [ref["destination"]]
-        flight_type = step.get("flight_type") or ref["flight_type"]
+        like = ref if ref is not None else {}  # (without one, the step names all three)
+        origins = step.get("origin") or [like["origin"]]
+        destinations = step.get("destination") or [like["destination"]]
+        flight_type = step.get("flight_type") or like["flight_type"]
         passengers = self._passengers(step.get("passengers", ["self"]), user, ref)
         self.rule("book_passengers")
         if len(passengers) > MAX_PASSENGERS:
@@ -1261,8 +1262,8 @@ class _Run:
             self.package = (step["max_cost"], len(self.writes))
         try:
             self.run_steps(step["steps"], rid, strict=True)
-            if self.over_package_budget(0):
-                limit, since = self.package  # type: ignore[misc]
+            if self.package is not None and self.over_package_budget(0):
+                limit, since = self.package
                 raise _Declined(f"the package costs {self.spent(since)}, over the budget of {limit}")
         finally:
             self.package = outer

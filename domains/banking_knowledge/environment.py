@@ -137,7 +137,7 @@ def deposit_scans(src: Optional[Path]) -> Optional[dict[str, dict[str, str]]]:
                     and sub.targets[0].id == "deposit_image_data"
                     and isinstance(sub.value, ast.Dict)
                 ):
-                    out: dict[str, dict[str, str]] = {}
+                    out: dict[Any, dict[Any, Any]] = {}  # the constants upstream's source holds (strings)
                     for k, v in zip(sub.value.keys, sub.value.values):
                         if not (isinstance(k, ast.Constant) and isinstance(v, ast.Dict)):
                             continue

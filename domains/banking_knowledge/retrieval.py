@@ -196,6 +196,9 @@ def build_policy(cfg: RetrievalConfig, prompts: Path, documents: dict[str, Docum
 class KBSearchMixin:
     """``KB_search`` (BM25); the composed toolkit carries ``_index`` and ``_retrieval``."""
 
+    _index: KnowledgeIndex
+    _retrieval: RetrievalConfig
+
     @tool(ToolType.READ)
     def KB_search(self, query: str) -> str:
         """Search the knowledge base.
@@ -208,6 +211,9 @@ class KBSearchMixin:
 
 class GrepMixin:
     """``grep`` over the documents."""
+
+    _index: KnowledgeIndex
+    _retrieval: RetrievalConfig
 
     @tool(ToolType.READ)
     def grep(self, pattern: str) -> str:

@@ -8,7 +8,7 @@ class MockTools(Toolkit):
     """Agent toolkit; the class name appears in argument errors, as upstream's does."""
 
     @tool(ToolType.WRITE)
-    def create_task(self, user_id: str, title: str, description: str = None):  # type: ignore[assignment]
+    def create_task(self, user_id: str, title: str, description: str = None):  # ty: ignore[invalid-parameter-default] - upstream's signature, read into the tool schema
         """Add a task for a user.
 
         Args:

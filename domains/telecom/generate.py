@@ -65,7 +65,10 @@ def draft_tasks(
     order = [t for t in source_tasks if parse(str(t.get("id", ""))) is not None]
     random.Random(seed).shuffle(order)
     for task in order:
-        intent, subs, persona = parse(task["id"])  # type: ignore[misc]
+        parsed = parse(task["id"])
+        if parsed is None:  # (filtered out above)
+            continue
+        intent, subs, persona = parsed
         if intent not in wanted or scenario(task["id"]) in exclude:
             continue
         actions = (task.get("evaluation_criteria") or {}).get("actions") or []
