@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from enum import Enum
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from tau2_gym.core.db import DBState, Table, same_json
 from tau2_gym.core.db_diff import environment_diff
@@ -30,6 +30,9 @@ from tau2_gym.core.messages import AnyMessage, AssistantMessage, ToolCall, UserM
 from tau2_gym.core.tasks import Action, RewardType, Task
 from tau2_gym.core.termination import SCORED, TerminationReason
 from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
+
+if TYPE_CHECKING:  # judges builds on this module
+    from tau2_gym.scoring.judges import Judge
 
 KNOWN_TERMINATIONS = frozenset(r.value for r in TerminationReason)
 
@@ -446,7 +449,9 @@ def _communicate_component(task: Task, messages: list[AnyMessage]) -> dict[str, 
     return _reward_info(reward, communicate_checks=checks, reward_breakdown={_COMM: reward})
 
 
-def _nl_component(domain: LoadedDomain, task: Task, messages: list[AnyMessage], judge: Any) -> dict[str, Any]:
+def _nl_component(
+    domain: LoadedDomain, task: Task, messages: list[AnyMessage], judge: Optional[Judge]
+) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
     assertions = crit.nl_assertions
@@ -484,7 +489,7 @@ def evaluate_simulation(
     termination_reason: Any,
     *,
     solo: bool = False,
-    judge: Optional[Any] = None,
+    judge: Optional[Judge] = None,
     strict: bool = True,
     evaluation_type: EvaluationType | str = EvaluationType.ALL,
     hashes: bool = False,
@@ -552,7 +557,7 @@ def _evaluate(
     messages: list[AnyMessage],
     etype: EvaluationType,
     solo: bool,
-    judge: Any,
+    judge: Optional[Judge],
     strict: bool,
     hashes: bool,
     live_env: Optional[Environment] = None,

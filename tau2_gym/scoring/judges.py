@@ -218,6 +218,8 @@ class HFJudgeConfig:
 
 
 JudgeConfig = Union[NoneJudgeConfig, OpenAIJudgeConfig, HFJudgeConfig]
+#: what :func:`make_judge` accepts: None (no judge), a spec string, a config, or a judge
+JudgeSpec = Union[None, str, JudgeConfig, Judge]
 _KINDS: dict[str, type[Union[OpenAIJudgeConfig, HFJudgeConfig]]] = {"openai": OpenAIJudgeConfig, "hf": HFJudgeConfig}
 
 
@@ -285,7 +287,7 @@ def parse_judge_spec(spec: str) -> JudgeConfig:
     return cls(**kwargs)
 
 
-def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
+def make_judge(spec: JudgeSpec) -> Judge:
     """A judge from a spec string, a config, an existing judge, or None (= no judge: fail, with a warning)."""
     if spec is None:
         return NoneJudge()
@@ -428,6 +430,7 @@ __all__ = [
     "HFJudgeConfig",
     "parse_judge_spec",
     "make_judge",
+    "JudgeSpec",
     "judge_prompts",
     "parse_judge_reply",
     "config_help",
