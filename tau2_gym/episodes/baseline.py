@@ -20,7 +20,7 @@ from tau2_gym.episodes.driver import EpisodeSetup, play
 from tau2_gym.players.agents.scripted import ScriptedPolicy
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import JudgeSpec, make_judge
 from tau2_gym.scoring.metrics import is_pass
 from tau2_gym.scoring.rewards import REWARD_MODES, mode_reward
 
@@ -58,7 +58,7 @@ class Baseline:
 _memo: dict[tuple, Optional[dict]] = {}  # the do-nothing episode's reward_info per (data, task, judge choice)
 
 
-def _judge_choice(judge: Any) -> str:
+def _judge_choice(judge: JudgeSpec) -> str:
     """The no-judge choice the baseline scores NL assertions with: the caller's when it is one, else 'fail' (a
     goodbye meets no NL assertion, and the baseline must never call an LLM judge)."""
     return judge if isinstance(judge, str) and judge in NO_JUDGE_CHOICES else "fail"
@@ -71,7 +71,7 @@ def _key(domain: LoadedDomain, task: Task, judge: str) -> tuple:
 
 
 def do_nothing_baseline(
-    domain: LoadedDomain, tasks: Iterable[Task], *, reward_mode: str = "default", judge: Any = None
+    domain: LoadedDomain, tasks: Iterable[Task], *, reward_mode: str = "default", judge: JudgeSpec = None
 ) -> Baseline:
     """Play the do-nothing policy on ``tasks`` (remembered per process: a task's baseline never changes).
 
@@ -104,7 +104,7 @@ def _play(setup: EpisodeSetup, task: Task) -> Optional[dict]:
 
 
 def without_do_nothing_passes(
-    domain: LoadedDomain, tasks: Iterable[Task], reward_mode: str = "default", judge: Any = None
+    domain: LoadedDomain, tasks: Iterable[Task], reward_mode: str = "default", judge: JudgeSpec = None
 ) -> tuple[Task, ...]:
     """``tasks`` without those the do-nothing policy passes under ``reward_mode`` (a training pool with no free
     reward for refusing); refuses to leave nothing."""
@@ -123,7 +123,7 @@ def baseline_table(
     domains: Iterable[str],
     reward_modes: Iterable[str] = REWARD_MODES,
     skip_splits: Iterable[str] = ("full",),
-    judge: Any = None,
+    judge: JudgeSpec = None,
     **load: Any,
 ) -> list[dict[str, Any]]:
     """The do-nothing baseline of the splits of each domain's default task set, under each reward mode: one row

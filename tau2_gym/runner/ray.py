@@ -45,7 +45,7 @@ from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Un
 from tau2_gym.runner.episode_runner import EpisodeRunner
 from tau2_gym.runner.log import record_key
 from tau2_gym.runner.players import build_player
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import JudgeSpec, make_judge
 
 logger = logging.getLogger("tau2_gym")
 
@@ -85,12 +85,12 @@ class EpisodeActor:
         tasks: Sequence[Task],
         policy: Any,
         user: Any,
-        judge: Any,
+        judge: JudgeSpec,
         servers: Sequence[dict] = (),
     ) -> None:
         self.policy = build_player(policy, "policy")
         self.user = build_player(user, "user", config.solo)
-        judge = judge if hasattr(judge, "assess") else make_judge(judge)
+        judge = make_judge(judge)  # (a judge comes back as it is)
         adopt_identities(list(servers), self.policy, self.user, judge)  # the served model the driver's check learned
         self.tasks = {t.id: t for t in tasks}
         self.runner = EpisodeRunner(config, list(tasks), self.policy, self.user, judge)
