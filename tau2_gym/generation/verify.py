@@ -19,10 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.tasks import Task
 from tau2_gym.episodes.baseline import DO_NOTHING_AGENT
 from tau2_gym.episodes.driver import EpisodeSetup, play
+from tau2_gym.players.agents.base import AgentPolicy
 from tau2_gym.players.agents.scripted import ComplyingAgent, ScriptedPolicy
+from tau2_gym.players.users.base import UserSimulator
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.players.users.talking import TalkingUser
 from tau2_gym.scoring.evaluation import EvaluationError
@@ -65,13 +68,13 @@ class Rejection:
 class Verifier:
     """Plays drafted tasks through the driver on one loaded domain (the folder being written)."""
 
-    def __init__(self, domain: Any) -> None:
+    def __init__(self, domain: LoadedDomain) -> None:
         self.domain = domain
         self.setup = EpisodeSetup(domain, judge=make_judge("fail"))
         self.oracle_user = OracleUser()
         self.talking_user = TalkingUser()
 
-    def _reward(self, task: Task, policy: Any, user: Any) -> tuple[float, Any]:
+    def _reward(self, task: Task, policy: AgentPolicy, user: UserSimulator) -> tuple[float, Any]:
         episode = play(self.setup, task, policy, user)
         info = episode.score()
         return float((info or {}).get("reward") or 0.0), episode

@@ -54,7 +54,7 @@ from tau2_gym.data.versions import VERSIONS, get_version
 from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.players.users.playback import PlaybackUser
 from tau2_gym.runner.progress import progress as _progress
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import Judge, JudgeSpec, make_judge
 
 __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "compare_trajectories"]
 
@@ -335,7 +335,7 @@ def _setting_warnings(raw: dict, dom: Any) -> list[str]:
 class _Envs:
     """One env per distinct setting (built on first use), each with its own playback user."""
 
-    def __init__(self, data_dir: Optional[str], judge: Any, env_kwargs: dict) -> None:
+    def __init__(self, data_dir: Optional[str], judge: Judge, env_kwargs: dict) -> None:
         self.data_dir = data_dir
         self.judge = judge
         self.env_kwargs = env_kwargs
@@ -561,7 +561,7 @@ def replay(
     data_dir: Optional[str] = None,
     data_version: Optional[str] = None,
     max_steps: Optional[int] = None,
-    judge: Any = "fail",
+    judge: JudgeSpec = "fail",
     progress: bool = False,
     domain_options: Optional[dict] = None,
     env_kwargs: Optional[dict] = None,

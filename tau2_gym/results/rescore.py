@@ -22,6 +22,7 @@ from tau2_gym.core.results_file import (
 from tau2_gym.core.tasks import Task
 from tau2_gym.runner.progress import progress as _progress
 from tau2_gym.scoring.evaluation import DIAGNOSTIC_KEYS, evaluate_simulation, needs_nl_judge
+from tau2_gym.scoring.judges import Judge
 from tau2_gym.scoring.metrics import EXCLUDED, Tally
 
 __all__ = ["ERROR_KEY", "EXCLUDED_KEY", "FileCheck", "InputError", "plan_outputs", "rescore_file"]
@@ -71,7 +72,7 @@ def rescore_file(
     raw: Any,
     *,
     data_dir: Optional[str],
-    judge: Any,
+    judge: Judge,
     strict: Optional[bool],
     evaluation_type: str,
     progress: bool = False,

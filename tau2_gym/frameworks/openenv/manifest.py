@@ -35,6 +35,7 @@ from tau2_gym.envs.user_env import UserEnv
 from tau2_gym.episodes.baseline import DO_NOTHING_AGENT, do_nothing_baseline
 from tau2_gym.frameworks.openenv.environment import LoadedEnv
 from tau2_gym.players.agents.scripted import make_agent
+from tau2_gym.scoring.judges import Judge
 
 __all__ = [
     "CONTAINER_PORT",
@@ -88,7 +89,7 @@ class EnvFacts:
         return sum(self.floor.values()) / len(self.floor)
 
 
-def _judge_pin(judge: Any, data_version: str) -> Optional[dict[str, Any]]:
+def _judge_pin(judge: Judge, data_version: str) -> Optional[dict[str, Any]]:
     """An LLM judge's pin: the model, tau2-gym's judge (prompt and parsing of ``data_version``) and the settings
     that decide its verdicts; None for the no-judge choices."""
     if getattr(judge, "skip", False):
