@@ -224,16 +224,6 @@ class ToolMessage(Message):
         }
 
 
-class MultiToolMessage:
-    """Several tool results delivered together (transport only; never stored in a trajectory)."""
-
-    __slots__ = ("tool_messages",)
-    role = "tool"
-
-    def __init__(self, tool_messages: list[ToolMessage]) -> None:
-        self.tool_messages = tool_messages
-
-
 AnyMessage = Union[SystemMessage, AssistantMessage, UserMessage, ToolMessage]
 
 

@@ -149,9 +149,6 @@ class Results(_Model):
     tasks: list[Task]
     simulations: list[SimulationRun] = Field(default_factory=list)
 
-    def dump_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2)
-
     def save(self, path: str | os.PathLike[str]) -> None:
         write_json_atomic(Path(path), self.model_dump(mode="json"))
 
