@@ -570,9 +570,8 @@ class ChatClient:
             cfg = self.config
             client: Any = None
             if cfg.transport != "openai":
-                client = chat_http.make_client(
-                    cfg.base_url, self.api_key() or "EMPTY", cfg.default_headers, cfg.timeout, prefer=cfg.transport
-                )
+                key = self.api_key() or "EMPTY"
+                client = chat_http.make_client(cfg.base_url, key, cfg.default_headers, cfg.timeout)
             if client is None:
                 client = self.sdk().AsyncOpenAI(**self._client_kwargs())
             closer = _close_at_loop_end(client)
