@@ -151,7 +151,10 @@ class NoneJudge(Judge):
         self.name = counts_as if explicit else "none"
 
     def assess(
-        self, messages: list[Any], nl_assertions: list[str], source: Optional[DataSource] = None
+        self,
+        messages: list[Any],  # noqa: ARG002 - Judge.assess's signature
+        nl_assertions: list[str],  # noqa: ARG002 - Judge.assess's signature
+        source: Optional[DataSource] = None,  # noqa: ARG002 - Judge.assess's signature
     ) -> list[dict[str, Any]]:
         raise JudgeError("no judge is configured; the evaluator scores NL assertions by the no-judge choice instead")
 
