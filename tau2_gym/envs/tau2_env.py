@@ -127,7 +127,8 @@ class Tau2Env(EpisodeEnv):
     >>> info["task_id"], [m["role"] for m in obs]
     ('create_task_1', ['system', 'assistant', 'user'])
     >>> obs, reward, terminated, truncated, info = env.step({"name": "get_users", "arguments": {}})
-    >>> obs[-1]["role"], obs[-1]["content"]
+    >>> last = obs[-1]
+    >>> last["role"], last["content"]
     ('tool', '[{"user_id": "user_1", "name": "Test User", "tasks": ["task_1"]}]')
     >>> obs, reward, terminated, truncated, info = env.step("Thanks, goodbye.")
     >>> terminated, reward, info["termination_reason"]

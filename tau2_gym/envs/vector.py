@@ -590,7 +590,7 @@ class Tau2VectorEnv(VectorEnv):
 
         write_json_atomic(Path(path), self.results(simulation_runs))
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: Any) -> None:  # noqa: ARG002 - Gymnasium's VectorEnv.close_extras signature
         for slot in self.envs:
             slot.close()
         if self._owns_user and hasattr(self.user, "close"):
