@@ -500,7 +500,7 @@ def run(args: argparse.Namespace) -> int:
             config.task_ids = ids_in_split_order(config)
         agent_settings, user_settings = player_settings(args)
         notes: list[str] = []
-        policy = build_policy(agent_settings, solo, notes)
+        policy = build_policy(agent_settings, notes)
         user = build_user(user_settings, solo, notes)
     except (ValueError, ImportError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -526,7 +526,7 @@ def run(args: argparse.Namespace) -> int:
                 return 2
             report = collect_ray(
                 None,
-                partial(build_policy, agent_settings, solo),
+                partial(build_policy, agent_settings),
                 partial(build_user, user_settings, solo),
                 config=config,
                 num_actors=max(1, int(args.ray_actors)),
