@@ -11,12 +11,12 @@ from tau2_gym.training.hf.policy import Trajectory
 
 
 def tau2_reward(
-    prompts: Any = None,
-    completions: Any = None,
+    prompts: Any = None,  # noqa: ARG001 - TRL's reward-function signature
+    completions: Any = None,  # noqa: ARG001 - TRL's reward-function signature
     tau2_reward: Optional[list] = None,
     tau2_masked: Optional[list] = None,
     log_metric: Optional[Callable[[str, float], None]] = None,
-    **kwargs: Any,
+    **kwargs: Any,  # noqa: ARG001 - TRL's reward-function signature
 ) -> list[Optional[float]]:
     """TRL reward function: the reward the rollout function computed for each episode (the env's reward under
     its ``reward_mode``; upstream's raw reward is the ``upstream_reward`` field).

@@ -136,7 +136,11 @@ class Tau2ToolEnv:
         self.messages: list[dict] = []
 
     def reset(
-        self, task_id: Optional[str] = None, prompt: Any = None, seed: Optional[int] = None, **row: Any
+        self,
+        task_id: Optional[str] = None,
+        prompt: Any = None,
+        seed: Optional[int] = None,
+        **row: Any,  # noqa: ARG002 - TRL passes the dataset row's other columns
     ) -> Optional[str]:
         self._reset_state()
         obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
