@@ -232,12 +232,12 @@ class Tau2Harness(vf.Harness[Tau2HarnessConfig]):
         self,
         ctx: Any,
         trace: vf.Trace,
-        runtime: Any,
+        runtime: Any,  # noqa: ARG002 - verifiers' Harness.launch signature
         endpoint: str,
         secret: str,
-        mcp_urls: dict[str, str],
+        mcp_urls: dict[str, str],  # noqa: ARG002 - verifiers' Harness.launch signature
         data: vf.TaskData,
-        tool_interception_url: Optional[str] = None,
+        tool_interception_url: Optional[str] = None,  # noqa: ARG002 - verifiers' Harness.launch signature
     ) -> ProgramResult:
         if not isinstance(data, Tau2TaskData):
             data = Tau2TaskData.model_validate(data.model_dump())

@@ -232,12 +232,12 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         obs, info = env.end_reset()
         return self._after_reset(obs, info, episode_id, incremental)
 
-    def step(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:
+    def step(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:  # noqa: ARG002 - OpenEnv's Environment.step signature
         self._check_started()
         self._steps += 1
         return self._observation(*self._env.step(action.action))
 
-    async def step_async(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:
+    async def step_async(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:  # noqa: ARG002 - OpenEnv's Environment.step_async signature
         if self._inline:
             return self.step(action)
         self._check_started()

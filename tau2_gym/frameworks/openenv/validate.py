@@ -165,7 +165,7 @@ class _RunningServer:
     def logs(self, max_bytes: int = 65536) -> str:
         return "".join(self.served.output)[-max_bytes:]
 
-    def exec(self, argv: list[str], timeout_s: float) -> ExecResult:
+    def exec(self, argv: list[str], timeout_s: float) -> ExecResult:  # noqa: ARG002 - OpenEnv's running-server interface
         raise ProviderError("the local-process provider has no sandbox to exec in")
 
     def stop(self) -> None:
@@ -182,10 +182,10 @@ class LocalProcessProvider:
     def __init__(self, served: ServedPackage) -> None:
         self.served = served
 
-    def build(self, root: Path, execution: Any) -> str:
+    def build(self, root: Path, execution: Any) -> str:  # noqa: ARG002 - OpenEnv's ValidationProvider interface
         return "sha256:" + source_digest(Path(root))  # the package's content, as the image's would be
 
-    def start(self, spec: Any) -> _RunningServer:
+    def start(self, spec: Any) -> _RunningServer:  # noqa: ARG002 - OpenEnv's ValidationProvider interface
         return _RunningServer(self.served)
 
 
