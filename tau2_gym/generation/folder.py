@@ -26,7 +26,6 @@ from tau2_gym.data import DataSource
 __all__ = ["MANIFEST", "GenerationError", "domain_folder", "read_manifest", "generated_domains", "Staging"]
 
 MANIFEST = "generated.json"
-TASK_FILE = "tasks.json"
 _DOMAINS = Path("data") / "tau2" / "domains"
 
 
