@@ -860,11 +860,11 @@ class _Run:
             forbidden = [{"name": "update_reservation_baggages", "arguments": args}]
         raise _Refused("bags_add_only", f"{rid}: checked bags cannot be removed", forbidden)
 
-    def do_add_insurance(self, step: dict, rid: str) -> None:
+    def do_add_insurance(self, step: dict, rid: str) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.reservation(rid)
         raise _Refused("insurance_later", f"{rid}: insurance cannot be added after booking")
 
-    def do_remove_insurance(self, step: dict, rid: str) -> None:
+    def do_remove_insurance(self, step: dict, rid: str) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.reservation(rid)
         raise _Refused("transfer", f"{rid}: insurance is neither removed nor refunded by any action")
 
@@ -897,7 +897,7 @@ class _Run:
         self.rule("passenger_edit")
         self.write("update_reservation_passengers", reservation_id=rid, passengers=passengers)
 
-    def do_remove_passenger(self, step: dict, rid: str) -> None:
+    def do_remove_passenger(self, step: dict, rid: str) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.reservation(rid)
         raise _Refused("passenger_count", f"{rid}: the number of passengers cannot change")
 
@@ -1223,7 +1223,7 @@ class _Run:
 
     # double bookings ----------------------------------------------------
 
-    def do_double_bookings(self, step: dict, rid: Optional[str]) -> None:
+    def do_double_bookings(self, step: dict, rid: Optional[str]) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         """The customer says where they will be on some days; their own bookings (they fly) on those days that
         contradict it are cancelled, each under the cancellation rules; bookings for others stay."""
         user = self.read("get_user_details", user_id=self.user_id)
@@ -1246,7 +1246,7 @@ class _Run:
 
     # transfer -----------------------------------------------------------
 
-    def do_transfer(self, step: dict, rid: Optional[str]) -> None:
+    def do_transfer(self, step: dict, rid: Optional[str]) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.rule("transfer")
         summary = step.get("summary") or "The customer needs help that is outside my actions."
         self.actions.append(("transfer", {"name": "transfer_to_human_agents", "arguments": {"summary": summary}}))

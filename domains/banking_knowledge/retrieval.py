@@ -22,7 +22,6 @@ from tau2_gym.domains.banking_knowledge.data_model import Document
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, grep_text, kb_search_text
 
 DEFAULT_CONFIG = "bm25_grep"
-UPSTREAM_DEFAULT_CONFIG = "alltools"
 GOLDEN_PLACEHOLDER = "(Policy is task-specific - see 'policy' field in each simulation)"
 MIXINS_MODULE = "domains/banking_knowledge/retrieval_mixins.py"
 

@@ -50,13 +50,13 @@ def task_entities(task: dict) -> dict[str, list[str]]:
 
 
 def draft_tasks(
-    db: dict,
+    db: dict,  # noqa: ARG001 - the drafter interface (draft_tasks)
     *,
-    n: int,
+    n: int,  # noqa: ARG001 - the drafter interface (draft_tasks)
     seed: int,
     exclude: frozenset[str] = frozenset(),
     intents: Optional[Sequence[str]] = None,
-    id_prefix: str = "gen_",
+    id_prefix: str = "gen_",  # noqa: ARG001 - the drafter interface (draft_tasks)
     source_tasks: Sequence[dict] = (),
 ) -> Iterator[dict]:
     """The ``source_tasks`` whose scenario is not excluded, in a seeded order, each once (``n`` and ``id_prefix``
