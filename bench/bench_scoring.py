@@ -7,12 +7,15 @@ writes, extra calls, missing info ...), executed against a live environment; onl
 (user/agent stop) are timed. "warm" = the task's gold state is already cached (what RL and re-scoring see
 after the first episode of a task); "cold" = first scoring of each task, gold state built. The process is
 pinned to one CPU. Upstream is timed on a subset (it builds three full environments per evaluation), best
-of two runs per simulation.
+of two runs per simulation. A second table times ``reward_integrity="hardened"`` against upstream-exact scoring in
+the same run, with an in-process judge that gives one verdict per NL assertion (so the hardened judge prompt and
+verdict check are timed too).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -30,6 +33,7 @@ from test_evaluation_cases import build_cases  # noqa: E402 - after sys.path get
 from tau2_gym import load_domain  # noqa: E402 - after sys.path gets the helpers' folder
 from tau2_gym.core.messages import messages_to_dicts  # noqa: E402 - after sys.path gets the helpers' folder
 from tau2_gym.scoring.evaluation import EvaluationError, clear_cache, evaluate_simulation  # noqa: E402 - after sys.path gets the helpers' folder
+from tau2_gym.scoring.judges import CallableJudge  # noqa: E402 - after sys.path gets the helpers' folder
 
 DOMAINS = ("mock", "airline", "retail", "telecom")
 UPSTREAM_SIMS = {"mock": 40, "airline": 10, "retail": 12, "telecom": 30}
@@ -49,22 +53,56 @@ def simulations(name: str, max_tasks: int):
     return dom, keep
 
 
-def time_ours(dom, cases, rounds: int) -> tuple[float, float]:
+def time_ours(dom, cases, rounds: int, **kwargs) -> tuple[float, float]:
     clear_cache()
     seen: set = set()
     cold = []
     for c in cases:  # first scoring of each task: gold state built
         t0 = time.perf_counter()
-        evaluate_simulation(dom, c.task, c.messages, c.termination, solo=c.solo)
+        evaluate_simulation(dom, c.task, c.messages, c.termination, solo=c.solo, **kwargs)
         if c.task.id not in seen:
             cold.append(time.perf_counter() - t0)
             seen.add(c.task.id)
     t0 = time.perf_counter()
     for _ in range(rounds):
         for c in cases:
-            evaluate_simulation(dom, c.task, c.messages, c.termination, solo=c.solo)
+            evaluate_simulation(dom, c.task, c.messages, c.termination, solo=c.solo, **kwargs)
     warm = (time.perf_counter() - t0) / (rounds * len(cases))
     return warm, sum(cold) / len(cold)
+
+
+def _verdicts(system: str, user: str) -> str:
+    """An in-process judge: every expected outcome of the prompt met, one verdict each."""
+    listed = ast.literal_eval(user.rsplit("expectedOutcomes:", 1)[1].strip())
+    return json.dumps({"results": [{"expectedOutcome": a, "reasoning": "", "metExpectation": True} for a in listed]})
+
+
+def time_integrity(built: dict, rounds: int) -> None:
+    """Warm scoring per simulation, upstream-exact vs hardened: each simulation scored many times under each
+    setting, alternating, and its fastest time kept (short timings dodge a loaded machine's slices); the figure is
+    the mean over simulations of those minima."""
+    judge = CallableJudge(_verdicts, name="in-process")
+    print("\nReward integrity: hardened vs upstream-exact scoring (ours, warm, in-process judge)")
+    header = f"{'figure':<44}  {'upstream':>10}  {'hardened':>10}  {'cost':>7}"
+    print(header + "\n" + "-" * len(header))
+    for name, (dom, cases) in built.items():
+        total = {"upstream": 0.0, "hardened": 0.0}
+        for c in cases:
+            best = {"upstream": float("inf"), "hardened": float("inf")}
+            for _ in range(max(8, 2 * rounds)):
+                for setting in best:
+                    t0 = time.perf_counter()
+                    evaluate_simulation(
+                        dom, c.task, c.messages, c.termination, solo=c.solo, judge=judge, integrity=setting
+                    )
+                    best[setting] = min(best[setting], time.perf_counter() - t0)
+            for setting in total:
+                total[setting] += best[setting] / len(cases)
+        cost = total["hardened"] / total["upstream"] - 1
+        print(
+            f"{name + ': scoring / simulation (n=' + str(len(cases)) + ')':<44}  {fmt_time(total['upstream']):>10}  "
+            f"{fmt_time(total['hardened']):>10}  {cost:+7.1%}"
+        )
 
 
 def time_upstream(jobs: list[dict]) -> list[list[float]] | None:
@@ -99,6 +137,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=40, help="tasks per domain")
     parser.add_argument("--rounds", type=int, default=5, help="timed passes over the simulations (ours)")
     parser.add_argument("--upstream-scale", type=float, default=1.0, help="multiplies the upstream subset sizes")
+    parser.add_argument("--integrity-only", action="store_true", help="only the hardened vs upstream-exact table")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -109,6 +148,9 @@ def main() -> None:
             built[name] = simulations(name, args.tasks)
         except Exception as exc:  # noqa: BLE001 - a domain not available in this checkout is skipped
             print(f"[{name} skipped: {exc}]", file=sys.stderr)
+    if args.integrity_only:
+        time_integrity(built, args.rounds)
+        return
     ours = {name: time_ours(dom, cases, args.rounds) for name, (dom, cases) in built.items()}
 
     jobs = []
@@ -157,6 +199,7 @@ def main() -> None:
         print("\n(set TAU2_REFERENCE_PYTHON to time upstream in the same run)")
     else:
         print(f"\nupstream timed on {', '.join(f'{n}: {len(t)}' for n, t in zip(built, up))} simulations")
+    time_integrity(built, args.rounds)
 
 
 if __name__ == "__main__":

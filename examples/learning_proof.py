@@ -26,7 +26,7 @@ The last line printed is::
     held-out success: after SFT X.XX, after GRPO Y.YY (control Z.ZZ), train A.AA -> B.BB, N episodes, S seeds
 
 ``--mutation flip`` (negated reward) / ``zero`` (all rewards 0, so all advantages 0) break the real arm on
-purpose; ``tests/test_learning.py`` runs a flipped arm beside the real one (``run_seed(extra_arms=...)``) and
+purpose; ``tests/training/test_learning.py`` runs a flipped arm beside the real one (``run_seed(extra_arms=...)``) and
 checks that its assertion fails for it.
 """
 

@@ -8,6 +8,7 @@ default version, which is the same data.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ from datautil import LEGACY
 
 from tau2_gym import load_domain
 from tau2_gym.data import TAU2_BENCH_1_0_1, DataError, ensure
+
+# Tests live in one folder per layer (tests/<layer>/test_*.py); a test module may use another's helpers by name
+# (``from test_evaluation_cases import build_cases``), so every layer folder is importable, as the flat layout was.
+for _folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir() and any(p.glob("test_*.py"))):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 #: pytest's exit status when the suite cannot start (its usage-error code)
 NO_DATA_EXIT = 4

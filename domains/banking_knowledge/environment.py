@@ -93,6 +93,7 @@ def read_log_allowlist(task: Task) -> set[str]:
 def prepare(env: Environment, task: Task) -> None:
     if isinstance(env.tools, KnowledgeTools):
         env.tools.set_read_log_allowlist(read_log_allowlist(task))
+        env.tools.reference_free = env.reference_free  # the listing then shows every call, not the allowlisted log
 
 
 # ------------------------------------------------------------------------------------------ binding

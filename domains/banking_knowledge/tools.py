@@ -196,7 +196,13 @@ class KnowledgeTools(Toolkit):
 
     ``_discoverable_docs`` (set when the domain is bound to its data) holds upstream's docstrings of the
     discoverable tools; ``_read_log_allowlist`` the read-only discoverable tools whose calls are logged.
+    ``reference_free`` (reward integrity, sierra-research/tau2-bench#574): the allowlist comes from the task's gold
+    actions, so a listing of the logged calls tells the agent which reads the reference solution makes; when set,
+    ``list_discoverable_agent_tools`` lists every discoverable tool the agent called instead (``_called``). What is
+    logged in the DB, and so scored, is the same either way.
     """
+
+    reference_free = False
 
     _discoverable_docs: Optional[dict[str, str]] = None
     _user_toolkit: Any = None  # the user toolkit class, whose discoverable tools the agent may give
@@ -214,6 +220,7 @@ class KnowledgeTools(Toolkit):
         self._unlocked: dict[str, dict[str, Any]] = {}
         self._given: dict[str, dict[str, Any]] = {}
         self._read_log_allowlist: set[str] = set()
+        self._called: dict[str, dict[str, str]] = {}  # every discoverable tool called, as the log records it
 
     def set_read_log_allowlist(self, allowlist: Optional[set]) -> None:
         self._read_log_allowlist = set(allowlist or [])
@@ -431,18 +438,21 @@ class KnowledgeTools(Toolkit):
             result = method(**args)
         except TypeError as e:
             return f"Error: Invalid arguments: {e}"
+        record = {"tool_name": agent_tool_name, "status": "CALLED"}
         if getattr(method, MUTATES_ATTR, False) or agent_tool_name in self._read_log_allowlist:
-            add_to_db(
-                "agent_discoverable_tools",
-                U.agent_tool_id(agent_tool_name),
-                {"tool_name": agent_tool_name, "status": "CALLED"},
-                self.db,
-            )
+            add_to_db("agent_discoverable_tools", U.agent_tool_id(agent_tool_name), dict(record), self.db)
+        self._called.setdefault(U.agent_tool_id(agent_tool_name), record)
         return result
 
     @tool(ToolType.READ)
     def list_discoverable_agent_tools(self) -> str:
         """Internal tools called so far."""
+        if self.reference_free:  # every call, whatever the task's gold actions (the log's format and order)
+            table = "agent_discoverable_tools"
+            result = (
+                format_records(table, list(self._called.items())) if self._called else f"No records found in '{table}'."
+            )
+            return f"Your called agent tools:\n{result}"
         result = query_database_tool("agent_discoverable_tools", "{}", db=self.db)
         if "No results found" in result:
             return "No agent tools have been called yet. Search the knowledge base to discover available tools."

@@ -17,6 +17,7 @@ COMMANDS = {
     "export": "Export results files as an SFT dataset (TRL's conversational format).",
     "replay": "Replay results files through fresh envs and report where trajectories diverge.",
     "report": "Build one self-contained HTML report of one or more results files.",
+    "audit": "What each exploit of the panel earns (upstream-exact and hardened reward), beside doing nothing.",
     "cache": "Show or clear the LLM reply cache (user simulator and judge replies).",
     "serve": "Serve a tau2 env id as an OpenEnv server (HTTP + WebSocket sessions; extra tau2-gym[openenv]).",
     "generate": "Generate verified tasks to train on (never touching the test split), written as a data folder.",

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tau2_gym.cli import one_line
+from tau2_gym.core.integrity import integrity_help, resolve_integrity
 from tau2_gym.core.results_file import (
     ResultsFileError,
     format_problems,
@@ -100,6 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="all",
         help="upstream evaluation type: all (default), all_ignore_basis, env, action, communicate, "
         "nl_assertions, all_with_nl_assertions, all_with_nl_assertions_ignore_basis",
+    )
+    parser.add_argument(
+        "--reward-integrity",
+        default="upstream",
+        help="upstream (default: the benchmark's reward, exactly) | hardened (upstream's known reward holes "
+        "closed: see `tau2-gym audit`) | comma-separated flags; `--reward-integrity help` lists them",
     )
     parser.add_argument(
         "--allow-unscored",
@@ -263,6 +270,12 @@ def _explain_report(tally: Tally) -> list[str]:
 _SHOWN_UNSCORED = 10  # reasons printed per file; the output file keeps every one
 
 
+_INTEGRITY_NOTE = {
+    "upstream": " (the benchmark's reward, exactly)",
+    "hardened": " (upstream's known reward holes closed)",
+}
+
+
 def run(args: argparse.Namespace) -> int:
     if args.judge == "help":
         print(judge_specs_help())
@@ -277,6 +290,14 @@ def run(args: argparse.Namespace) -> int:
             f"error: unknown --evaluation-type {args.evaluation_type!r}; one of {[e.value for e in EvaluationType]}",
             file=sys.stderr,
         )
+        return 2
+    if args.reward_integrity == "help":
+        print(integrity_help())
+        return 0
+    try:
+        integrity = resolve_integrity(args.reward_integrity)
+    except ValueError as exc:
+        print(f"error: --reward-integrity: {one_line(exc)}", file=sys.stderr)
         return 2
     try:
         judge = make_judge(args.judge)
@@ -294,6 +315,7 @@ def run(args: argparse.Namespace) -> int:
 
     failed: list[str] = []
     shown_data: set[str] = set()
+    shown_integrity: set[str] = set()
     per_domain: dict[str, Tally] = {}
     rows = []
     show_progress = not args.no_progress and sys.stderr.isatty()
@@ -314,6 +336,7 @@ def run(args: argparse.Namespace) -> int:
                 data_version=args.data_version,
                 fresh_tasks=args.fresh_tasks,
                 check=check,
+                integrity=integrity,
             )
         except (InputError, ResultsFileError) as exc:
             print(f"error: {src}: {exc}", file=sys.stderr)  # a schema error list stays a list, one per line
@@ -322,6 +345,10 @@ def run(args: argparse.Namespace) -> int:
         if tally.data is not None and tally.data.version.name not in shown_data:
             shown_data.add(tally.data.version.name)
             print(f"data: {tally.data.describe()}")
+        scored_with = raw["info"]["rescored"]["reward_integrity"]["name"]
+        if scored_with not in shown_integrity:
+            shown_integrity.add(scored_with)
+            print(f"reward integrity: {scored_with}{_INTEGRITY_NOTE.get(scored_with, '')}")
         _warn_about_data(src, check, tally, args.fresh_tasks)
         _warn_about_reading(src, check, tally)
         if dst is not None:

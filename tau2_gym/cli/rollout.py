@@ -200,6 +200,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "NL-judged tasks score 0, with a warning) | pass | exclude (they are not run)",
     )
     g.add_argument(
+        "--reward-integrity",
+        default="upstream",
+        help="upstream (default: the benchmark's reward, exactly) | hardened (upstream's known reward holes closed; "
+        "see `tau2-gym audit`) | comma-separated flags; recorded in info.reward_integrity",
+    )
+    g.add_argument(
         "--price-table",
         default=None,
         metavar="FILE",
@@ -491,6 +497,7 @@ def run(args: argparse.Namespace) -> int:
             retry_delay=args.retry_delay,
             output=str(output),
             judge=judge_with_cache(args.judge, user_cache_setting(args)),
+            reward_integrity=args.reward_integrity,
             allow_config_change=args.allow_config_change,
             progress=not args.no_progress,
             domain_options=retrieval_options(args),

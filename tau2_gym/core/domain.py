@@ -289,9 +289,12 @@ class LoadedDomain:
 
     # ------------------------------------------------------------------ environments
 
-    def make_environment(self, solo: bool = False, task: Optional[Task] = None) -> Environment:
+    def make_environment(
+        self, solo: bool = False, task: Optional[Task] = None, *, reference_free: bool = False
+    ) -> Environment:
         """A fresh environment at the domain's initial state (copy-on-write; no file is read), set up for
-        ``task`` when the domain prepares environments per task (``DomainSpec.prepare``)."""
+        ``task`` when the domain prepares environments per task (``DomainSpec.prepare``). ``reference_free``: the
+        tools must show the agent nothing derived from the task's gold actions (``Environment.reference_free``)."""
         if solo and not self.spec.solo_supported:
             raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
         tools = self.agent_toolkit(self.base_db.new_state())
@@ -312,6 +315,7 @@ class LoadedDomain:
             track_calls=self.spec.deterministic_tools and self.spec.sync is None,
             semantics=self.source.semantics,
         )
+        env.reference_free = reference_free
         if task is not None and self.spec.prepare is not None:
             self.spec.prepare(env, task)
         return env

@@ -29,7 +29,14 @@ class ReplayMismatch(ValueError):
 
 
 class Environment:
-    """One episode's world. Cheap to build: toolkits wrap copy-on-write views of the shared base DBs."""
+    """One episode's world. Cheap to build: toolkits wrap copy-on-write views of the shared base DBs.
+
+    ``reference_free``: a domain whose per-task setup reads the task's gold actions (``DomainSpec.prepare``) must
+    not let the agent see anything derived from them (reward integrity, sierra-research/tau2-bench#574); False =
+    upstream's tools. What is recorded for scoring does not depend on it.
+    """
+
+    reference_free = False
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
 
+from tau2_gym.core.integrity import integrity_record
 from tau2_gym.core.messages import AnyMessage, ToolMessage, from_openai, message_from_dict, now_iso
 from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import json_default
@@ -191,6 +192,7 @@ def results_info(
         "seed": seed,
         "data_version": domain.data_version_record(),
         "reasoning_history": settings.reasoning_history,  # what the agent saw of its own past reasoning
+        "reward_integrity": integrity_record(settings.reward_integrity),
         **dict(domain.spec.extra.get("results_info") or {}),
     }
 

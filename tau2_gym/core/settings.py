@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from tau2_gym.core.config import describe
 from tau2_gym.core.domain import get_domain_spec
+from tau2_gym.core.integrity import RewardIntegrity, resolve_integrity
 from tau2_gym.core.parsing import available_parsers
 
 __all__ = ["DROP", "EpisodeSettings", "KEEP", "REASONING_HISTORY", "check_parser"]
@@ -141,6 +142,13 @@ class EpisodeSettings:
         default=True,
         metadata={"help": "evaluation replays tool calls strictly (a content mismatch is an evaluation error)."},
     )
+    reward_integrity: Union[str, RewardIntegrity, None] = field(
+        default="upstream",
+        metadata={
+            "help": "which of upstream's known reward holes are closed: 'upstream' (default: the benchmark's reward, "
+            "exactly), 'hardened' (all; for training), comma-separated flags or a RewardIntegrity."
+        },
+    )
 
     #: what the settings configure, in error messages
     what: ClassVar[str] = "episode settings"
@@ -158,6 +166,7 @@ class EpisodeSettings:
             raise ValueError(
                 f"reasoning_history={self.reasoning_history!r}; choose one of {', '.join(REASONING_HISTORY)}"
             )
+        resolve_integrity(self.reward_integrity)  # an unknown name fails here, naming the valid ones
         if self.task_ids is not None:
             if isinstance(self.task_ids, str):
                 self.task_ids = [self.task_ids]
@@ -167,6 +176,11 @@ class EpisodeSettings:
     def agent_may_stop(self) -> bool:
         """Whether the agent ends the episode with ``done`` / ``###STOP###`` (``agent_can_stop`` resolved)."""
         return self.solo if self.agent_can_stop is None else bool(self.agent_can_stop)
+
+    @property
+    def integrity(self) -> RewardIntegrity:
+        """The reward-integrity switch, resolved (:func:`~tau2_gym.core.integrity.resolve_integrity`)."""
+        return resolve_integrity(self.reward_integrity)
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -197,6 +211,8 @@ class EpisodeSettings:
                 out[f.name] = list(v)
             elif isinstance(v, dict):
                 out[f.name] = dict(v)
+            elif isinstance(v, RewardIntegrity):
+                out[f.name] = v.name
             else:
                 out[f.name] = type(v).__name__
         return out

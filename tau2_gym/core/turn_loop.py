@@ -291,7 +291,11 @@ class TurnLoop:
             if why is not None:
                 raise ValueError(f"task {task.id!r} cannot run in solo mode: {why}")
         self.env: Environment = (
-            environment if environment is not None else domain.make_environment(solo=self.solo, task=task)
+            environment
+            if environment is not None
+            else domain.make_environment(
+                solo=self.solo, task=task, reference_free=settings.integrity.reference_free_tools
+            )
         )
 
         self.trajectory: list[AnyMessage] = []

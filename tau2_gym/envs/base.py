@@ -315,6 +315,7 @@ class EpisodeEnv(gym.Env):
             info["evaluation_error"] = outcome.evaluation_error
         # info["tau2_reward"]: the raw reward, when a training reward mode changes it
         reward = apply_reward_mode(self.config.reward_mode, info, outcome.reward_info, outcome.reward)
+        info["reward_integrity"] = self.config.integrity.name
         info["termination_reason"] = episode.termination_reason
         info["reward_info"] = None if outcome.reward_info is None else Record(outcome.reward_info)
         if episode.error is not None:

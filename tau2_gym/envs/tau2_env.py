@@ -89,6 +89,8 @@ class Tau2Env(EpisodeEnv):
     0.0 on every step; at the end, upstream's tau2 reward (1.0 or 0.0 on shipped tasks) computed by
     :func:`tau2_gym.scoring.evaluation.evaluate_simulation` -- only ``user_stop`` and ``agent_stop`` endings are
     scored, every other ending gives 0.0 (as upstream). ``info["reward_info"]`` holds the breakdown.
+    ``reward_integrity="hardened"`` closes upstream's known reward holes (default ``"upstream"``: exact; the final
+    ``info["reward_integrity"]`` names the setting; ``tau2-gym audit`` shows what each hole pays).
 
     ## Starting State
     ``reset(seed, options)`` picks a task (``options={"task_id": ...}`` or ``{"task_index": i}``, else a draw

@@ -3,32 +3,30 @@
 Why it matters: many tau2 tasks are passed by doing nothing -- their gold outcome is an unchanged database
 (a refused cancellation, a policy violation the agent must decline) -- so a score means little without this
 number beside it, and a learner rewarded on those tasks can learn to refuse (upstream's tracker,
-sierra-research/tau2-bench#384: 23 airline refusal tasks pass with no action). The baseline is played by the
-one episode driver with the scripted ``give_up`` agent and the offline oracle customer, scored like any
-episode (same reward mode and no-judge choice), so it is exact for the env it is compared with.
+sierra-research/tau2-bench#384: 23 airline refusal tasks pass with no action). The baseline is the first row of the
+exploit audit (:mod:`tau2_gym.episodes.audit`): played by the one episode driver with the scripted ``give_up``
+agent and the offline oracle customer, scored like any episode (same reward mode and no-judge choice), so it is
+exact for the env it is compared with.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.tasks import Task
-from tau2_gym.episodes.driver import EpisodeSetup, play
-from tau2_gym.players.agents.scripted import ScriptedPolicy
-from tau2_gym.players.users.scripted import OracleUser
-from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError
+from tau2_gym.episodes.audit import episode_records, reward_of
+from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES
 from tau2_gym.scoring.judges import JudgeSpec, make_judge
 from tau2_gym.scoring.metrics import is_pass
-from tau2_gym.scoring.rewards import REWARD_MODES, mode_reward
+from tau2_gym.scoring.rewards import REWARD_MODES
 
 __all__ = ["Baseline", "baseline_table", "do_nothing_baseline", "without_do_nothing_passes"]
 
-#: the scripted agent that plays the baseline: no tool call, one polite closing message
+#: the scripted agent that plays the baseline (no tool call, one polite closing message) and its panel name
 DO_NOTHING_AGENT = "give_up"
-_MAX_TURNS = 20  # the customer's opening, the agent's goodbye, the customer's stop: far below this
+DO_NOTHING = "do-nothing"
 
 
 @dataclass(frozen=True)
@@ -55,52 +53,24 @@ class Baseline:
         )
 
 
-_memo: dict[tuple, Optional[dict]] = {}  # the do-nothing episode's reward_info per (data, task, judge choice)
-
-
 def _judge_choice(judge: JudgeSpec) -> str:
     """The no-judge choice the baseline scores NL assertions with: the caller's when it is one, else 'fail' (a
     goodbye meets no NL assertion, and the baseline must never call an LLM judge)."""
     return judge if isinstance(judge, str) and judge in NO_JUDGE_CHOICES else "fail"
 
 
-def _key(domain: LoadedDomain, task: Task, judge: str) -> tuple:
-    source = domain.source
-    options = json.dumps(domain.options or {}, sort_keys=True, default=str)
-    return (domain.spec.name, str(source.root), source.version.name, options, task.id, judge)
-
-
 def do_nothing_baseline(
     domain: LoadedDomain, tasks: Iterable[Task], *, reward_mode: str = "default", judge: JudgeSpec = None
 ) -> Baseline:
-    """Play the do-nothing policy on ``tasks`` (remembered per process: a task's baseline never changes).
+    """Play the do-nothing policy on ``tasks`` (remembered per process: a task's baseline never changes): the
+    ``do-nothing`` row of the exploit audit (:func:`tau2_gym.episodes.audit.episode_records`).
 
     ``judge``: the env's NL-judge setting; a no-judge choice ('fail', 'pass', 'exclude') is honoured, anything
     else (an LLM judge) scores NL assertions as 'fail' -- a goodbye meets none.
     """
-    choice = _judge_choice(judge)
-    setup: Optional[EpisodeSetup] = None
-    rewards: dict[str, float] = {}
-    for task in tasks:
-        key = _key(domain, task, choice)
-        if key not in _memo:
-            if setup is None:
-                setup = EpisodeSetup(domain, judge=make_judge(choice))
-            _memo[key] = _play(setup, task)
-        info = _memo[key]
-        rewards[task.id] = (
-            0.0 if info is None else float(mode_reward(reward_mode, info, float(info.get("reward") or 0)))
-        )
-    return Baseline(domain.spec.name, reward_mode, rewards)
-
-
-def _play(setup: EpisodeSetup, task: Task) -> Optional[dict]:
-    """The do-nothing episode's reward record (None when it cannot be evaluated: the env's reward is then 0)."""
-    episode = play(setup, task, ScriptedPolicy(DO_NOTHING_AGENT), OracleUser(), max_turns=_MAX_TURNS)
-    try:
-        return episode.score()
-    except EvaluationError:
-        return None
+    tasks = tuple(tasks)
+    records = episode_records(domain, tasks, DO_NOTHING, judge=make_judge(_judge_choice(judge)))
+    return Baseline(domain.spec.name, reward_mode, {t.id: reward_of(records[t.id], reward_mode) for t in tasks})
 
 
 def without_do_nothing_passes(

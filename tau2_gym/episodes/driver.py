@@ -277,6 +277,7 @@ class Episode(TurnLoop):
             strict=self.settings.strict_replay,
             live_env=self.env,
             diagnostics=diagnostics,
+            integrity=self.settings.integrity,
         )
 
     def finish(self, *, trial: Optional[int] = 0, catch_evaluation_errors: bool = True) -> EpisodeOutcome:

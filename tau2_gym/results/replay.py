@@ -53,6 +53,7 @@ from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data.versions import VERSIONS, get_version
 from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.players.users.playback import PlaybackUser
+from tau2_gym.results.rescore import rescoring_integrity
 from tau2_gym.runner.progress import progress as _progress
 from tau2_gym.scoring.judges import Judge, JudgeSpec, make_judge
 
@@ -290,6 +291,7 @@ class _FileSettings:
     max_steps: int
     max_errors: int
     data_version: Optional[str]
+    reward_integrity: str = "upstream"  # how the file's episodes were played and scored (info.reward_integrity)
 
 
 def _settings(
@@ -314,7 +316,21 @@ def _settings(
         else (recorded_steps if type(recorded_steps) is int and recorded_steps >= 1 else 100),
         max_errors=recorded_errors if type(recorded_errors) is int and recorded_errors >= 1 else 10,
         data_version=data_version,
+        reward_integrity=_recorded_integrity(info),
     )
+
+
+def _recorded_integrity(info: dict) -> str:
+    """The reward-integrity setting of a file's stored rewards (a re-scoring's, else the run's) with the run's own
+    ``reference_free_tools`` (what its tools showed the agent); upstream where the file records none or one this
+    version cannot read."""
+    played = info.get("reward_integrity")
+    rescored = info.get("rescored")
+    rescored = rescored if isinstance(rescored, dict) else {}
+    try:
+        return rescoring_integrity(rescored.get("reward_integrity", played), played).name
+    except ValueError:
+        return "upstream"
 
 
 def _setting_warnings(raw: dict, dom: Any) -> list[str]:
@@ -342,7 +358,7 @@ class _Envs:
         self._envs: dict[tuple, Any] = {}
 
     def get(self, s: _FileSettings, agent_can_stop: bool) -> Any:
-        key = (s.domain, s.solo, agent_can_stop, s.max_steps, s.max_errors, s.data_version)
+        key = (s.domain, s.solo, agent_can_stop, s.max_steps, s.max_errors, s.data_version, s.reward_integrity)
         env = self._envs.get(key)
         if env is None:
             import warnings
@@ -359,6 +375,7 @@ class _Envs:
                 parser="none",
                 fill_tool_call_ids=False,
                 task_split=None,
+                reward_integrity=s.reward_integrity,
             )
             kwargs.update(self.env_kwargs)
             with warnings.catch_warnings():  # the pool's no-judge warning: replay runs only the recorded tasks

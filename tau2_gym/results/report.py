@@ -25,7 +25,7 @@ import math
 import os
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
@@ -33,12 +33,15 @@ from typing import Any, Iterable, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from tau2_gym.core.domain import get_domain_spec, load_domain
+from tau2_gym.core.integrity import resolve_integrity
 from tau2_gym.core.messages import TRANSFER
 from tau2_gym.core.prompts import STOP_FUNCTION_NAME
 from tau2_gym.core.results_file import ResultsFileError, read_json_any
 from tau2_gym.core.termination import TerminationReason
 from tau2_gym.data import DataError
-from tau2_gym.episodes.baseline import do_nothing_baseline
+from tau2_gym.episodes.audit import audit
+from tau2_gym.episodes.baseline import DO_NOTHING, do_nothing_baseline
+from tau2_gym.players.agents.exploits import EXPLOITS
 from tau2_gym.scoring.metrics import (
     BOOTSTRAP_SAMPLES,
     BOOTSTRAP_SEED,
@@ -301,6 +304,9 @@ class Run:
     data_version: str = ""  # info.data_version.name, when the file records it
     timestamp: str = ""
     baseline: Optional[float] = None  # the do-nothing baseline of its tasks (info.do_nothing_baseline, else computed)
+    # what each exploit of the panel earns on its tasks, under the file's reward integrity: name -> (mean, passes)
+    exploits: dict[str, tuple[float, int]] = field(default_factory=dict)
+    integrity: str = "upstream"  # info.reward_integrity's name (upstream when the file records none)
     first_index: int = 0  # global index of its first simulation in a report (set by build_report)
     number: int = 0  # its position among the report's runs
 
@@ -404,7 +410,31 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
         run.baseline = float(recorded["reward"])
     else:
         run.baseline = _computed_baseline(domain, run.data_version, run.task_ids)
+    rescored = info.get("rescored")
+    rescored = rescored if isinstance(rescored, dict) else {}
+    try:  # the setting the stored rewards carry: a re-scoring's, else the run's
+        run.integrity = resolve_integrity(rescored.get("reward_integrity", info.get("reward_integrity"))).name
+    except (ValueError, TypeError):
+        run.integrity = "upstream"  # an unreadable record: the file is scored as upstream scores it
+    run.exploits = _computed_exploits(domain, run.data_version, run.task_ids, run.integrity)
     return run
+
+
+def _computed_exploits(
+    domain: str, data_version: str, task_ids: Sequence[str], integrity: str
+) -> dict[str, tuple[float, int]]:
+    """The exploit audit of a file's tasks (stand-in judge, default reward mode), do-nothing left out (it is the
+    baseline row); {} when the data or a task is not available here."""
+    try:
+        dom = load_domain(domain, data_version=data_version or None)
+        tasks = [dom.task(t) for t in task_ids]
+    except (ValueError, KeyError, OSError, DataError):
+        return {}
+    if not tasks:
+        return {}
+    names = [n for n in EXPLOITS if n != DO_NOTHING]
+    rows = audit(dom, tasks, exploits=names, integrities=(integrity,))
+    return {r.exploit: (r.mean, len(r.passes)) for r in rows}
 
 
 def _computed_baseline(domain: str, data_version: str, task_ids: Sequence[str]) -> Optional[float]:
@@ -606,6 +636,13 @@ def _domain_section(
             "reward of a policy that takes no action and says goodbye, on the same tasks (offline customer)",
         ),
     ]
+    for name, exploit in EXPLOITS.items():
+        if name == DO_NOTHING or not any(name in r.exploits for r in runs):
+            continue
+        values = [f"{r.exploits[name][0]:.4f}" if name in r.exploits else "n/a" for r in runs]
+        notes = [f"{r.exploits[name][1]} pass ({r.integrity})" if name in r.exploits else "" for r in runs]
+        title = f"exploit audit: {exploit.exploits} ({exploit.upstream}); offline, stand-in judge"
+        rows.append(row(f"exploit: {name}", f"exploit:{name}", values, title, notes))
     ks = sorted({k for s in summaries for k in s.pass_hat})
     for k in ks:
         vals = []

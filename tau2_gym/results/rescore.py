@@ -5,11 +5,12 @@ data it records, stale embedded tasks, missing metadata) is reported beside the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from tau2_gym.core.domain import load_domain
+from tau2_gym.core.integrity import UPSTREAM, RewardIntegrity, resolve_integrity
 from tau2_gym.core.messages import messages_to_dicts
 from tau2_gym.core.results_file import (
     ScoringSimulation,
@@ -25,7 +26,15 @@ from tau2_gym.scoring.evaluation import DIAGNOSTIC_KEYS, evaluate_simulation, ne
 from tau2_gym.scoring.judges import Judge
 from tau2_gym.scoring.metrics import EXCLUDED, Tally
 
-__all__ = ["ERROR_KEY", "EXCLUDED_KEY", "FileCheck", "InputError", "plan_outputs", "rescore_file"]
+__all__ = [
+    "ERROR_KEY",
+    "EXCLUDED_KEY",
+    "FileCheck",
+    "InputError",
+    "plan_outputs",
+    "rescore_file",
+    "rescoring_integrity",
+]
 
 ERROR_KEY = "evaluation_error"
 EXCLUDED_KEY = "evaluation_excluded"
@@ -80,6 +89,7 @@ def rescore_file(
     data_version: Optional[str] = None,
     fresh_tasks: bool = False,
     check: Optional[FileCheck] = None,
+    integrity: Any = None,
 ) -> Tally:
     """Re-score every simulation of a parsed results file in place; return its tally.
 
@@ -87,6 +97,10 @@ def rescore_file(
     filled in (``check.filled`` says what) and OpenAI-format messages are rewritten in tau2's form.
     ``strict=None`` takes the data version's ``evaluate-trajs`` default (non-strict for tau2-bench 1.0.1).
     ``check`` (if given) is filled with what the file says about itself (see :class:`FileCheck`).
+    ``integrity``: the reward-integrity setting to score with (None: upstream-exact). ``reference_free_tools``
+    describes how the episodes were played, not how they are scored: it is kept as the file records it
+    (``info.reward_integrity``, the play's record, is left as it is; ``info.rescored.reward_integrity`` is the
+    setting the new rewards carry).
     """
     if not isinstance(raw, dict):
         raise InputError(f"a results file holds a JSON object, not {type(raw).__name__}")
@@ -127,6 +141,7 @@ def rescore_file(
         check.fresh_missing = [tid for tid in tasks if tid not in current]
         tasks = {tid: current.get(tid, task) for tid, task in tasks.items()}
 
+    scoring = rescoring_integrity(integrity, raw["info"].get("reward_integrity"))
     num_trials = raw["info"].get("num_trials") if isinstance(raw["info"].get("num_trials"), int) else 0
     check.filled = fill_run_metadata(raw, solo)
     tally = Tally(domain=domain_name, num_trials=num_trials or 0)
@@ -172,6 +187,7 @@ def rescore_file(
                 strict=strict,
                 evaluation_type=evaluation_type,
                 diagnostics=info,
+                integrity=scoring,
             )
         except Exception as exc:  # noqa: BLE001 - one bad simulation must not stop the file
             sim["reward_info"] = None
@@ -188,9 +204,21 @@ def rescore_file(
         "fresh_tasks": fresh_tasks or check.no_tasks,
         "evaluation_type": evaluation_type,
         "judge": getattr(judge, "name", type(judge).__name__),
+        "reward_integrity": scoring.to_dict(),
     }
     tally.data = domain.source
     return tally
+
+
+def rescoring_integrity(requested: Any, recorded: Any) -> RewardIntegrity:
+    """The setting a file is re-scored with: ``requested``'s scoring flags, and the file's own
+    ``reference_free_tools`` (how its episodes were played; upstream when it records none or an unreadable one)."""
+    wanted = resolve_integrity(requested)
+    try:
+        played = resolve_integrity(recorded) if isinstance(recorded, (dict, str)) else UPSTREAM
+    except ValueError:
+        played = UPSTREAM
+    return replace(wanted, reference_free_tools=played.reference_free_tools)
 
 
 def plan_outputs(inputs: list[Path], output: Optional[str]) -> Sequence[Optional[Path]]:

@@ -185,6 +185,7 @@ class EpisodeRunner:
             "agent": [agent.get("implementation"), agent.get("llm")],
             "user": [user.get("implementation"), user.get("llm")],
             **({"domain_options": cfg.domain_options} if cfg.domain_options else {}),
+            "reward_integrity": cfg.integrity.name,  # rewards (and banking's tool listing) depend on it
         }
 
     def results_info(self) -> dict[str, Any]:

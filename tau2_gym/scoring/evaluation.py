@@ -29,6 +29,8 @@ from tau2_gym.core.environment import Environment, pair_tool_calls
 from tau2_gym.core.messages import AnyMessage, AssistantMessage, ToolCall, UserMessage
 from tau2_gym.core.tasks import Action, RewardType, Task
 from tau2_gym.core.termination import SCORED, TerminationReason
+from tau2_gym.scoring import integrity as _integrity
+from tau2_gym.scoring.integrity import RewardIntegrity, resolve_integrity
 from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
 if TYPE_CHECKING:  # judges builds on this module
@@ -112,7 +114,17 @@ def premature_reward_info(termination_reason: str) -> dict[str, Any]:
 class _TaskPlan:
     """What scoring needs from a task that does not depend on the trajectory: built once per task."""
 
-    __slots__ = ("task", "gold", "action_dumps", "assertion_dumps", "tool_types", "basis", "basis_set", "writes")
+    __slots__ = (
+        "task",
+        "gold",
+        "action_dumps",
+        "assertion_dumps",
+        "tool_types",
+        "basis",
+        "basis_set",
+        "writes",
+        "needed",
+    )
 
     def __init__(self, domain: LoadedDomain, task: Task) -> None:
         self.task = task  # keeps id(task) from being reused while cached
@@ -126,6 +138,24 @@ class _TaskPlan:
         self.assertion_dumps = [a.model_dump(mode="json") for a in assertions] if assertions else []
         self.tool_types = [_tool_type(domain, a.name) for a in actions] if actions else []
         self.writes: Any = _UNSET
+        self.needed: Any = _UNSET
+
+    def needed_arguments(self, domain: LoadedDomain) -> list[Optional[frozenset]]:
+        """Per gold action, the arguments a call must send under ``action_requires_gold_arguments`` (None: the
+        action names its ``compare_args``, which upstream already compares)."""
+        needed = self.needed
+        if needed is _UNSET:
+            crit = self.task.evaluation_criteria
+            needed = [
+                None
+                if a.compare_args is not None
+                else _integrity.needed_arguments(
+                    a.arguments, _integrity.tool_defaults(_toolkit_of(domain, a.name), a.name)
+                )
+                for a in ((crit.actions or []) if crit is not None else [])
+            ]
+            self.needed = needed
+        return needed
 
     def gold_writes(self, env: Environment) -> Optional[list[tuple[str, Any, Any]]]:
         """(requestor, name, arguments) of the calls that can change the gold state after its start: the
@@ -157,6 +187,7 @@ class _TaskPlan:
 
 
 _UNSET: Any = object()
+_NONE: frozenset = frozenset()
 
 
 def _identical(a: Any, b: Any) -> bool:
@@ -221,6 +252,14 @@ def clear_cache() -> None:
         _plans.clear()
 
 
+def _toolkit_of(domain: LoadedDomain, name: str) -> Any:
+    """The toolkit class that runs tool ``name`` (user tools first, as :func:`_tool_type`), or None."""
+    user, agent = domain.user_toolkit, domain.agent_toolkit
+    if domain.has_user_tools and user is not None and name in user._tool_funcs:
+        return user
+    return agent if name in agent._tool_funcs else None
+
+
 def _tool_type(domain: LoadedDomain, name: str) -> Optional[str]:
     """Upstream's tool-type map: agent tools, overridden by user tools when the environment has them."""
     user, agent = domain.user_toolkit, domain.agent_toolkit
@@ -280,6 +319,7 @@ def _env_component(
     strict: bool,
     hashes: bool,
     live_env: Optional[Environment] = None,
+    diff: bool = True,
 ) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
@@ -306,7 +346,7 @@ def _env_component(
             _db_of(gold.user_tools), _db_of(predicted.user_tools)
         )
     info = None
-    if not db_match:  # say *what* differs, before the assertions run (they may sync and so change a state)
+    if not db_match and diff:  # say *what* differs, before the assertions run (they may sync and so change a state)
         info = environment_diff(gold, predicted)
     if hashes:
         info = info or {}
@@ -365,19 +405,20 @@ def _calls_by_name(calls: list) -> Optional[dict[str, list]]:
     return by_name
 
 
-def _matches_any(action: Action, calls: Iterable[ToolCall]) -> bool:
+def _matches_any(action: Action, calls: Iterable[ToolCall], needed: frozenset = frozenset()) -> bool:
     """``any(action.matches(c) for c in calls)``, without building two dicts per call in the usual case
-    (no ``compare_args``: every argument the call sent must equal the gold one)."""
+    (no ``compare_args``: every argument the call sent must equal the gold one). ``needed``: gold arguments a
+    matching call must also send (reward integrity, #568; only for actions without ``compare_args``)."""
     if action.compare_args is not None:
         return any(action.matches(c) for c in calls)
     name, gold = action.name, action.arguments
     for c in calls:
         args = c.arguments
         if type(args) is not dict or type(gold) is not dict:
-            if action.matches(c):
+            if not needed and action.matches(c):
                 return True
             continue
-        if c.name != name:
+        if c.name != name or (needed and not needed <= args.keys()):
             continue
         for k, v in args.items():  # dict equality of {k: args[k]} and {k: gold[k]} over the call's keys
             if k not in gold:
@@ -391,7 +432,12 @@ def _matches_any(action: Action, calls: Iterable[ToolCall]) -> bool:
 
 
 def _action_component(
-    domain: LoadedDomain, task: Task, plan: _TaskPlan, messages: list[AnyMessage], solo: bool
+    domain: LoadedDomain,
+    task: Task,
+    plan: _TaskPlan,
+    messages: list[AnyMessage],
+    solo: bool,
+    integrity: RewardIntegrity = _integrity.UPSTREAM,
 ) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
@@ -403,12 +449,14 @@ def _action_component(
     # domain without solo mode) it reports no types
     tool_types = plan.tool_types if (not solo or domain.spec.solo_supported) else [None] * len(actions)
     by_name = _calls_by_name(calls)
+    needed = plan.needed_arguments(domain) if integrity.action_requires_gold_arguments else None
     checks = []
     all_met = True
-    for action, dump, tool_type in zip(actions, plan.action_dumps, tool_types):
+    for i, (action, dump, tool_type) in enumerate(zip(actions, plan.action_dumps, tool_types)):
         # Action.matches is False for another name, so only the calls of the action's name are tried
         candidates = calls if by_name is None or type(action.name) is not str else by_name.get(action.name, ())
-        found = _matches_any(action, candidates)
+        keys = needed[i] if needed is not None else None  # #568 (hardened): a call omitting one is not this action
+        found = _matches_any(action, candidates, keys or _NONE)
         all_met = all_met and found
         checks.append(
             {"action": dump, "action_match": found, "action_reward": 1.0 if found else 0.0, "tool_type": tool_type}
@@ -417,7 +465,9 @@ def _action_component(
     return _reward_info(reward, action_checks=checks, reward_breakdown={_ACTION: reward})
 
 
-def _communicate_component(task: Task, messages: list[AnyMessage]) -> dict[str, Any]:
+def _communicate_component(
+    task: Task, messages: list[AnyMessage], integrity: RewardIntegrity = _integrity.UPSTREAM
+) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
     wanted = crit.communicate_info
@@ -427,11 +477,15 @@ def _communicate_component(task: Task, messages: list[AnyMessage]) -> dict[str, 
         m.content for m in messages if isinstance(m, AssistantMessage) and m.content is not None and m.content.strip()
     ]
     lowered = [t.lower().replace(",", "") for t in texts]
+    recitals = integrity.communicate_rejects_recital
     checks = []
     all_met = True
     for info_str in wanted:
         needle = info_str.lower()
-        hit = next((i for i, t in enumerate(lowered) if needle in t), None)
+        if recitals:  # a message stating a host of numbers does not communicate one of them
+            hit = _integrity.communicated_in(needle, lowered, texts)
+        else:
+            hit = next((i for i, t in enumerate(lowered) if needle in t), None)
         if hit is None:
             all_met = False
             checks.append(
@@ -450,7 +504,11 @@ def _communicate_component(task: Task, messages: list[AnyMessage]) -> dict[str, 
 
 
 def _nl_component(
-    domain: LoadedDomain, task: Task, messages: list[AnyMessage], judge: Optional[Judge]
+    domain: LoadedDomain,
+    task: Task,
+    messages: list[AnyMessage],
+    judge: Optional[Judge],
+    integrity: RewardIntegrity = _integrity.UPSTREAM,
 ) -> dict[str, Any]:
     crit = task.evaluation_criteria
     assert crit is not None
@@ -467,6 +525,8 @@ def _nl_component(
             info={"note": nl_skipped_note(counts_as), "skipped": True, "counted_as": counts_as},
             reward_breakdown={_NL: reward},
         )
+    if integrity.nl_judge_sees_tool_calls:
+        messages = _integrity.judge_view(messages)
     try:
         checks = judge.assess(messages, list(assertions), source=domain.source)
     except EvaluationError:
@@ -475,6 +535,11 @@ def _nl_component(
         raise EvaluationError(
             f"NL judge {getattr(judge, 'name', type(judge).__name__)!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
+    problem = _integrity.verdict_problem(checks, list(assertions)) if integrity.nl_verdict_per_assertion else None
+    if problem is not None:  # #554: a reply that does not judge every assertion fails the component
+        checks = _integrity.covering_checks(checks, list(assertions), problem)
+        info = {"note": f"reward integrity: {problem}; the NL_ASSERTION factor is 0.0", "integrity": problem}
+        return _reward_info(0.0, nl_assertions=checks, info=info, reward_breakdown={_NL: 0.0})
     reward = 1.0 if all(c["met"] for c in checks) else 0.0
     return _reward_info(reward, nl_assertions=checks, reward_breakdown={_NL: reward})
 
@@ -495,6 +560,7 @@ def evaluate_simulation(
     hashes: bool = False,
     live_env: Optional[Environment] = None,
     diagnostics: Optional[dict[str, Any]] = None,
+    integrity: Any = None,
 ) -> dict[str, Any]:
     """Score one simulation exactly as upstream's ``evaluate_simulation`` (HEAD) does.
 
@@ -505,9 +571,12 @@ def evaluate_simulation(
     provably equals what replaying ``messages`` rebuilds (:meth:`Environment.replays_to`), the replay is
     skipped -- same result. ``diagnostics``, if given, receives what this package adds beside upstream's record
     (``db_diff`` / ``db_diff_truncated``: the field-level difference of a failed DB check); the returned
-    reward_info is upstream's, exactly. Raises :class:`EvaluationError` when upstream would raise or the judge
+    reward_info is upstream's, exactly. ``integrity`` (:func:`~tau2_gym.scoring.integrity.resolve_integrity`: None
+    or ``"upstream"`` = upstream-exact, ``"hardened"``, flags) closes upstream's known reward holes; what it changed
+    is noted in the components' ``info``. Raises :class:`EvaluationError` when upstream would raise or the judge
     fails.
     """
+    integrity = resolve_integrity(integrity)
     reason = getattr(termination_reason, "value", termination_reason)
     if reason not in KNOWN_TERMINATIONS:
         raise EvaluationError(
@@ -526,7 +595,10 @@ def evaluate_simulation(
         ) from None
     try:
         return _without_diagnostics(
-            _evaluate(domain, task, messages, etype, solo, judge, strict, hashes, live_env), diagnostics
+            _evaluate(
+                domain, task, messages, etype, solo, judge, strict, hashes, live_env, integrity, diagnostics is not None
+            ),
+            diagnostics,
         )
     except EvaluationError as exc:
         if str(exc).startswith("task "):
@@ -561,25 +633,28 @@ def _evaluate(
     strict: bool,
     hashes: bool,
     live_env: Optional[Environment] = None,
+    integrity: RewardIntegrity = _integrity.UPSTREAM,
+    diff: bool = True,
 ) -> dict[str, Any]:
     plan = _plan(domain, task)
     if etype is EvaluationType.ENV:
-        return _env_component(domain, task, plan, messages, solo, strict, hashes, live_env)
+        return _env_component(domain, task, plan, messages, solo, strict, hashes, live_env, diff)
     if etype is EvaluationType.NL_ASSERTIONS:
-        return _nl_component(domain, task, messages, judge)
+        return _nl_component(domain, task, messages, judge, integrity)
     if etype is EvaluationType.COMMUNICATE:
-        return _communicate_component(task, messages)
+        return _communicate_component(task, messages, integrity)
     if etype is EvaluationType.ACTION:
-        return _action_component(domain, task, plan, messages, solo)
+        return _action_component(domain, task, plan, messages, solo, integrity)
 
     ignore_basis = etype in _IGNORE_BASIS
     # upstream does not forward strict_replay in the ignore-basis branch: its replay is always strict
-    env = _env_component(domain, task, plan, messages, solo, True if ignore_basis else strict, hashes, live_env)
-    action = _action_component(domain, task, plan, messages, solo)
-    comm = _communicate_component(task, messages)
+    strict = True if ignore_basis else strict
+    env = _env_component(domain, task, plan, messages, solo, strict, hashes, live_env, diff)
+    action = _action_component(domain, task, plan, messages, solo, integrity)
+    comm = _communicate_component(task, messages, integrity)
     basis = plan.basis_set
     run_nl = _runs_nl(etype, basis, domain.source.semantics.nl_under_all)
-    nl = _nl_component(domain, task, messages, judge) if run_nl else None
+    nl = _nl_component(domain, task, messages, judge, integrity) if run_nl else None
 
     reward = 1.0
     breakdown: dict[str, float] = {}

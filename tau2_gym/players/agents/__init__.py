@@ -1,4 +1,5 @@
-"""Agent policies: the scripted agents (oracle and flawed ones) and LLM agents behind OpenAI-compatible servers."""
+"""Agent policies: the scripted agents (oracle, flawed ones, the exploit panel) and LLM agents behind OpenAI-compatible
+servers."""
 
 from __future__ import annotations
 

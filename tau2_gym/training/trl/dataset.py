@@ -53,6 +53,7 @@ def build_dataset(
     allow_test_split: bool = False,
     exclude_do_nothing_passes: bool = False,
     reward_mode: str = "default",
+    reward_integrity: Any = "upstream",
 ) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
@@ -60,15 +61,18 @@ def build_dataset(
     or such ``task_ids``) are refused unless ``allow_test_split=True`` (see
     :func:`tau2_gym.training.export.training_split`; a domain without train/test splits, such as mock, gives all tasks).
 
-    Columns: ``prompt``, ``task_id``, ``domain``, ``split`` (recorded). For ``rollout_func`` training (default) the
-    prompt is
+    Columns: ``prompt``, ``task_id``, ``domain``, ``split`` (recorded), ``reward_integrity``. For ``rollout_func``
+    training (default) the prompt is
     :func:`task_prompt`; with ``environment=True`` (TRL's ``environment_factory``) it is the agent's
     opening view -- system prompt, greeting or task history -- ending with an empty user message that the
     environment's ``reset`` fills with the customer's first message. ``data_version`` / ``data_dir`` choose
     the data (default tau2-bench==1.0.1); ``judge`` is the env's NL judge: ``"exclude"`` leaves out the tasks
     whose reward needs one, the default (no judge) warns when there are such tasks.
     ``exclude_do_nothing_passes`` leaves out the tasks a do-nothing policy passes under ``reward_mode`` (as the
-    env option of that name; :mod:`tau2_gym.episodes.baseline`).
+    env option of that name; :mod:`tau2_gym.episodes.baseline`). ``reward_integrity`` is the reward the rollouts
+    will be scored with (``"upstream"``, the default: the benchmark's reward, exactly; ``"hardened"``: upstream's
+    known reward holes closed, recommended for training -- see ``tau2-gym audit``); it is recorded in the column of
+    that name, and the rollout function and the tool env refuse a dataset built for another setting than theirs.
     """
     from datasets import Dataset
 
@@ -87,7 +91,13 @@ def build_dataset(
             )
         ids = tuple(str(t) for t in task_ids)
     settings = EpisodeSettings(
-        domain=domain, data_version=data_version, data_dir=data_dir, task_set=task_set, solo=solo, judge=judge
+        domain=domain,
+        data_version=data_version,
+        data_dir=data_dir,
+        task_set=task_set,
+        solo=solo,
+        judge=judge,
+        reward_integrity=reward_integrity,
     )
     tasks = select_tasks(
         loaded,
@@ -98,7 +108,8 @@ def build_dataset(
         reward_mode=reward_mode,
         where=f"dataset of {domain!r}",
     )
-    rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": []}
+    integrity = settings.integrity.name
+    rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": [], "reward_integrity": []}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
         for _ in range(repeats):
@@ -106,6 +117,7 @@ def build_dataset(
             rows["task_id"].append(task.id)
             rows["domain"].append(domain)
             rows["split"].append(recorded)
+            rows["reward_integrity"].append(integrity)
     return Dataset.from_dict(rows)
 
 

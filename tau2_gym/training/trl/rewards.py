@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
+from tau2_gym.core.integrity import resolve_integrity
 from tau2_gym.core.termination import INFRASTRUCTURE
 from tau2_gym.scoring.rewards import infrastructure_failure
 from tau2_gym.training.hf.chat import PER_TURN
@@ -16,7 +17,7 @@ def tau2_reward(
     tau2_reward: Optional[list] = None,
     tau2_masked: Optional[list] = None,
     log_metric: Optional[Callable[[str, float], None]] = None,
-    **kwargs: Any,  # noqa: ARG001 - TRL's reward-function signature
+    **kwargs: Any,
 ) -> list[Optional[float]]:
     """TRL reward function: the reward the rollout function computed for each episode (the env's reward under
     its ``reward_mode``; upstream's raw reward is the ``upstream_reward`` field).
@@ -29,6 +30,7 @@ def tau2_reward(
     """
     if tau2_reward is None:
         raise ValueError("tau2_reward needs the 'tau2_reward' field; use it with make_rollout_func's rollout function")
+    check_integrity(kwargs.get("reward_integrity"), kwargs.get("scored_reward_integrity"))
     masked = list(tau2_masked) if tau2_masked is not None else [None] * len(tau2_reward)
     out = [None if (r is None or why) else float(r) for r, why in zip(tau2_reward, masked)]
     if log_metric is not None and out:
@@ -37,6 +39,21 @@ def tau2_reward(
         for why in INFRASTRUCTURE_REASONS:
             log_metric(f"tau2/masked/{why}", float(reasons.count(why)))
     return out
+
+
+def check_integrity(dataset: Any, scored: Any) -> None:
+    """Refuse episodes scored under another reward-integrity setting than the one their dataset was built for
+    (``build_dataset(reward_integrity=...)`` vs the env's ``reward_integrity``): a reward that silently differs from
+    the one the run says it trains on. Lists (TRL's per-episode columns) are compared item by item."""
+    if dataset is None or scored is None:
+        return
+    pairs = zip(dataset, scored) if isinstance(dataset, (list, tuple)) and isinstance(scored, (list, tuple)) else []
+    for want, got in pairs or [(dataset, scored)]:
+        if want is not None and got is not None and resolve_integrity(want) != resolve_integrity(got):
+            raise ValueError(
+                f"the dataset was built for reward_integrity={want!r} but the episodes are scored with {got!r}; "
+                "pass the same setting to build_dataset and to the env (env_kwargs['reward_integrity'])"
+            )
 
 
 #: The ``tau2_masked`` reasons (see :func:`tau2_gym.scoring.rewards.infrastructure_failure`).
@@ -102,6 +119,7 @@ def rollout_output(
         "tau2_sample_mode": [],
         "tau2_turn": [],
         "tau2_episode": [],
+        "scored_reward_integrity": [],
     }
     splits = list(splits) if splits is not None else [None] * len(trajectories)
     for episode, (t, split) in enumerate(zip(trajectories, splits)):
@@ -123,4 +141,5 @@ def rollout_output(
             out["tau2_sample_mode"].append(t.sample_mode)
             out["tau2_turn"].append(turn)
             out["tau2_episode"].append(episode)
+            out["scored_reward_integrity"].append(t.info.get("reward_integrity"))
     return out

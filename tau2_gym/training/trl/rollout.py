@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.domain import load_domain
+from tau2_gym.core.integrity import resolve_integrity
 from tau2_gym.envs import env_id
 from tau2_gym.players.users import resolve_user
 from tau2_gym.training.export import SplitGuardError, training_split
@@ -77,6 +78,16 @@ class Tau2Rollout:
         self._allowed: dict[str, tuple[frozenset, str]] = {}
         self.masked: Counter = Counter()  # infrastructure failures masked out, by reason (whole run)
         self.episodes = 0
+        # the reward the episodes are scored with, said once: upstream-exact unless env_kwargs choose otherwise
+        self.reward_integrity = resolve_integrity(self.env_kwargs.get("reward_integrity")).name
+        logger.info(
+            "tau2 rollouts: reward mode %s, reward integrity %s%s",
+            self.env_kwargs.get("reward_mode", "default"),
+            self.reward_integrity,
+            " (the benchmark's reward, with its known holes; hardened is recommended for training: docs/scoring.md)"
+            if self.reward_integrity == "upstream"
+            else "",
+        )
 
     def check_split(self, domain: str, task_id: str) -> str:
         """The recorded training split of a prompt's task; raises when the task lies outside it (test tasks need
@@ -273,7 +284,9 @@ def make_rollout_func(
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
     Args:
-        env_kwargs: ``gym.make`` arguments of every env (``user``, ``max_steps``, ``solo``, ``judge``, ...).
+        env_kwargs: ``gym.make`` arguments of every env (``user``, ``max_steps``, ``solo``, ``judge``,
+            ``reward_mode``, ``reward_integrity`` -- ``"hardened"`` closes upstream's known reward holes, recommended
+            for training; default ``"upstream"``, said in the log -- ...).
         max_new_tokens: token limit of one policy turn; the whole completion is limited by the trainer's
             ``max_completion_length`` (an episode that runs out ends as ``max_tokens`` with reward 0.0).
         max_turns: policy turns per episode (None: the env's own step limit decides).

@@ -9,6 +9,7 @@ from typing import Any, Callable, Literal, Optional, Union
 from tau2_gym.envs import env_id
 from tau2_gym.players.users import resolve_user
 from tau2_gym.scoring.rewards import infrastructure_failure
+from tau2_gym.training.trl.rewards import check_integrity
 
 logger = logging.getLogger("tau2_gym.training.trl")
 
@@ -140,9 +141,10 @@ class Tau2ToolEnv:
         task_id: Optional[str] = None,
         prompt: Any = None,
         seed: Optional[int] = None,
-        **row: Any,  # noqa: ARG002 - TRL passes the dataset row's other columns
+        **row: Any,
     ) -> Optional[str]:
         self._reset_state()
+        check_integrity(row.get("reward_integrity"), self.env.get_wrapper_attr("config").integrity.name)
         obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
         self.messages = obs
         if info.get("episode_over"):
