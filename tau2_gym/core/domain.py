@@ -106,7 +106,7 @@ def _load_entry_points() -> None:
     try:
         eps = entry_points(group="tau2_gym.domains")
     except TypeError:  # pragma: no cover - Python 3.9 style
-        eps = entry_points().get("tau2_gym.domains", [])  # type: ignore[attr-defined]
+        eps = entry_points().get("tau2_gym.domains", [])
     for ep in eps:
         _registry.setdefault(ep.name, ep.value)
 
@@ -278,7 +278,7 @@ class LoadedDomain:
     def user_tool_schemas(self, include: Optional[list[str]] = None) -> list[dict]:
         if not self.has_user_tools:
             raise ValueError("User tools not available")
-        schemas = list(toolkit_schemas(self.user_toolkit, self.source.src, self.spec.user_prose))  # type: ignore[arg-type]
+        schemas = list(toolkit_schemas(self.user_toolkit, self.source.src, self.spec.user_prose))
         if include is None:
             return schemas
         names = [s["function"]["name"] for s in schemas]

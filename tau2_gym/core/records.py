@@ -72,7 +72,7 @@ class Record(Mapping):
             return self.data == dict(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"Record({self.data!r})"

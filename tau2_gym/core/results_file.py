@@ -241,7 +241,7 @@ def write_json_atomic(path: Path, data: Any, indent: Optional[int] = 2) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(tmp, "wt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with opener(tmp, "wt", encoding="utf-8") as fh:
             json.dump(data, fh, indent=indent, default=json_default)
         os.replace(tmp, path)
     except BaseException:  # a failed or interrupted write leaves no temporary file behind
@@ -437,19 +437,19 @@ def read_for_scoring(raw: Any) -> ScoringRead:
                 tasks[tid] = Task.model_validate(rt)
             except Exception as exc:  # noqa: BLE001 - every schema problem is listed, not raised
                 tasks[tid] = schema_problems(exc, ("tasks", i))
-                problems += tasks[tid]  # type: ignore[arg-type]
+                problems += tasks[tid]
     sims: list[Union[ScoringSimulation, Problems]] = []
     raw_sims = entries.get("simulations")
     for i, rs in enumerate(raw_sims if isinstance(raw_sims, list) else ()):
         if not isinstance(rs, dict):
             sims.append([(f"simulations[{i}]", f"a simulation is a JSON {type(rs).__name__}, not an object")])
-            problems += sims[-1]  # type: ignore[arg-type]
+            problems += sims[-1]
             continue
         try:
             sims.append(ScoringSimulation.model_validate(rs))
         except Exception as exc:  # noqa: BLE001 - every schema problem is listed, not raised
             sims.append(schema_problems(exc, ("simulations", i)))
-            problems += sims[-1]  # type: ignore[arg-type]
+            problems += sims[-1]
     if skeleton is None:
         raise SchemaError(problems)
     return ScoringRead(skeleton.info.environment_info.domain_name, tasks, sims, problems)
