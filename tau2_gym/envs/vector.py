@@ -208,12 +208,12 @@ class Tau2VectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ properties
 
-    @property  # one per sub-env, as SyncVectorEnv's (VectorEnv declares one int)
-    def np_random_seed(self) -> tuple[Optional[int], ...]:  # ty: ignore[incompatible-property-override]
+    @property  # as SyncVectorEnv's (VectorEnv declares one int)
+    def np_random_seed(self) -> tuple[Optional[int], ...]:  # ty: ignore[incompatible-property-override] - one per env
         return tuple(slot.np_random_seed for slot in self.envs)
 
-    @property  # one per sub-env, as SyncVectorEnv's (VectorEnv declares one Generator)
-    def np_random(self) -> tuple[np.random.Generator, ...]:  # ty: ignore[incompatible-property-override]
+    @property  # as SyncVectorEnv's (VectorEnv declares one Generator)
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # ty: ignore[incompatible-property-override] - one per env
         return tuple(slot.np_random for slot in self.envs)
 
     @property

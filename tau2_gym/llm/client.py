@@ -837,8 +837,7 @@ class ChatClient:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="tau2-llm")
         futures = [self._executor.submit(_outcome, fn, item) for item in items]
-        # ty 0.0.104 keeps _outcome's own T apart from batch's T when the generic function goes through submit
-        return [fut.result() for fut in futures]  # ty: ignore[invalid-explicit-return]
+        return [fut.result() for fut in futures]  # ty: ignore[invalid-explicit-return] - ty 0.0.104 loses T via submit
 
 
 def _outcome(fn: Callable[[Item], T], item: Item) -> Union[T, Exception]:

@@ -119,9 +119,8 @@ class LoadedEnv:
         sibling = getattr(self.base, "sibling", None)
         env = sibling() if sibling is not None else gym.make(self.env_id, **self.env_kwargs).unwrapped
         if hasattr(env, "copy_observations"):
-            # observations are serialized at once, never changed (ty 0.0.104 reads a hasattr-found attribute as
-            # read-only)
-            env.copy_observations = False  # ty: ignore[invalid-assignment]
+            # observations are serialized at once, never changed
+            env.copy_observations = False  # ty: ignore[invalid-assignment] - ty reads a hasattr-found name as read-only
         return env
 
 

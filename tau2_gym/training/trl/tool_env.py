@@ -47,7 +47,7 @@ def _hint(schema: Any) -> Any:
         return _hint({"anyOf": [{"type": k} for k in kind]})
     if kind == "array":
         items = schema.get("items")
-        return list[_hint(items)] if isinstance(items, dict) and items else list  # ty: ignore[invalid-type-form]
+        return list[_hint(items)] if isinstance(items, dict) and items else list  # ty: ignore[invalid-type-form] - as above
     if kind in _JSON_TYPES:
         return _JSON_TYPES[kind]
     if "$ref" in schema or "properties" in schema:
