@@ -25,6 +25,14 @@ The last line printed is::
 
     held-out success: after SFT X.XX, after GRPO Y.YY (control Z.ZZ), train A.AA -> B.BB, N episodes, S seeds
 
+``--profile-band``: train on the band as well. After SFT the policy is profiled on the train tasks (``--profile-k``
+sampled episodes per task, :func:`tau2_gym.runner.profile.make_profile`: pass rates, Wilson intervals, the Qwen3-8B
+run's buckets), and a third GRPO arm, *band*, trains with the env's reward on the tasks of the kept buckets only
+(``build_dataset(profile=..., keep=...)``; ``--band-keep``, default hard, medium, easy), the same number of steps
+and episodes as the real arm on all tasks. The closing lines compare the two per training episode::
+
+    band vs all: held-out after GRPO X.XX (all Y.YY), gain per 1000 training episodes +a.aa (all +b.bb), ...
+
 ``--mutation flip`` (negated reward) / ``zero`` (all rewards 0, so all advantages 0) break the real arm on
 purpose; ``tests/training/test_learning.py`` runs a flipped arm beside the real one (``run_seed(extra_arms=...)``) and
 checks that its assertion fails for it.
@@ -92,6 +100,15 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     g.add_argument("--max-completion-length", type=int, default=160, help="tokens per episode")
     g.add_argument("--control", choices=("shuffle", "zero"), default="shuffle", help="the control arm's reward")
     g.add_argument("--mutation", choices=("none", "flip", "zero"), default="none", help="break the real arm")
+    g.add_argument("--no-control", action="store_true", help="skip the control arm (e.g. for a band-vs-all run)")
+    g = p.add_argument_group("the band")
+    g.add_argument(
+        "--profile-band",
+        action="store_true",
+        help="profile the SFT policy on the train tasks and add a GRPO arm trained on the band only",
+    )
+    g.add_argument("--profile-k", type=int, default=8, help="sampled episodes per task of the profile")
+    g.add_argument("--band-keep", default="hard,medium,easy", help="the buckets the band arm trains on")
     g = p.add_argument_group("measurement")
     g.add_argument("--eval-k", type=int, default=4, help="sampled episodes per task per evaluation")
     g.add_argument("--eval-splits", nargs="+", default=["train", "test"], help="splits measured before/after")
@@ -291,6 +308,10 @@ class Evaluator:
 
     def success(self, model: Any, split: str, seed: int, k: Optional[int] = None) -> dict[str, float]:
         """Per task: the fraction of K sampled episodes with reward 1 (torch's RNG seeded from ``seed``)."""
+        return {tid: sum(v) / len(v) for tid, v in self.samples(model, split, seed, k).items()}
+
+    def samples(self, model: Any, split: str, seed: int, k: Optional[int] = None) -> dict[str, list[float]]:
+        """Per task: the successes (1.0 / 0.0) of K sampled episodes (torch's RNG seeded from ``seed``)."""
         import torch
 
         from tau2_gym.training.hf import hf_runner
@@ -321,7 +342,40 @@ class Evaluator:
         per_task: dict[str, list[float]] = {}
         for t in trajectories:
             per_task.setdefault(t.task_id, []).append(1.0 if t.reward >= 1.0 - 1e-9 else 0.0)
-        return {tid: sum(v) / len(v) for tid, v in per_task.items()}
+        return per_task
+
+
+def profile_band(
+    args: argparse.Namespace, tasks: dict[str, Any], ev: Evaluator, model: Any, seed: int, out: str
+) -> tuple[str, list[str]]:
+    """Profile the policy on the train tasks (``--profile-k`` sampled episodes each) with the profiler's own
+    statistics and buckets; write the profile; return its path and the band's task ids."""
+    from tau2_gym.core.domain import load_domain
+    from tau2_gym.runner.profile import make_profile
+
+    samples = ev.samples(model, "train", 20_000 + seed, k=args.profile_k)
+    dom = load_domain(args.domain, tasks["data_dir"])
+    pool = list(dom.tasks(None, "train"))
+    outcomes = {tid: (int(sum(v)), len(v), 0) for tid, v in samples.items()}
+    keep = [k for k in args.band_keep.split(",") if k]
+    prof = make_profile(
+        dom,
+        pool,
+        outcomes,
+        k=args.profile_k,
+        keep=keep,
+        policy={"implementation": "learning_proof_sft", "llm": args.model or f"tiny (seed {seed})"},
+        customer={"implementation": args.user},
+        seed=20_000 + seed,
+        split="train",
+        data_dir=tasks["data_dir"],
+    )
+    path = os.path.join(out, f"seed{seed}-profile.json")
+    prof.save(path)
+    print(f"seed {seed}: profile of the SFT policy, tasks per bucket {prof.counts()} (k={args.profile_k})", flush=True)
+    if not prof.band(keep):
+        raise SystemExit(f"the band {keep} is empty after SFT ({prof.counts()}): keep other buckets (--band-keep)")
+    return path, prof.band(keep)
 
 
 def mean(xs: Sequence[float]) -> float:
@@ -375,7 +429,9 @@ def grpo(
     seed: int,
     out: str,
     on_step: Optional[Callable[[int, Any], None]] = None,
+    band: Optional[tuple[str, list[str]]] = None,
 ) -> Any:
+    """GRPO through tau2_gym.training.trl; ``band`` = (profile path, kept buckets): train on that band only."""
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -384,9 +440,16 @@ def grpo(
     env_kwargs: dict[str, Any] = {"user": args.user}
     if tasks["data_dir"]:
         env_kwargs["data_dir"] = tasks["data_dir"]
-    dataset = build_dataset(args.domain, split="train", data_dir=tasks["data_dir"])
+    profile, keep = band if band is not None else (None, None)
+    dataset = build_dataset(args.domain, split="train", data_dir=tasks["data_dir"], profile=profile, keep=keep)
     rollout = make_rollout_func(
-        env_kwargs=env_kwargs, max_new_tokens=args.max_new_tokens, chat_template=template, seed=seed, split="train"
+        env_kwargs=env_kwargs,
+        max_new_tokens=args.max_new_tokens,
+        chat_template=template,
+        seed=seed,
+        split="train",
+        profile=profile,
+        keep=keep,
     )
     cfg = GRPOConfig(
         output_dir=out,
@@ -456,7 +519,14 @@ def run_seed(
         if args.control == "shuffle"
         else mutated(tau2_reward, "zero")
     )
-    arms = [("real", real), ("control", control)] + [(m, mutated(tau2_reward, m)) for m in extra_arms]
+    arms = [("real", real)] + ([] if args.no_control else [("control", control)])
+    arms += [(m, mutated(tau2_reward, m)) for m in extra_arms]
+    band: Optional[tuple[str, list[str]]] = None
+    if args.profile_band:
+        path, band_ids = profile_band(args, tasks, ev, model, seed, out)
+        band = (path, [k for k in args.band_keep.split(",") if k])
+        report["band_profile"] = {"path": path, "tasks": len(band_ids), "of": len(tasks["train"])}
+        arms.append(("band", real))
     for arm, reward_func in arms:
         model.load_state_dict(checkpoint)
         curve = [(0, report["after_sft"]["test"])]
@@ -466,7 +536,16 @@ def run_seed(
                 curve.append((step, mean(ev.success(m, "test", eval_seed).values())))
 
         trainer = grpo(
-            model, tokenizer, template, args, tasks, reward_func, seed, os.path.join(out, f"seed{seed}-{arm}"), on_step
+            model,
+            tokenizer,
+            template,
+            args,
+            tasks,
+            reward_func,
+            seed,
+            os.path.join(out, f"seed{seed}-{arm}"),
+            on_step,
+            band=band if arm == "band" else None,
         )
         after = {s: mean(ev.success(trainer.model, s, eval_seed).values()) for s in args.eval_splits}
         curve.append((args.grpo_steps, after["test"]))
@@ -475,7 +554,11 @@ def run_seed(
             "after": after,
             "curve": curve,
             "batch_reward": [h["rewards/tau2_reward/mean"] for h in logs],
+            # GRPO groups whose rewards were all equal: no advantage, no gradient (what the band is meant to cut)
+            "zero_std": [h["frac_reward_zero_std"] for h in logs if "frac_reward_zero_std" in h],
             "masked": dict(trainer.rollout_func.masked),
+            "episodes": args.grpo_steps * args.batch_size,
+            "band": trainer.rollout_func.band or None,
         }
     report["seconds"] = time.perf_counter() - start
     return report
@@ -493,54 +576,88 @@ def interval(xs: Sequence[float]) -> tuple[float, float]:
     return m, T975.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
 
 
+ARMS = (("real", "tab:blue", "GRPO, env reward, all tasks"), ("control", "tab:gray", "control"))
+BAND_ARM = ("band", "tab:green", "GRPO, env reward, the band")
+
+
+def arms_of(reports: Sequence[dict[str, Any]]) -> list[str]:
+    return [a for a, _, _ in (*ARMS, BAND_ARM) if a in reports[0]]
+
+
 def summarize(reports: Sequence[dict[str, Any]], args: argparse.Namespace, tasks: dict[str, Any]) -> dict[str, Any]:
     def col(f: Callable[[dict], float]) -> tuple[float, float]:
         return interval([f(r) for r in reports])
 
-    s = {
+    s: dict[str, Any] = {
         "after_sft_test": col(lambda r: r["after_sft"]["test"]),
         "after_sft_train": col(lambda r: r["after_sft"]["train"]),
-        "real_test": col(lambda r: r["real"]["after"]["test"]),
-        "real_train": col(lambda r: r["real"]["after"]["train"]),
-        "control_test": col(lambda r: r["control"]["after"]["test"]),
-        "control_train": col(lambda r: r["control"]["after"]["train"]),
     }
-    # paired per seed: each arm against its own seed's after-SFT policy (the seeds differ most in where SFT left them)
-    s["gain_real"] = col(lambda r: r["real"]["after"]["test"] - r["after_sft"]["test"])
-    s["gain_control"] = col(lambda r: r["control"]["after"]["test"] - r["after_sft"]["test"])
-    s["real_minus_control"] = col(lambda r: r["real"]["after"]["test"] - r["control"]["after"]["test"])
-    n_eval = 3 * (len(tasks["train"]) + len(tasks["test"])) * args.eval_k  # after SFT, after each arm
-    curve_points = sum(len(r["real"]["curve"]) + len(r["control"]["curve"]) - 4 for r in reports)
-    s["episodes"] = len(reports) * n_eval + curve_points * len(tasks["test"]) * args.eval_k
+    arms = arms_of(reports)
+    for arm in arms:
+        s[f"{arm}_test"] = col(lambda r, a=arm: r[a]["after"]["test"])
+        s[f"{arm}_train"] = col(lambda r, a=arm: r[a]["after"]["train"])
+        # paired per seed: each arm against its own seed's after-SFT policy (the seeds differ most in where SFT left
+        # them)
+        s[f"gain_{arm}"] = col(lambda r, a=arm: r[a]["after"]["test"] - r["after_sft"]["test"])
+        s[f"train_gain_{arm}"] = col(lambda r, a=arm: r[a]["after"]["train"] - r["after_sft"]["train"])
+        # held-out success averaged over the curve's points after step 0: the area under the learning curve, per
+        # training episode alike for arms of equal length
+        s[f"curve_{arm}"] = col(lambda r, a=arm: mean([y for x, y in r[a]["curve"] if x > 0]))
+        if all(r[arm].get("zero_std") for r in reports):
+            s[f"zero_std_{arm}"] = col(lambda r, a=arm: mean(r[a]["zero_std"]))
+    if "control" in arms:
+        s["real_minus_control"] = col(lambda r: r["real"]["after"]["test"] - r["control"]["after"]["test"])
+    if "band" in arms:
+        s["band_minus_real"] = col(lambda r: r["band"]["after"]["test"] - r["real"]["after"]["test"])
+        s["band_tasks"] = col(lambda r: r["band_profile"]["tasks"])
+        s["training_episodes"] = args.grpo_steps * args.batch_size
+    n_eval = (1 + len(arms)) * (len(tasks["train"]) + len(tasks["test"])) * args.eval_k  # after SFT, after each arm
+    curve_points = sum(len(r[a]["curve"]) - 2 for r in reports for a in arms)
+    profile_episodes = len(tasks["train"]) * args.profile_k if "band" in arms else 0
+    s["episodes"] = len(reports) * (n_eval + profile_episodes) + curve_points * len(tasks["test"]) * args.eval_k
     s["seeds"] = len(reports)
     return s
 
 
 def table(reports: Sequence[dict[str, Any]]) -> str:
-    lines = [
-        "| seed | train after SFT | held-out after SFT | held-out after GRPO | held-out control | "
-        "train after GRPO | train control | seconds |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    arms = arms_of(reports)
+    head = "| seed | train after SFT | held-out after SFT |"
+    for arm in arms:
+        head += f" held-out {arm} | train {arm} |"
+    lines = [head + " seconds |", "|---" * (4 + 2 * len(arms)) + "|"]
     for r in reports:
-        lines.append(
-            f"| {r['seed']} | {r['after_sft']['train']:.2f} | {r['after_sft']['test']:.2f} | "
-            f"{r['real']['after']['test']:.2f} | {r['control']['after']['test']:.2f} | "
-            f"{r['real']['after']['train']:.2f} | {r['control']['after']['train']:.2f} | {r['seconds']:.0f} |"
-        )
+        row = f"| {r['seed']} | {r['after_sft']['train']:.2f} | {r['after_sft']['test']:.2f} |"
+        for arm in arms:
+            row += f" {r[arm]['after']['test']:.2f} | {r[arm]['after']['train']:.2f} |"
+        lines.append(row + f" {r['seconds']:.0f} |")
     return "\n".join(lines)
 
 
 def final_line(s: dict[str, Any]) -> str:
+    control = f" (control {s['control_test'][0]:.2f})" if "control_test" in s else ""
     return (
-        f"held-out success: after SFT {s['after_sft_test'][0]:.2f}, after GRPO {s['real_test'][0]:.2f} "
-        f"(control {s['control_test'][0]:.2f}), train {s['after_sft_train'][0]:.2f} -> {s['real_train'][0]:.2f}, "
-        f"{s['episodes']} episodes, {s['seeds']} seeds"
+        f"held-out success: after SFT {s['after_sft_test'][0]:.2f}, after GRPO {s['real_test'][0]:.2f}{control}, "
+        f"train {s['after_sft_train'][0]:.2f} -> {s['real_train'][0]:.2f}, {s['episodes']} episodes, {s['seeds']} seeds"
+    )
+
+
+def band_line(s: dict[str, Any]) -> str:
+    """Band vs all tasks, per training episode (both arms train on the same number of episodes)."""
+    per = 1000 / s["training_episodes"]
+    zero = ""
+    if "zero_std_band" in s and "zero_std_real" in s:
+        zero = f"; groups without reward spread {s['zero_std_band'][0]:.0%} (all {s['zero_std_real'][0]:.0%})"
+    return (
+        f"band vs all: held-out after GRPO {s['band_test'][0]:.2f} (all {s['real_test'][0]:.2f}), over the curve "
+        f"{s['curve_band'][0]:.2f} (all {s['curve_real'][0]:.2f}), train {s['band_train'][0]:.2f} (all "
+        f"{s['real_train'][0]:.2f}); held-out gain per 1000 training episodes {s['gain_band'][0] * per:+.2f} (all "
+        f"{s['gain_real'][0] * per:+.2f}){zero}; band {s['band_tasks'][0]:.0f} tasks, {s['training_episodes']} "
+        "training episodes per arm"
     )
 
 
 def plot(path: str, reports: Sequence[dict[str, Any]]) -> bool:
-    """Held-out success vs GRPO step, real vs control: mean over seeds and a min-max band."""
+    """Held-out success vs GRPO step, per arm: mean over seeds and a min-max band."""
     try:
         import matplotlib
 
@@ -549,13 +666,15 @@ def plot(path: str, reports: Sequence[dict[str, Any]]) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for arm, color, label in (("real", "tab:blue", "GRPO, env reward"), ("control", "tab:gray", "control")):
+    for arm, color, label in (*ARMS, BAND_ARM):
+        if arm not in reports[0]:
+            continue
         steps = [s for s, _ in reports[0][arm]["curve"]]
         ys = [[dict(r[arm]["curve"])[s] for r in reports] for s in steps]
         ax.plot(steps, [mean(y) for y in ys], marker="o", color=color, label=f"{label} (mean)")
         ax.fill_between(steps, [min(y) for y in ys], [max(y) for y in ys], color=color, alpha=0.2)
     ax.set(xlabel="GRPO step", ylabel="held-out success (sampled)", ylim=(-0.02, 1.02))
-    ax.set_title(f"held-out tasks, {len(reports)} seeds (band: min-max)", fontsize=9)
+    ax.set_title(f"held-out tasks, {len(reports)} seeds (shaded: min-max)", fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -588,25 +707,26 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     for seed in range(args.seeds):
         r = run_seed(args, seed, tasks, out)
         reports.append(r)
+        others = "; ".join(f"{a} {r[a]['after']['test']:.2f}" for a in arms_of(reports) if a != "real")
         print(
             f"seed {seed}: after SFT train {r['after_sft']['train']:.2f} held-out {r['after_sft']['test']:.2f}; "
-            f"GRPO held-out {r['real']['after']['test']:.2f} (control {r['control']['after']['test']:.2f}); "
-            f"{r['seconds']:.0f}s",
+            f"GRPO held-out {r['real']['after']['test']:.2f} ({others}); {r['seconds']:.0f}s",
             flush=True,
         )
     summary = summarize(reports, args, tasks)
     summary["wall_seconds"] = time.perf_counter() - start
     print(table(reports))
-    keys = ("after_sft_test", "real_test", "control_test", "after_sft_train", "real_train", "control_train")
-    for key in keys + ("gain_real", "gain_control", "real_minus_control"):
-        m, h = summary[key]
-        print(f"{key}: {m:.2f} +- {h:.2f}")
+    for key, value in summary.items():
+        if isinstance(value, tuple):
+            print(f"{key}: {value[0]:.2f} +- {value[1]:.2f}")
     png = args.plot or os.path.join(out, "learning.png")
     if plot(png, reports):
         print(f"plot: {png}")
     with open(os.path.join(out, "learning.json"), "w", encoding="utf-8") as fh:
         json.dump({"args": vars(args), "summary": summary, "reports": reports}, fh, indent=1)
     print(f"wall time {summary['wall_seconds']:.0f}s; results {os.path.join(out, 'learning.json')}")
+    if "band_test" in summary:
+        print(band_line(summary))
     print(final_line(summary))
     return {"summary": summary, "reports": reports, "output_dir": out}
 

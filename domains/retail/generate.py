@@ -21,16 +21,22 @@ is seeded, deterministic and needs no LLM.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from tau2_gym.core.db import BaseData, merge_update
+from tau2_gym.core.domain import load_domain
 from tau2_gym.domains.retail import rules
 from tau2_gym.domains.retail.tools import RetailTools
 
 GENERATOR = "tau2_gym.domains.retail.generate"
 GENERATOR_VERSION = 1
+#: the benchmark's retail tasks, each written as the customer's request (what the rule engine is checked against)
+REQUESTS = Path(__file__).with_name("benchmark_requests.json")
 INTENTS = (
     "cancel",
     "modify_items",
@@ -1080,3 +1086,70 @@ def _clean_trace(db: dict, trace: list[dict]) -> Optional[list[dict]]:
             continue
         out.append(call)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ the benchmark
+
+
+def _canon(action: dict) -> str:
+    """A write as the tools store it: return and exchange item lists are kept sorted."""
+    name, args = action["name"], dict(action["arguments"])
+    if name in ("return_delivered_order_items", "exchange_delivered_order_items"):
+        for key in ("item_ids", "new_item_ids"):
+            if key in args:
+                args[key] = sorted(args[key])
+    return json.dumps([name, args], sort_keys=True)
+
+
+def _replay(base: BaseData, actions: list[dict]) -> tuple[str, list[dict]]:
+    """The DB hash after ``actions`` and the ones that ran (a failing call changes nothing, as in tau2's evaluator)."""
+    state = base.new_state()
+    tools = RetailTools(state)
+    ran = []
+    for a in actions:
+        try:
+            tools.use_tool(a["name"], **a["arguments"])
+        except Exception:  # noqa: BLE001 - the evaluator logs and ignores a failing gold call; so does the comparison
+            continue
+        ran.append(a)
+    return state.hash(), ran
+
+
+def reproduce_benchmark(tasks: Sequence[dict], base: BaseData, requests: Optional[dict] = None) -> dict:
+    """Resolve every annotated benchmark request (``benchmark_requests.json``) through the rule engine and compare
+    its writes with the task's gold writes (as the tools store them, and the DB they leave):
+    ``{"tasks", "reproduced", "misses": {id: the engine's reason}, "unrunnable": [ids whose resolved writes fail]}``."""
+    requests = requests if requests is not None else json.loads(REQUESTS.read_text(encoding="utf-8"))
+    misses: dict[str, str] = {}
+    unrunnable = []
+    for task in tasks:
+        tid = str(task["id"])
+        request = requests["tasks"][tid]
+        crit = task.get("evaluation_criteria") or {}
+        gold = [
+            {"name": a["name"], "arguments": a["arguments"]}
+            for a in crit.get("actions") or []
+            if a["name"] in rules.WRITE_TOOLS
+        ]
+        gold_hash, gold_ran = _replay(base, gold)
+        result = rules.resolve(request, base.data)
+        mine_hash, mine_ran = _replay(base, result["actions"])
+        if mine_ran != result["actions"]:
+            unrunnable.append(tid)
+        if sorted(map(_canon, gold_ran)) != sorted(map(_canon, result["actions"])) or gold_hash != mine_hash:
+            misses[tid] = result["reason"]
+    return {"tasks": len(tasks), "reproduced": len(tasks) - len(misses), "misses": misses, "unrunnable": unrunnable}
+
+
+def rule_engine_coverage(data_dir: Optional[str] = None) -> dict:
+    """How much of the benchmark the rule engine reproduces: ``{"tasks", "reproduced", "misses": {id: reason}}``
+    (recorded in a generated set's ``generated.json``)."""
+    return json.loads(_coverage(data_dir))
+
+
+@lru_cache(maxsize=4)
+def _coverage(data_dir: Optional[str]) -> str:
+    dom = load_domain("retail", data_dir)
+    tasks = json.loads(dom.task_file().read_text(encoding="utf-8"))
+    result = reproduce_benchmark(tasks, dom.base_db)
+    return json.dumps({k: result[k] for k in ("tasks", "reproduced", "misses")})

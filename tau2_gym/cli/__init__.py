@@ -14,6 +14,7 @@ COMMANDS = {
     "data": "Fetch or locate the official tau2 data.",
     "eval": "Re-score tau2 results files with tau2-gym's evaluator.",
     "rollout": "Collect episodes with an agent and a user simulator behind OpenAI-compatible endpoints.",
+    "profile": "Profile a policy's per-task pass rates over k episodes and select the band of tasks to train on.",
     "export": "Export results files as an SFT dataset (TRL's conversational format).",
     "replay": "Replay results files through fresh envs and report where trajectories diverge.",
     "report": "Build one self-contained HTML report of one or more results files.",

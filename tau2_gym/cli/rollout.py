@@ -27,7 +27,7 @@ from typing import Any, Optional
 from tau2_gym.core.domain import domain_names
 from tau2_gym.data import DataError
 from tau2_gym.llm.client import ServerCheckError
-from tau2_gym.players.agents.scripted import ALL_AGENTS
+from tau2_gym.players.agents.scripted import agent_names
 from tau2_gym.runner.collect import RolloutConfig, collect, ids_in_split_order
 from tau2_gym.runner.players import (
     DEFAULT_LLM,
@@ -56,18 +56,25 @@ def retrieval_options(args: argparse.Namespace) -> Optional[dict]:
     return out or None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    num_trials: int = 1,
+    split: Optional[str] = "base",
+    split_help: str = "task split (default: base; 'none' = the whole set)",
+) -> None:
+    """The rollout's flags; ``tau2-gym profile`` reuses them with its own defaults for the trials and the split."""
 
-    scripted = [c.name for c in ALL_AGENTS]
+    scripted = agent_names()
     g = parser.add_argument_group("tasks")
     g.add_argument("--domain", default="airline", help=f"tau2 domain ({', '.join(domain_names())})")
     g.add_argument(
         "--task-set-name", default=None, help="task set (default: the domain's; telecom_full, telecom_small)"
     )
-    g.add_argument("--task-split-name", default="base", help="task split (default: base; 'none' = the whole set)")
+    g.add_argument("--task-split-name", "--split", default=split, help=split_help)
     g.add_argument("--task-ids", nargs="+", default=None, help="run only these task ids")
     g.add_argument("--num-tasks", type=int, default=None, help="run only the first N tasks")
-    g.add_argument("--num-trials", type=int, default=1, help="trials per task (default: 1)")
+    g.add_argument("--num-trials", "-k", type=int, default=num_trials, help=f"trials per task (default: {num_trials})")
     g.add_argument(
         "--data-version",
         default=None,
@@ -452,6 +459,88 @@ def summary(report: Any, num_trials: int) -> str:
 _SERVER_FLAGS = {"agent": "--agent-base-url", "user simulator": "--user-base-url", "judge": "--judge"}
 
 
+def rollout_config(args: argparse.Namespace, output: Path, split: Optional[str], solo: bool) -> RolloutConfig:
+    """The run's settings from the flags (``tau2-gym profile`` builds its runs the same way)."""
+    config = RolloutConfig(
+        domain=args.domain,
+        data_version=args.data_version,
+        data_dir=args.data_dir,
+        task_set=args.task_set_name,
+        task_split=split,
+        task_ids=args.task_ids,
+        num_tasks=args.num_tasks,
+        num_trials=args.num_trials,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        max_errors=args.max_errors,
+        timeout=args.timeout,
+        solo=solo,
+        agent_can_stop=True if args.agent_can_stop else None,
+        enforce_protocol=args.enforce_communication_protocol,
+        reasoning_history=args.reasoning_history,
+        parser=args.parser,
+        concurrency=args.max_concurrency,
+        max_retries=args.max_retries,
+        retry_delay=args.retry_delay,
+        output=str(output),
+        judge=judge_with_cache(args.judge, user_cache_setting(args)),
+        reward_integrity=args.reward_integrity,
+        allow_config_change=args.allow_config_change,
+        progress=not args.no_progress,
+        domain_options=retrieval_options(args),
+        check_servers=not args.no_server_check,
+    )
+    if config.task_ids is not None:
+        config.task_ids = ids_in_split_order(config)
+    return config
+
+
+def run_episodes(
+    args: argparse.Namespace,
+    config: RolloutConfig,
+    players: tuple[PlayerSettings, PlayerSettings, Any, Any],
+    solo: bool,
+) -> Any:
+    """Collect the run's episodes, on Ray actors with ``--ray`` (each building its players from the settings),
+    else in this process with ``policy`` and ``user``. Raises ImportError when ``--ray`` has no Ray."""
+    agent_settings, user_settings, policy, user = players
+    if getattr(args, "ray", None) is not None:
+        import_ray()
+        return collect_ray(
+            None,
+            partial(build_policy, agent_settings),
+            partial(build_user, user_settings, solo),
+            config=config,
+            num_actors=max(1, int(args.ray_actors)),
+            address=None if args.ray in (None, "local") else args.ray,
+        )
+    return collect(None, policy, user, config=config)
+
+
+def start_lines(args: argparse.Namespace, policy: Any, user: Any) -> list[str]:
+    """What a run says before its first episode: the reply cache, the token capture probe."""
+    lines = []
+    stats = user.cache_stats() if callable(getattr(user, "cache_stats", None)) else None
+    line = cache_start_line("user cache", stats, "--no-user-cache")
+    if line:
+        lines.append(line)
+    if getattr(args, "capture_tokens", None) and hasattr(policy, "probe_tokens"):
+        lines.append(token_probe_line(policy.probe_tokens(), args.capture_tokens))
+    return lines
+
+
+def server_error_line(exc: ServerCheckError) -> str:
+    hint = _SERVER_FLAGS.get(exc.who)
+    return f"error: {exc}" + (f" ({hint})" if hint else "")
+
+
+def close_players(*objs: Any) -> None:
+    for obj in objs:
+        close = getattr(obj, "close", None)
+        if close is not None:
+            close()
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.ERROR), format="%(levelname)s %(name)s: %(message)s"
@@ -474,37 +563,7 @@ def run(args: argparse.Namespace) -> int:
         output = output.with_suffix(".json")
     split = None if str(args.task_split_name).lower() == "none" else args.task_split_name
     try:
-        config = RolloutConfig(
-            domain=args.domain,
-            data_version=args.data_version,
-            data_dir=args.data_dir,
-            task_set=args.task_set_name,
-            task_split=split,
-            task_ids=args.task_ids,
-            num_tasks=args.num_tasks,
-            num_trials=args.num_trials,
-            seed=args.seed,
-            max_steps=args.max_steps,
-            max_errors=args.max_errors,
-            timeout=args.timeout,
-            solo=solo,
-            agent_can_stop=True if args.agent_can_stop else None,
-            enforce_protocol=args.enforce_communication_protocol,
-            reasoning_history=args.reasoning_history,
-            parser=args.parser,
-            concurrency=args.max_concurrency,
-            max_retries=args.max_retries,
-            retry_delay=args.retry_delay,
-            output=str(output),
-            judge=judge_with_cache(args.judge, user_cache_setting(args)),
-            reward_integrity=args.reward_integrity,
-            allow_config_change=args.allow_config_change,
-            progress=not args.no_progress,
-            domain_options=retrieval_options(args),
-            check_servers=not args.no_server_check,
-        )
-        if config.task_ids is not None:
-            config.task_ids = ids_in_split_order(config)
+        config = rollout_config(args, output, split, solo)
         agent_settings, user_settings = player_settings(args)
         notes: list[str] = []
         policy = build_policy(agent_settings, notes)
@@ -518,32 +577,17 @@ def run(args: argparse.Namespace) -> int:
         f"rollout: {args.domain}, agent {args.agent}, user {args.user if not solo else 'dummy_user'}, output {output}",
         file=sys.stderr,
     )
-    stats = user.cache_stats() if callable(getattr(user, "cache_stats", None)) else None
-    line = cache_start_line("user cache", stats, "--no-user-cache")
-    if line:
+    for line in start_lines(args, policy, user):
         print(line, file=sys.stderr)
-    if args.capture_tokens and hasattr(policy, "probe_tokens"):
-        print(token_probe_line(policy.probe_tokens(), args.capture_tokens), file=sys.stderr)
     try:
-        if getattr(args, "ray", None) is not None:  # the episodes run on Ray actors, each building its players
-            try:
-                import_ray()
-            except ImportError as exc:
-                print(f"error: --ray: {exc}", file=sys.stderr)
-                return 2
-            report = collect_ray(
-                None,
-                partial(build_policy, agent_settings),
-                partial(build_user, user_settings, solo),
-                config=config,
-                num_actors=max(1, int(args.ray_actors)),
-                address=None if args.ray in (None, "local") else args.ray,
-            )
-        else:
-            report = collect(None, policy, user, config=config)
+        report = run_episodes(args, config, (agent_settings, user_settings, policy, user), solo)
+    except ImportError as exc:
+        if getattr(args, "ray", None) is None:
+            raise
+        print(f"error: --ray: {exc}", file=sys.stderr)
+        return 2
     except ServerCheckError as exc:
-        hint = _SERVER_FLAGS.get(exc.who)
-        print(f"error: {exc}" + (f" ({hint})" if hint else ""), file=sys.stderr)
+        print(server_error_line(exc), file=sys.stderr)
         return 2
     except (ValueError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -555,10 +599,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 130
     finally:
-        for obj in (policy, user):
-            close = getattr(obj, "close", None)
-            if close is not None:
-                close()
+        close_players(policy, user)
     print(summary(report, args.num_trials))
     print(report.failure_line())
     if report.ok(args.max_infra_error_rate):

@@ -13,6 +13,7 @@ False
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
@@ -72,6 +73,19 @@ class EpisodeSettings:
         default="base", metadata={"help": "split of the task set (base/train/test/small/...); None = the whole set."}
     )
     task_ids: Optional[Sequence[str]] = field(default=None, metadata={"help": "only these task ids (in this order)."})
+    profile: Any = field(
+        default=None,
+        metadata={
+            "help": (
+                "a difficulty profile (`tau2-gym profile`'s JSON file, or a loaded Profile) of exactly this task "
+                "selection: play only the tasks of its `keep` buckets; a profile of other tasks or data is refused."
+            )
+        },
+    )
+    keep: Optional[Sequence[str]] = field(
+        default=None,
+        metadata={"help": "buckets of `profile` to play, e.g. ('medium', 'hard'); None: the profile's own band."},
+    )
     solo: bool = field(
         default=False,
         metadata={"help": "solo mode: no user, the agent gets the ticket and the user's tools, `done` ends."},
@@ -167,6 +181,14 @@ class EpisodeSettings:
                 f"reasoning_history={self.reasoning_history!r}; choose one of {', '.join(REASONING_HISTORY)}"
             )
         resolve_integrity(self.reward_integrity)  # an unknown name fails here, naming the valid ones
+        if isinstance(self.profile, os.PathLike):
+            self.profile = os.fspath(self.profile)
+        if self.keep is not None:
+            if self.profile is None:
+                raise ValueError(f"keep={self.keep!r} selects buckets of a difficulty profile: pass profile= too")
+            if isinstance(self.keep, str):
+                self.keep = [k for k in self.keep.split(",") if k.strip()]
+            self.keep = [str(k).strip() for k in self.keep]
         if self.task_ids is not None:
             if isinstance(self.task_ids, str):
                 self.task_ids = [self.task_ids]

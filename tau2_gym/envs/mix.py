@@ -223,8 +223,10 @@ class MixEnv(gym.Env):
     ``curriculum`` (None / "success" / callable), ``window``, ``floor``: see :class:`Mixture`; or ``mixture=``
     a ready (possibly shared) :class:`Mixture`. ``role``: "agent" (default) or "user" (the customer side,
     :class:`~tau2_gym.envs.user_env.UserEnv`). ``domain_kwargs={"telecom": {...}}``: per-component env
-    arguments. Every other keyword goes to every component env (``user``, ``judge``, ``max_steps``,
-    ``obs_format``, ...; ``task_split`` is set from the component's split).
+    arguments. ``profiles={"airline": "airline.profile.json", ...}`` with ``keep=("medium", "hard")``: those
+    components draw only from the band of their difficulty profile (``tau2-gym profile`` of the component's split;
+    :mod:`tau2_gym.episodes.band`), the others from their whole split. Every other keyword goes to every component
+    env (``user``, ``judge``, ``max_steps``, ``obs_format``, ...; ``task_split`` is set from the component's split).
 
     ## Version History
     * v0: initial release.
@@ -243,10 +245,19 @@ class MixEnv(gym.Env):
         mixture: Optional[Mixture] = None,
         role: str = "agent",
         domain_kwargs: Optional[Mapping[str, Mapping[str, Any]]] = None,
+        profiles: Optional[Mapping[str, Any]] = None,
+        keep: Optional[Sequence[str]] = None,
         render_mode: Optional[str] = None,
         **env_kwargs: Any,
     ) -> None:
         super().__init__()
+        if keep is not None and not profiles:
+            raise TypeError("keep= selects buckets of difficulty profiles: pass profiles={component: profile} too")
+        if profiles:  # each profiled component plays the band of its own profile
+            merged = {k: dict(v) for k, v in (domain_kwargs or {}).items()}
+            for key, prof in profiles.items():
+                merged[key] = {**merged.get(key, {}), "profile": prof, **({"keep": keep} if keep is not None else {})}
+            domain_kwargs = merged
 
         if mixture is None:
             mixture = Mixture(

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from tau2_gym.core.domain import LoadedDomain, load_domain
+from tau2_gym.core.integrity import UPSTREAM
 from tau2_gym.core.tasks import Task
-from tau2_gym.episodes.audit import episode_records, reward_of
+from tau2_gym.episodes.audit import AuditRow, episode_records, reward_of
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES
 from tau2_gym.scoring.judges import JudgeSpec, make_judge
-from tau2_gym.scoring.metrics import is_pass
 from tau2_gym.scoring.rewards import REWARD_MODES
 
 __all__ = ["Baseline", "baseline_table", "do_nothing_baseline", "without_do_nothing_passes"]
@@ -30,21 +30,11 @@ DO_NOTHING = "do-nothing"
 
 
 @dataclass(frozen=True)
-class Baseline:
-    """Per-task rewards of the do-nothing policy on a set of tasks, under one reward mode."""
+class Baseline(AuditRow):
+    """Per-task rewards of the do-nothing policy on a set of tasks, under one reward mode: the audit's first row
+    (:class:`~tau2_gym.episodes.audit.AuditRow`), with the domain it was played on."""
 
-    domain: str
-    reward_mode: str
-    rewards: dict[str, float]
-
-    @property
-    def mean(self) -> float:
-        return sum(self.rewards.values()) / len(self.rewards) if self.rewards else 0.0
-
-    @property
-    def passes(self) -> tuple[str, ...]:
-        """The tasks the do-nothing policy passes (reward 1 within the pass tolerance)."""
-        return tuple(i for i, r in self.rewards.items() if is_pass(r))
+    domain: str = ""
 
     def line(self) -> str:
         return (
@@ -70,7 +60,8 @@ def do_nothing_baseline(
     """
     tasks = tuple(tasks)
     records = episode_records(domain, tasks, DO_NOTHING, judge=make_judge(_judge_choice(judge)))
-    return Baseline(domain.spec.name, reward_mode, {t.id: reward_of(records[t.id], reward_mode) for t in tasks})
+    rewards = {t.id: reward_of(records[t.id], reward_mode) for t in tasks}
+    return Baseline(DO_NOTHING, reward_mode, UPSTREAM.name, rewards, domain=domain.spec.name)
 
 
 def without_do_nothing_passes(

@@ -3,8 +3,9 @@
 The same settings select the same tasks wherever they are used (an env's pool, ``tau2-gym rollout``, the
 profiler, the trainers), in one order of steps: the tasks given (objects or ids) or the settings' ``task_ids``
 (from the whole task set, in their order) or ``task_split``; then tasks solo mode cannot run are left out; then the
-first ``num_tasks``; then the no-judge choice on NL-judged tasks; then, on request, the tasks a do-nothing policy
-passes.
+first ``num_tasks``; then, with a difficulty ``profile`` of exactly that selection, the tasks of its ``keep`` band
+(:mod:`tau2_gym.episodes.band`); then the no-judge choice on NL-judged tasks; then, on request, the tasks a do-nothing
+policy passes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.turn_loop import solo_task_error
+from tau2_gym.episodes.band import select_band
 from tau2_gym.episodes.baseline import without_do_nothing_passes
 from tau2_gym.scoring.judges import apply_no_judge_choice
 
@@ -49,7 +51,8 @@ def select_tasks(
         where: names the caller in messages (``env 'airline'``, ``rollout of 'airline'``).
 
     Raises:
-        ValueError: an unknown task id, duplicate ids, or a selection left empty.
+        ValueError: an unknown task id, duplicate ids, or a selection left empty;
+            :class:`~tau2_gym.episodes.band.ProfileError`: a profile of other tasks or data, an unknown bucket.
     """
     where = where or repr(settings.domain)
     task_set = settings.task_set or domain.spec.default_task_set
@@ -87,6 +90,11 @@ def select_tasks(
         raise ValueError(
             f"no tasks to run for {where} (task_set={settings.task_set!r}, task_split={settings.task_split!r}, "
             f"task_ids={settings.task_ids!r}, solo={settings.solo})"
+        )
+    if settings.profile is not None:
+        split = settings.task_split if tasks is None and settings.task_ids is None else None
+        out = list(
+            select_band(domain, out, settings.profile, settings.keep, task_set=task_set, split=split, where=where)
         )
     selected: tuple[Task, ...] = tuple(out)
     if judge is not None:

@@ -21,9 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
+from tau2_gym.core.task_folder import domain_folder, lay_out, source_links
 from tau2_gym.data import DataSource
 
-__all__ = ["MANIFEST", "GenerationError", "domain_folder", "read_manifest", "generated_domains", "Staging"]
+__all__ = ["MANIFEST", "GenerationError", "read_manifest", "generated_domains", "Staging"]
 
 MANIFEST = "generated.json"
 _DOMAINS = Path("data") / "tau2" / "domains"
@@ -31,10 +32,6 @@ _DOMAINS = Path("data") / "tau2" / "domains"
 
 class GenerationError(ValueError):
     """A generated set cannot be made or written (bad input, a drafter that cannot deliver, a refused folder)."""
-
-
-def domain_folder(root: str | os.PathLike[str], data_folder: str) -> Path:
-    return Path(root) / _DOMAINS / data_folder
 
 
 def generated_domains(root: str | os.PathLike[str]) -> Optional[dict[str, dict]]:
@@ -110,18 +107,12 @@ class Staging:
                 f"--out {str(out)!r} exists and is not a generated task set (no data/tau2/domains/*/{MANIFEST}); "
                 "choose a new or empty folder, or a folder written by `tau2-gym generate`"
             )
-        for link, target in self._links(out).items():
+        for link, target in source_links(out, self.source).items():
             if link.is_symlink() and Path(os.readlink(link)) != target:
                 raise GenerationError(
                     f"--out {str(out)!r} holds tasks generated from other base data ({link} -> {os.readlink(link)}, "
                     f"this set needs {target}); choose another folder"
                 )
-
-    def _links(self, root: Path) -> dict[Path, Path]:
-        out = {root / "data" / "tau2" / "user_simulator": self.source.user_simulator_dir}
-        if self.source.src is not None:
-            out[root / "src" / "tau2"] = self.source.src
-        return {k: v for k, v in out.items() if v.exists()}
 
     # ---------------------------------------------------------------- staging
 
@@ -129,18 +120,7 @@ class Staging:
         """A hidden folder beside ``out`` with the domain's data files (no tasks yet); returns its root."""
         self.root = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.tmp-", dir=self.out.parent))
         self.root.chmod(0o777 & ~_umask())  # mkdtemp's 0700 would become the published folder's mode
-        dom = domain_folder(self.root, self.data_folder)
-        dom.mkdir(parents=True)
-        for entry in sorted(base_folder.iterdir()):
-            if _is_task_file(entry.name, task_files):
-                continue
-            if entry.is_dir():
-                shutil.copytree(entry, dom / entry.name)
-            else:
-                shutil.copyfile(entry, dom / entry.name)
-        for link, target in self._links(self.root).items():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(target, target_is_directory=True)
+        lay_out(self.root, self.source, self.data_folder, base_folder, lambda name: _is_task_file(name, task_files))
         return self.root
 
     def write(self, name: str, value: Any) -> None:
@@ -160,7 +140,7 @@ class Staging:
                 os.rename(final, old)
             final.parent.mkdir(parents=True, exist_ok=True)
             os.rename(domain_folder(self.root, self.data_folder), final)
-            for link, target in self._links(out).items():
+            for link, target in source_links(out, self.source).items():
                 if not link.is_symlink():
                     link.parent.mkdir(parents=True, exist_ok=True)
                     link.symlink_to(target, target_is_directory=True)

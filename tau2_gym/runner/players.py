@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from tau2_gym.llm.params import model_family, tau2_run_args
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
-from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy
+from tau2_gym.players.agents.scripted import ALL_AGENTS, ScriptedPolicy, agent_names, is_scripted
 from tau2_gym.players.users import OFFLINE_USERS, resolve_user
 from tau2_gym.players.users.openai_user import OpenAIUserConfig, OpenAIUserSimulator
 from tau2_gym.players.users.scripted import OracleUser
@@ -106,10 +106,8 @@ def build_policy(settings: PlayerSettings, notes: Optional[list[str]] = None) ->
         return OpenAIAgentPolicy(
             OpenAIAgentConfig(**llm_settings(settings, notes), capture_tokens=settings.capture_tokens)
         )
-    if settings.kind not in SCRIPTED_AGENTS:
-        raise ValueError(
-            f"unknown agent {settings.kind!r}; choose one of: {', '.join((*LLM_AGENTS, *SCRIPTED_AGENTS))}"
-        )
+    if not is_scripted(settings.kind):
+        raise ValueError(f"unknown agent {settings.kind!r}; choose one of: {', '.join((*LLM_AGENTS, *agent_names()))}")
     if settings.capture_tokens:
         raise ValueError(f"--capture-tokens needs an LLM agent (--agent llm_agent); {settings.kind!r} has no tokens")
     return ScriptedPolicy(settings.kind)

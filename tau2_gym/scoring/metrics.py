@@ -1,12 +1,14 @@
-"""Run metrics, in one place for ``eval``, ``rollout`` summaries and reports: tau2's pass^k (a pass is a reward of
-1 within :data:`PASS_TOLERANCE`), and per-file tallies of what was scored and what was left out, and why."""
+"""Run metrics, in one place for ``eval``, ``rollout`` summaries, reports and the difficulty profiler: tau2's pass^k (a
+pass is a reward of 1 within :data:`PASS_TOLERANCE`), per-file tallies of what was scored and what was left out, and
+why, and per-task pass rates with their Wilson interval, bucketed by pass-rate edges (:class:`PassRateBuckets`)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from fractions import Fraction
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from tau2_gym.core.actions import EMPTY_REPLY, EMPTY_REPLY_KEY, REASONING_ONLY_REPLY
 from tau2_gym.core.termination import TerminationReason
@@ -23,12 +25,16 @@ __all__ = [
     "Tally",
     "bootstrap_ci",
     "empty_agent_replies",
+    "DEFAULT_BUCKETS",
+    "DEFAULT_KEEP",
+    "PassRateBuckets",
     "is_pass",
     "nl_unjudged",
     "pass_hat",
     "pass_hat_k",
     "shown_ks",
     "summarize",
+    "wilson_interval",
 ]
 
 PASS_TOLERANCE = 1e-6
@@ -338,3 +344,135 @@ def summarize(
         scored_agent_cost=sum(float(s.get("agent_cost") or 0.0) for s in scored),
         scored_episodes=len(scored),
     )
+
+
+# ------------------------------------------------------------------------------------------ pass rates and buckets
+
+
+def wilson_interval(passes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a pass rate (95% with the default ``z``): unlike the normal approximation it
+    stays inside [0, 1] and is not empty at 0 or k passes, which is where most tasks of a profile sit."""
+    if trials < 1:
+        raise ValueError(f"trials={trials} must be >= 1")
+    if not 0 <= passes <= trials:
+        raise ValueError(f"passes={passes} must lie in [0, trials={trials}]")
+    p = passes / trials
+    z2 = z * z
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _fraction(text: Union[str, float, Fraction], name: str) -> Fraction:
+    try:
+        value = Fraction(str(text).strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"bucket {name!r}: edge {text!r} is not a number or a fraction such as 0.25 or 4/16") from None
+    if not 0 <= value <= 1:
+        raise ValueError(f"bucket {name!r}: edge {text!r} is not a pass rate in [0, 1]")
+    return value
+
+
+@dataclass(frozen=True)
+class PassRateBuckets:
+    """Named buckets of a task's pass rate, each given by its upper edge: bucket ``i`` holds the rates ``r`` with
+    ``edge[i-1] < r <= edge[i]`` (the first: ``0 <= r <= edge[0]``); the edges increase strictly and the last is 1.
+
+    Edges are fractions of the trials, so one set of buckets serves any k: the default
+    ``unsolved=0,hard=1/4,medium=1/2,easy=3/4,mastered=1`` is, at k=16, the Qwen3-8B GRPO run's 0 | 1-4 | 5-8 |
+    9-12 | 13-16 passes (:meth:`pass_ranges` gives the counts for any k). Rates compare exactly (fractions), so
+    4 of 16 is ``hard`` and 5 of 16 ``medium``.
+    """
+
+    names: tuple[str, ...]
+    edges: tuple[Fraction, ...]
+
+    def __post_init__(self) -> None:
+        if not self.names or len(self.names) != len(self.edges):
+            raise ValueError("buckets need one upper edge per name, and at least one bucket")
+        dup = sorted({n for n in self.names if self.names.count(n) > 1})
+        if dup:
+            raise ValueError(f"bucket names {dup} appear twice")
+        for n in self.names:
+            if not n or not n.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"bucket name {n!r} must be letters, digits, '_' or '-'")
+        for (a, ea), (b, eb) in zip(zip(self.names, self.edges), zip(self.names[1:], self.edges[1:])):
+            if eb <= ea:
+                raise ValueError(
+                    f"bucket edges must increase: {a}={ea} then {b}={eb} (each bucket is given by its upper edge, "
+                    "e.g. unsolved=0,hard=1/4,medium=1/2,easy=3/4,mastered=1)"
+                )
+        if self.edges[-1] != 1:
+            raise ValueError(
+                f"the last bucket's edge must be 1 so that every pass rate has a bucket; got {self.names[-1]}="
+                f"{self.edges[-1]}"
+            )
+
+    @classmethod
+    def parse(cls, spec: Union[str, Sequence[tuple[str, Any]], Mapping[str, Any], PassRateBuckets]) -> PassRateBuckets:
+        """From ``"unsolved=0,hard=1/4,..."``, ``[("unsolved", 0), ...]`` or a mapping in edge order."""
+        if isinstance(spec, PassRateBuckets):
+            return spec
+        if isinstance(spec, str):
+            items = []
+            for part in [p.strip() for p in spec.split(",") if p.strip()]:
+                name, sep, edge = part.partition("=")
+                if not sep:
+                    raise ValueError(f"bucket {part!r} is not NAME=EDGE (e.g. hard=1/4)")
+                items.append((name.strip(), edge))
+        else:
+            items = list(spec.items()) if isinstance(spec, Mapping) else [tuple(x) for x in spec]
+        return cls(tuple(str(n) for n, _ in items), tuple(_fraction(e, str(n)) for n, e in items))
+
+    def spec(self) -> str:
+        """The ``NAME=EDGE,...`` text :meth:`parse` reads back."""
+        return ",".join(f"{n}={e}" for n, e in zip(self.names, self.edges))
+
+    def bucket(self, passes: int, trials: int) -> str:
+        """The bucket of ``passes`` successes in ``trials``."""
+        if trials < 1:
+            raise ValueError(f"trials={trials} must be >= 1")
+        rate = Fraction(passes, trials)
+        for name, edge in zip(self.names, self.edges):
+            if rate <= edge:
+                return name
+        return self.names[-1]  # unreachable: the last edge is 1
+
+    def pass_ranges(self, k: int) -> dict[str, Optional[tuple[int, int]]]:
+        """Per bucket, the (lowest, highest) pass count out of ``k`` it holds; None when it holds none at this k."""
+        out: dict[str, Optional[tuple[int, int]]] = {n: None for n in self.names}
+        for passes in range(k + 1):
+            name = self.bucket(passes, k)
+            lo_hi = out[name]
+            out[name] = (passes, passes) if lo_hi is None else (lo_hi[0], passes)
+        return out
+
+    def describe(self, k: int) -> str:
+        """``unsolved 0, hard 1-4, medium 5-8, easy 9-12, mastered 13-16 (of 16)``."""
+        parts = []
+        for name, r in self.pass_ranges(k).items():
+            text = "none" if r is None else (str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}")
+            parts.append(f"{name} {text}")
+        return ", ".join(parts) + f" (passes of {k})"
+
+    def check_names(self, keep: Sequence[str], what: str = "keep") -> tuple[str, ...]:
+        """``keep`` as a tuple of bucket names; an unknown name is one error naming the valid ones."""
+        keep = tuple(str(k).strip() for k in keep)
+        unknown = [k for k in keep if k not in self.names]
+        if unknown:
+            raise ValueError(f"unknown bucket(s) {unknown} in {what}; the buckets are: {', '.join(self.names)}")
+        if not keep:
+            raise ValueError(f"{what} names no bucket; the buckets are: {', '.join(self.names)}")
+        return keep
+
+    def default_keep(self) -> tuple[str, ...]:
+        """:data:`DEFAULT_KEEP` when these buckets have those names, else every bucket but the first and last."""
+        if all(n in self.names for n in DEFAULT_KEEP):
+            return DEFAULT_KEEP
+        return self.names[1:-1] or self.names
+
+
+#: The Qwen3-8B tau2 GRPO run's buckets (0 | 1-4 | 5-8 | 9-12 | 13-16 of 16) as pass-rate edges.
+DEFAULT_BUCKETS = PassRateBuckets.parse("unsolved=0,hard=1/4,medium=1/2,easy=3/4,mastered=1")
+#: The band that run trained on (it found easy + medium + hard best); 0/16 and 13-16/16 were dropped.
+DEFAULT_KEEP = ("hard", "medium", "easy")

@@ -83,6 +83,7 @@ def test_an_unexpected_failure_is_one_line_and_debug_shows_the_traceback(capsys,
         main(["demo"])
 
 
+@pytest.mark.slow
 def test_demo_into_a_closed_pipe_exits_quietly():
     """``tau2-gym demo | head -5``: the reader leaves after five lines; no BrokenPipeError traceback."""
     proc = subprocess.Popen(

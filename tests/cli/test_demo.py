@@ -9,6 +9,8 @@ from tau2_gym import data
 from tau2_gym.cli import demo, main
 from tau2_gym.data import DataError
 
+pytestmark = pytest.mark.slow  # the demo over every env
+
 
 def test_demo_prints_rewards_and_termination_reasons(capsys):
     assert main(["demo", "--envs", "mock", "tau2/telecom-solo-v0", "--num-tasks", "3", "--no-episode"]) == 0

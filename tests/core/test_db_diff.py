@@ -20,6 +20,8 @@ from tau2_gym.core.messages import AssistantMessage, ToolCall, UserMessage
 from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
 
+pytestmark = pytest.mark.slow  # every domain's perturbed trajectories
+
 PERTURBED = ("drop_write", "change_arg", "duplicate_write", "foreign_write")
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from test_data_versions import INITIAL, V1, _leftovers, _source
 
+pytestmark = pytest.mark.slow  # fetches into fresh caches in subprocesses
+
 DB = "data/tau2/domains/mock/db.json"
 
 

@@ -27,6 +27,7 @@ def _env(cache: Path, **extra: str) -> dict:
     return env
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_two_processes_filling_the_legacy_cache_at_once_both_succeed(tmp_path):
     cache = tmp_path / "cache"

@@ -27,6 +27,8 @@ from tau2_gym.cli import main
 from tau2_gym.data import TAU2_BENCH_1_0_1, DataError
 from tau2_gym.data.manifest import load_manifest
 
+pytestmark = pytest.mark.slow  # fetches archives into fresh caches in subprocesses
+
 V1 = TAU2_BENCH_1_0_1
 TOP = f"tau2-bench-{V1.commit}"
 POLICY = "data/tau2/domains/airline/policy.md"

@@ -108,6 +108,7 @@ def shell_script(code: str) -> str:
 
 WORKER = r"""
 import contextlib, io, json, sys, traceback
+
 namespace = {"__name__": "__main__"}
 channel = sys.stdout
 for request in sys.stdin:
@@ -236,6 +237,7 @@ def ran(stub, tmp_path_factory) -> dict:
         return dict(zip(PAGES, pool.map(one, PAGES)))
 
 
+@pytest.mark.slow  # every code block of every page runs (the README's runs the demo)
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_code_block_of_the_page_runs(page, ran):
     result = ran[page]

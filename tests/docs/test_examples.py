@@ -10,6 +10,8 @@ import sys
 import pytest
 from datautil import REPO
 
+pytestmark = pytest.mark.slow  # the examples run as scripts and train tiny models
+
 EXAMPLES = REPO / "examples"
 
 

@@ -29,7 +29,8 @@ from tau2_gym.scoring.evaluation import EvaluationError, evaluate_simulation
 from tau2_gym.scoring.judges import CallableJudge
 from tau2_gym.scoring.rebuild import gold_environment, initial_environment
 
-pytestmark = pytest.mark.reference
+# slow: the retrieval index and every task (and upstream's, with a reference)
+pytestmark = [pytest.mark.slow, pytest.mark.reference]
 
 CONFIG = "bm25_grep"
 JUDGE = CallableJudge(stub_judge_reply, name="stub")  # task_102's NL assertions: the same stub on both sides

@@ -8,9 +8,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # episodes in several processes
+
 SCRIPT = r"""
 import json, sys
 from tau2_gym.runner.collect import collect
+
 out = sys.argv[1]
 for domain, ids in (("airline", ["0", "5", "8"]), ("retail", ["0", "3"]), ("telecom", None)):
     collect(None, "oracle", domain=domain, task_ids=ids, num_tasks=None if ids else 4, seed=3,

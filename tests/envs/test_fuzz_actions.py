@@ -22,6 +22,8 @@ from tau2_gym import load_domain  # noqa: E402 - after the importorskip guard
 from tau2_gym.core.results_file import json_default  # noqa: E402 - after the importorskip guard
 from tau2_gym.players.users.scripted import ScriptedUser  # noqa: E402 - after the importorskip guard
 
+pytestmark = pytest.mark.slow  # property-based fuzzing: hundreds of episodes per domain
+
 ACTIONS_PER_EXAMPLE = 20
 EXAMPLES = int(os.environ.get("TAU2_FUZZ_EXAMPLES", "510"))
 DOMAINS = ["mock", "airline", "retail", "telecom", "banking_knowledge"]

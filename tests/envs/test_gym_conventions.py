@@ -89,6 +89,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_env_pickled_mid_episode_continues_alike_in_another_process():
     import json
     import subprocess

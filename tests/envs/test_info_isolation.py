@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import pytest
 
 import tau2_gym  # noqa: F401 - registers the envs
 
@@ -26,6 +27,7 @@ else:
 """
 
 
+@pytest.mark.slow
 def test_mutating_info_task_does_not_change_another_envs_grading():
     """The issue's scenario, each half in a fresh process (no gold state cached by earlier tests)."""
     import subprocess

@@ -43,6 +43,8 @@ from tau2_gym.frameworks.openenv import Tau2Server
 from tau2_gym.frameworks.openenv.manifest import manifest_yaml, measure_facts, write_package
 from tau2_gym.frameworks.openenv.validate import measured_checks
 
+pytestmark = pytest.mark.slow  # servers in subprocesses
+
 ROOT = REPO
 OUR_CHECKS = (
     "static.manifest",

@@ -37,6 +37,8 @@ from tau2_gym.core.records import as_dict
 from tau2_gym.frameworks.openenv import ACTION_SHAPE, Tau2Action, Tau2Client, Tau2Server
 from tau2_gym.players.agents.scripted import OracleAgent
 
+pytestmark = pytest.mark.slow  # servers in subprocesses
+
 VOLATILE = {"id", "timestamp", "start_time", "end_time", "duration"}
 
 

@@ -25,6 +25,8 @@ import httpx
 
 from tau2_gym.frameworks.openenv import Tau2Client, Tau2Server
 
+pytestmark = pytest.mark.slow  # servers in subprocesses
+
 GOLD_KEYS = ("evaluation_criteria", "actions", "env_assertions", "nl_assertions", "communicate_info")
 
 

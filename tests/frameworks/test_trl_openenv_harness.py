@@ -37,6 +37,8 @@ from tau2_gym.players.agents.scripted import OracleAgent  # noqa: E402 - after t
 from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402 - after the importorskip guard
 from tau2_gym.training.trl import SEND_MESSAGE_TOOL, build_dataset, task_prompt  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a served env and a training run
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 TASKS = ["create_task_1", "update_task_1"]

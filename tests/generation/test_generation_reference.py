@@ -20,7 +20,7 @@ from tau2_gym.generation import drafter_domains, generate
 from tau2_gym.players.agents.scripted import GiveUpAgent, ScriptedPolicy, SkipLastActionAgent, WrongArgumentsAgent
 from tau2_gym.runner.collect import collect
 
-pytestmark = pytest.mark.reference
+pytestmark = [pytest.mark.slow, pytest.mark.reference]  # slow: generates and plays hundreds of tasks
 
 N_TASKS = 100
 

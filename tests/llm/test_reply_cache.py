@@ -191,6 +191,7 @@ def _worker(path: str, start: int, count: int, queue) -> None:
     queue.put(cache.stats())
 
 
+@pytest.mark.slow
 def test_two_spawned_processes_write_and_read_one_file(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     ctx = multiprocessing.get_context("spawn")
@@ -212,6 +213,7 @@ def test_two_spawned_processes_write_and_read_one_file(tmp_path):
     assert cache.stats()["hits"] == 300
 
 
+@pytest.mark.slow
 def test_two_rollout_processes_share_one_cache(tmp_path):
     cache = tmp_path / "cache.sqlite"
     with OpenAIStub(user_reply) as srv:

@@ -544,6 +544,7 @@ print(json.dumps(out, default=str))
 """
 
 
+@pytest.mark.slow
 def test_the_same_replies_in_processes_with_different_hash_seeds():
     """Nothing in a reply depends on set or dict order that changes between processes (PYTHONHASHSEED)."""
     code = _TRANSCRIPT.format(here=str(Path(__file__).resolve().parent), tests=str(TESTS))

@@ -84,6 +84,7 @@ def test_failed_write_leaves_no_temporary_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_temporary_file_of_a_killed_write_is_removed_by_the_next_write(tmp_path):
     target = tmp_path / "big.json"
     child = subprocess.Popen(

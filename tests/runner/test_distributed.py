@@ -20,6 +20,8 @@ from tau2_gym.players.agents.scripted import ScriptedPolicy  # noqa: E402 - afte
 from tau2_gym.runner.collect import collect, log_path, read_log, trial_seeds  # noqa: E402 - after the importorskip guard
 from tau2_gym.runner.ray import acollect_ray, collect_ray  # noqa: E402 - after the importorskip guard
 
+pytestmark = pytest.mark.slow  # a Ray runtime
+
 ray.cloudpickle.register_pickle_by_value(
     sys.modules[__name__]
 )  # the actors need SlowOracle; tests/ is not on their path

@@ -15,6 +15,8 @@ from openai_stub import OpenAIStub  # noqa: E402 - after the importorskip guard
 
 from tau2_gym.cli import main  # noqa: E402 - after the importorskip guard
 
+pytestmark = pytest.mark.slow  # a Ray runtime
+
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_runtime(tmp_path_factory):

@@ -243,6 +243,7 @@ def _wait_for_lines(path: Path, n: int, proc, err_path: Path, timeout: float = 1
     raise AssertionError(f"{path} never reached {n} lines")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
 def test_a_killed_rollout_resumes_without_losing_or_duplicating_episodes(tmp_path, signal_name):
     import signal

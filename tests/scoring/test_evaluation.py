@@ -182,6 +182,7 @@ def score(dom, case, **kw):
 # ------------------------------------------------------------------------------------ every domain
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,flavour", _flavours())
 def test_perturbed_simulations_follow_the_reward_rules(name, flavour, domain_of):
     dom = domain_of(name, flavour)

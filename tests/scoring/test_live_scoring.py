@@ -67,6 +67,7 @@ def both_ways(env) -> tuple[dict, dict, str, str]:
     return live, replayed, loop.env.get_db_hash(), replay_env.get_db_hash()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env_id", ["tau2/mock-v0", "tau2/mock-solo-v0", "tau2/airline-v0", "tau2/retail-v0"])
 def test_live_scoring_equals_replay_for_every_agent_and_task(env_id, spy, caplog):
     caplog.set_level(logging.ERROR, logger="tau2_gym")

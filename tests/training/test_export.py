@@ -237,6 +237,7 @@ def test_tokens_format_cli_and_errors(tmp_path, mock_results, capsys):
     assert "tokenizer" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_step_trl_sft_run_on_the_export(tmp_path):
     pytest.importorskip("torch")
     trl = pytest.importorskip("trl")

@@ -21,6 +21,8 @@ from tau2_gym.training.hf.chat import ChatRenderer  # noqa: E402 - after the imp
 from tau2_gym.training.hf.generation import HFGenerator  # noqa: E402 - after the importorskip guard
 from tau2_gym.training.hf.policy import PolicyRunner  # noqa: E402 - after the importorskip guard
 
+pytestmark = pytest.mark.slow  # token-exact generation with a tiny model
+
 TASKS = ["create_task_1", "update_task_1", "update_task_with_message_history", "impossible_task_1"]
 
 

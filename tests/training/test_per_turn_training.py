@@ -24,6 +24,8 @@ from tau2_gym.training.hf.generation import HFGenerator  # noqa: E402
 from tau2_gym.training.hf.policy import PolicyRunner, Sample, Trajectory  # noqa: E402
 from tau2_gym.training.hf.tiny import THINKING_TEMPLATE, tiny_tokenizer  # noqa: E402
 
+pytestmark = pytest.mark.slow  # GRPO and SFT runs on a tiny model
+
 TASKS = ["create_task_1", "update_task_1"]
 THOUGHT = "I should check the policy first."
 

@@ -33,6 +33,8 @@ from tau2_gym.training.trl import (  # noqa: E402 - after the importorskip guard
     tau2_reward,
 )
 
+pytestmark = pytest.mark.slow  # TRL training runs on a tiny model
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 

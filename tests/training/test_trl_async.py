@@ -32,6 +32,8 @@ from tau2_gym.training.trl.async_worker import (  # noqa: E402 - after the impor
     group_seed,
 )
 
+pytestmark = pytest.mark.slow  # AsyncGRPOTrainer runs on a tiny model
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 TASKS = ["create_task_1", "update_task_1"]

@@ -16,6 +16,8 @@ import pytest
 
 from tau2_gym.training.trl import Tau2Rollout, make_rollout_func
 
+pytestmark = pytest.mark.slow  # TRL rollouts on a tiny model
+
 REFS = [("mock", "create_task_1"), ("mock", "create_task_1"), ("mock", "update_task_1"), ("mock", "update_task_1")]
 
 

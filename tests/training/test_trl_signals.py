@@ -38,6 +38,8 @@ from tau2_gym.training.trl import (  # noqa: E402 - after the importorskip guard
     tau2_reward,
 )
 
+pytestmark = pytest.mark.slow  # TRL rollouts on a tiny model
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 TASKS = ["create_task_1", "update_task_1"]

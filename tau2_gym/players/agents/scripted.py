@@ -10,11 +10,20 @@ Oracle plan (normal mode): each assistant-side gold action as one tool call, in 
 consecutive user-side gold actions as one text asking the user to perform them (``name(k=v)`` form, which
 :class:`~tau2_gym.players.users.scripted.OracleUser` acts on); finally one text carrying every ``communicate_info``
 string. Solo mode: every gold action as a tool call (user-side ones go to the user's toolkit), then ``done``.
+
+Agents of a known pass rate, for checking a profiler or a training pipeline end to end without a model:
+``noisy_oracle:P`` plays the oracle, except that with probability ``P`` (drawn per task and episode seed, so a run
+is reproducible) it plays ``skip_last_action``; a task's pass rate is then exactly
+``(1 - P) * oracle_passes + P * skip_last_action_passes`` (each 0 or 1 for the task). ``noisy_oracle:spread`` gives
+each task its own ``P``, uniform in [0, 1) from a hash of the task id (:func:`spread_probability`), so the tasks
+of a set spread over every difficulty bucket.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.domain import get_domain_spec
@@ -269,6 +278,59 @@ class MalformedAgent(ScriptedAgent):
         return '<tool_call>{"name": "get_user_details", "arguments": {"user_id": </tool_call>'
 
 
+def _unit(text: str) -> float:
+    """A number in [0, 1) from a hash of ``text``: the same in every process and run."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2**64
+
+
+def spread_probability(task_id: str) -> float:
+    """``noisy_oracle:spread``'s drop probability of a task: uniform in [0, 1) over task ids."""
+    return _unit(f"noisy_oracle:spread:{task_id}")
+
+
+class NoisyOracleAgent(OracleAgent):
+    """An oracle of known pass rate: with probability ``p`` an episode drops the last writing gold action of its own
+    (as :class:`SkipLastActionAgent`), else it plays the oracle. The draw is seeded by the task id and the episode
+    seed (``info["seed"]``; the trial seed in a rollout), so the same (task, trial) always draws the same.
+
+    ``p``: a probability, or ``"spread"``: each task's own, :func:`spread_probability`.
+    """
+
+    name = "noisy_oracle"
+
+    def __init__(self, p: Union[float, str] = 0.5) -> None:
+        super().__init__()
+        if p != "spread":
+            try:
+                p = float(p)
+            except (TypeError, ValueError):
+                raise ValueError(f"noisy_oracle: p={p!r} is neither a probability nor 'spread'") from None
+            if not 0.0 <= p <= 1.0:
+                raise ValueError(f"noisy_oracle: p={p} must lie in [0, 1]")
+        self.p = p
+        self.name = f"noisy_oracle:{p}"
+        self.seed: Optional[int] = None
+        self.dropped = False
+
+    def drop_probability(self, task: Task) -> float:
+        """The chance that an episode of ``task`` drops its action."""
+        return spread_probability(task.id) if self.p == "spread" else float(self.p)
+
+    def reset(self, task: Task, info: Optional[dict] = None) -> None:
+        self.seed = (info or {}).get("seed")
+        super().reset(task, info)
+
+    def steps(self, task: Task) -> list[tuple[str, Any]]:
+        steps = super().steps(task)
+        draw = random.Random(f"noisy_oracle|{task.id}|{self.seed}").random()
+        self.dropped = draw < self.drop_probability(task)
+        if self.dropped:
+            i = _last_call(self, steps)
+            if i is not None:
+                del steps[i]
+        return steps
+
+
 FLAWED_AGENTS = (
     SkipLastActionAgent,
     WrongArgumentsAgent,
@@ -280,11 +342,31 @@ FLAWED_AGENTS = (
 ALL_AGENTS = (OracleAgent,) + FLAWED_AGENTS
 
 
+#: scripted agents that take an argument, ``name:ARG`` (e.g. ``noisy_oracle:0.3``, ``noisy_oracle:spread``)
+PARAMETRIC_AGENTS = (NoisyOracleAgent,)
+
+
+def agent_names() -> list[str]:
+    """Every scripted agent's spec form: plain names, and ``name:ARG`` for the ones that take an argument."""
+    return [c.name for c in ALL_AGENTS] + [f"{c.name}:ARG" for c in PARAMETRIC_AGENTS]
+
+
+def is_scripted(spec: str) -> bool:
+    """Whether ``spec`` names a scripted agent (the argument of a ``name:ARG`` form is not checked here)."""
+    name = str(spec).partition(":")[0]
+    return any(c.name == spec for c in ALL_AGENTS) or any(c.name == name for c in PARAMETRIC_AGENTS)
+
+
 def make_agent(name: str) -> ScriptedAgent:
+    """A scripted agent by spec: ``oracle``, a flawed agent's name, or ``noisy_oracle[:P|:spread]``."""
     for cls in ALL_AGENTS:
         if cls.name == name:
             return cls()
-    raise ValueError(f"unknown scripted agent {name!r}; choose one of {[c.name for c in ALL_AGENTS]}")
+    base, sep, arg = str(name).partition(":")
+    for pcls in PARAMETRIC_AGENTS:
+        if pcls.name == base:
+            return pcls(arg) if sep else pcls()
+    raise ValueError(f"unknown scripted agent {name!r}; choose one of {agent_names()}")
 
 
 class ScriptedPolicy(AgentPolicy):
@@ -296,7 +378,7 @@ class ScriptedPolicy(AgentPolicy):
 
     def __init__(self, agent: Union[str, Callable[[], Any]] = "oracle") -> None:
         if isinstance(agent, str):
-            make_agent(agent)  # an unknown name fails here, once, not at every episode's first turn
+            agent = make_agent(agent).name  # an unknown name fails here, once; `noisy_oracle` -> `noisy_oracle:0.5`
         self.factory: Callable[[], Any] = (lambda: make_agent(agent)) if isinstance(agent, str) else agent
         self.name = agent if isinstance(agent, str) else getattr(agent, "name", getattr(agent, "__name__", "custom"))
         self.implementation = f"scripted_{self.name}"
@@ -307,7 +389,14 @@ class ScriptedPolicy(AgentPolicy):
         if agent is None:
             agent = self.factory()
             agent.reset(
-                request.task, {"solo": request.solo, "domain": request.extra.get("domain"), "tools": request.tools}
+                request.task,
+                {
+                    "solo": request.solo,
+                    "domain": request.extra.get("domain"),
+                    "tools": request.tools,
+                    "seed": request.seed,
+                    "trial": request.extra.get("trial"),
+                },
             )
             self._agents[request.episode_id] = agent
         return agent.act(request.messages, {"tools": request.tools})

@@ -7,6 +7,7 @@ from typing import Any, Optional, Sequence
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.settings import EpisodeSettings
+from tau2_gym.episodes.band import band_record, load_profile
 from tau2_gym.episodes.driver import USER, EpisodeSetup
 from tau2_gym.episodes.selection import select_tasks
 from tau2_gym.scoring.judges import JudgeSpec, make_judge
@@ -54,6 +55,8 @@ def build_dataset(
     exclude_do_nothing_passes: bool = False,
     reward_mode: str = "default",
     reward_integrity: Any = "upstream",
+    profile: Any = None,
+    keep: Optional[Sequence[str]] = None,
 ) -> Any:
     """A ``datasets.Dataset`` with one row per task of a domain split (``repeats`` times over).
 
@@ -73,6 +76,13 @@ def build_dataset(
     will be scored with (``"upstream"``, the default: the benchmark's reward, exactly; ``"hardened"``: upstream's
     known reward holes closed, recommended for training -- see ``tau2-gym audit``); it is recorded in the column of
     that name, and the rollout function and the tool env refuse a dataset built for another setting than theirs.
+
+    env option of that name; :mod:`tau2_gym.episodes.baseline`).
+
+    ``profile`` / ``keep``: train on a band -- only the tasks of the ``keep`` buckets (default: the profile's band) of
+    a difficulty profile (``tau2-gym profile``) of exactly this split; a profile of other tasks or data is refused
+    (:mod:`tau2_gym.episodes.band`). The dataset then has a ``bucket`` column, and its ``info.description`` holds the
+    band (:func:`~tau2_gym.episodes.band.band_record`) as JSON.
     """
     from datasets import Dataset
 
@@ -98,6 +108,8 @@ def build_dataset(
         solo=solo,
         judge=judge,
         reward_integrity=reward_integrity,
+        profile=profile,
+        keep=keep,
     )
     tasks = select_tasks(
         loaded,
@@ -110,6 +122,10 @@ def build_dataset(
     )
     integrity = settings.integrity.name
     rows: dict[str, list] = {"prompt": [], "task_id": [], "domain": [], "split": [], "reward_integrity": []}
+    buckets: dict[str, Optional[str]] = {}
+    if profile is not None:
+        rows["bucket"] = []
+        buckets = {t.task_id: t.bucket for t in load_profile(profile).tasks}
     for task in tasks:
         prompt: Any = opening_messages(loaded, task, solo) if environment else task_prompt(domain, task.id)
         for _ in range(repeats):
@@ -118,7 +134,14 @@ def build_dataset(
             rows["domain"].append(domain)
             rows["split"].append(recorded)
             rows["reward_integrity"].append(integrity)
-    return Dataset.from_dict(rows)
+            if profile is not None:
+                rows["bucket"].append(buckets.get(task.id))
+    if profile is None:
+        return Dataset.from_dict(rows)
+    from datasets import DatasetInfo
+
+    band = json.dumps({"tau2_band": band_record(profile, keep)})
+    return Dataset.from_dict(rows, info=DatasetInfo(description=band))
 
 
 def opening_messages(loaded: Any, task: Any, solo: bool = False) -> list[dict[str, Any]]:

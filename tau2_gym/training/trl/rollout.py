@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import Counter
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.integrity import resolve_integrity
 from tau2_gym.envs import env_id
+from tau2_gym.episodes.band import band_record, load_profile
 from tau2_gym.players.users import resolve_user
 from tau2_gym.training.export import SplitGuardError, training_split
 from tau2_gym.training.hf.chat import PER_TURN, SAMPLE_MODES
@@ -20,6 +22,9 @@ from tau2_gym.training.trl.generators import TRLLocalGenerator, TRLVLLMGenerator
 from tau2_gym.training.trl.rewards import masked_reason, rollout_output
 
 logger = logging.getLogger("tau2_gym.training.trl")
+
+#: the file a GRPO run's band is recorded in, in the trainer's output_dir
+BAND_FILE = "tau2_band.json"
 
 
 class Tau2Rollout:
@@ -44,6 +49,8 @@ class Tau2Rollout:
         allow_test_split: bool = False,
         group_seed: bool = True,
         sample_mode: str = "auto",
+        profile: Any = None,
+        keep: Optional[Sequence[str]] = None,
     ) -> None:
         if sample_mode not in SAMPLE_MODES:
             raise ValueError(f"sample_mode={sample_mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
@@ -88,6 +95,19 @@ class Tau2Rollout:
             if self.reward_integrity == "upstream"
             else "",
         )
+        # the band trained on: per domain, the profile's kept task ids and what to record about them
+        self.band: dict[str, dict[str, Any]] = {}
+        self._band_ids: dict[str, frozenset] = {}
+        self._band_written = False
+        if profile is not None:
+            items = profile.items() if isinstance(profile, Mapping) else [(None, profile)]
+            for named, one in items:
+                prof = load_profile(one)
+                domain = prof.identity.domain
+                if named is not None and named != domain:
+                    raise ValueError(f"profile for {named!r} is a profile of domain {domain!r} ({prof.path})")
+                self.band[domain] = band_record(prof, keep)
+                self._band_ids[domain] = frozenset(prof.band(keep))
 
     def check_split(self, domain: str, task_id: str) -> str:
         """The recorded training split of a prompt's task; raises when the task lies outside it (test tasks need
@@ -108,6 +128,35 @@ class Tau2Rollout:
                 "(test tasks need allow_test_split=True on both)"
             )
         return recorded
+
+    def check_band(self, domain: str, task_id: str) -> None:
+        """With a band, a prompt's task must be one of its tasks (build the dataset with the same profile/keep)."""
+        if not self._band_ids:
+            return
+        ids = self._band_ids.get(domain)
+        if ids is None:
+            raise SplitGuardError(
+                f"a prompt of domain {domain!r}, but the band covers only {sorted(self._band_ids)}: give a profile "
+                "per domain (profile={domain: path})"
+            )
+        if task_id not in ids:
+            record = self.band[domain]
+            raise SplitGuardError(
+                f"task {task_id!r} of domain {domain!r} is outside the band {record['keep']} of profile "
+                f"{record['profile']}; build the dataset with build_dataset(profile=..., keep=...) of the same band"
+            )
+
+    def record_band(self, trainer: Any) -> None:
+        """Once per run: log the band and write it to ``<output_dir>/tau2_band.json`` beside the trainer's output."""
+        if self._band_written or not self.band:
+            return
+        self._band_written = True
+        logger.info("training on the band: %s", self.band)
+        out = getattr(getattr(trainer, "args", None), "output_dir", None)
+        if out:
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, BAND_FILE), "w", encoding="utf-8") as fh:
+                json.dump(self.band, fh, indent=1)
 
     def _kwargs(self) -> dict[str, Any]:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
@@ -230,6 +279,9 @@ class Tau2Rollout:
     def run(self, prompts: Sequence[Any], trainer: Any) -> list[Trajectory]:
         refs = [parse_task_prompt(p) for p in prompts]
         splits = [self.check_split(d, t) for d, t in refs]  # before anything runs: no test task is played
+        for d, t in refs:
+            self.check_band(d, t)
+        self.record_band(trainer)
         runner = self.runner(trainer)
         mode = self.resolved_sample_mode = runner.resolve_sample_mode()
         slots = self.last_slots = self.slots(mode, prompts, trainer)
@@ -280,6 +332,8 @@ def make_rollout_func(
     allow_test_split: bool = False,
     group_seed: bool = True,
     sample_mode: str = "auto",
+    profile: Any = None,
+    keep: Optional[Sequence[str]] = None,
 ) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
@@ -322,6 +376,11 @@ def make_rollout_func(
             masked padding rows), all with the episode's reward: set ``GRPOConfig(num_generations=G * max_turns)``
             for groups of ``G`` episodes. The mode used is ``rollout.resolved_sample_mode`` and each row's
             ``tau2_sample_mode``.
+        profile: the difficulty profile of the band the run trains on (or ``{domain: profile}`` for several
+            domains), as given to :func:`~tau2_gym.training.trl.build_dataset`: a prompt of a task outside the band
+            is refused, and the band is logged and written to ``<output_dir>/tau2_band.json`` at the first call
+            (``rollout.band`` holds it).
+        keep: the profile's buckets kept (default: the profile's band).
 
     Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
     evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
@@ -344,4 +403,6 @@ def make_rollout_func(
         allow_test_split=allow_test_split,
         group_seed=group_seed,
         sample_mode=sample_mode,
+        profile=profile,
+        keep=keep,
     )
