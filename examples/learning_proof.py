@@ -267,7 +267,7 @@ def sft(model: Any, tokenizer: Any, dataset: Any, args: argparse.Namespace, seed
         def __init__(self) -> None:
             self.recent: list[float] = []
 
-        def on_log(self, targs: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+        def on_log(self, targs: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:  # noqa: ARG002 - TrainerCallback's signature
             if args.sft_stop_loss is None or not logs or "loss" not in logs:
                 return
             self.recent = (self.recent + [float(logs["loss"])])[-5:]
@@ -476,7 +476,7 @@ def grpo(
     )
 
     class Probe(TrainerCallback):
-        def on_step_end(self, targs: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+        def on_step_end(self, targs: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:  # noqa: ARG002 - TrainerCallback's signature
             if on_step is not None:
                 on_step(state.global_step, model)
 

@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 # `domains/` folder (the wheel maps it there); make it importable the same way.
 _src_domains = _Path(__file__).resolve().parent.parent / "domains"
 if (_src_domains / "__init__.py").is_file() and not (_Path(__file__).resolve().parent / "domains").exists():
-    __path__.append(str(_src_domains.parent))  # type: ignore[name-defined]
+    __path__.append(str(_src_domains.parent))
 
 import tau2_gym.domains  # noqa: E402,F401 - registers the built-in domains (one line each in domains/__init__.py)
 from tau2_gym.core.domain import domain_names, get_domain_spec, load_domain, register_domain  # noqa: E402 - after the source-checkout path set-up above

@@ -44,24 +44,25 @@ class Payment(BaseModel):
 
 
 class PaymentMethodBase(BaseModel):
+    # each payment kind narrows `source` to its tag (a discriminated union, as upstream's models are)
     source: str = Field(description="Kind of payment method.")
     id: str = Field(description="Payment method id.")
 
 
 class CreditCard(PaymentMethodBase):
-    source: Literal["credit_card"] = Field(description="Marks a credit card.")
+    source: Literal["credit_card"] = Field(description="Marks a credit card.")  # ty: ignore[incompatible-mutable-override] - the tag
     brand: str = Field(description="Card network.")
     last_four: str = Field(description="Last four digits.")
 
 
 class GiftCard(PaymentMethodBase):
-    source: Literal["gift_card"] = Field(description="Marks a gift card.")
+    source: Literal["gift_card"] = Field(description="Marks a gift card.")  # ty: ignore[incompatible-mutable-override] - the tag
     amount: float = Field(description="Remaining balance.")
     id: str = Field(description="Payment method id.")
 
 
 class Certificate(PaymentMethodBase):
-    source: Literal["certificate"] = Field(description="Marks a travel certificate.")
+    source: Literal["certificate"] = Field(description="Marks a travel certificate.")  # ty: ignore[incompatible-mutable-override] - the tag
     amount: float = Field(description="Certificate value.")
 
 

@@ -388,7 +388,7 @@ def _cancel_part(rng: random.Random, world: _World, rid: str, reason: str, varia
 
 
 def _mine(world: _World, uid: Optional[str]) -> Callable[[str], bool]:
-    return (lambda rid: True) if uid is None else (lambda rid: world.res[rid].user_id == uid)
+    return (lambda rid: True) if uid is None else (lambda rid: world.res[rid].user_id == uid)  # noqa: ARG005 - a reservation filter's signature
 
 
 # change flights -----------------------------------------------------------------------------------------------
@@ -430,7 +430,7 @@ def _change_flight(rng: random.Random, world: _World, variant: str, uid: Optiona
     legs = ["outbound"] + (["return"] if res["flight_type"] == "round_trip" else [])
     leg = rng.choice(legs)
     leg_words = "outbound flight" if leg == "outbound" else "return flight"
-    first = _leg_first_date(world, res, leg)
+    first = _leg_first_date(res, leg)
     trip = _trip_words(res)
     spec: dict[str, Any] = {}
     if mode in ("date", "basic"):
@@ -438,7 +438,7 @@ def _change_flight(rng: random.Random, world: _World, variant: str, uid: Optiona
         new = _shift_date(first, shift)
         if not "2024-05-16" <= new <= "2024-05-30":
             raise _Skip("date out of range")
-        if leg == "outbound" and res["flight_type"] == "round_trip" and new >= _leg_first_date(world, res, "return"):
+        if leg == "outbound" and res["flight_type"] == "round_trip" and new >= _leg_first_date(res, "return"):
             raise _Skip("outbound after return")
         if leg == "return" and new <= first and shift < 0:
             raise _Skip("return moved earlier")
@@ -488,7 +488,7 @@ def _change_flight(rng: random.Random, world: _World, variant: str, uid: Optiona
     return part
 
 
-def _leg_first_date(world: _World, res: dict, leg: str) -> str:
+def _leg_first_date(res: dict, leg: str) -> str:
     segs = res["flights"]
     if leg == "outbound":
         return segs[0]["date"]
@@ -825,7 +825,7 @@ def _compensation(rng: random.Random, world: _World, variant: str, uid: Optional
 # transfer -----------------------------------------------------------------------------------------------------
 
 
-def _transfer(rng: random.Random, world: _World, variant: str, uid: Optional[str] = None) -> _Part:
+def _transfer(rng: random.Random, world: _World, variant: str, uid: Optional[str] = None) -> _Part:  # noqa: ARG001 - a part builder's signature (BUILDERS)
     mine = _mine(world, uid)
     rid = _choice(rng, [r for r in world.pool("transfer_started", lambda r: r.started) if mine(r)])
     res = world.reservation(rid)
@@ -867,7 +867,7 @@ _TOTALS = {
 }
 
 
-def _info(rng: random.Random, world: _World, variant: str, uid: Optional[str] = None) -> _Part:
+def _info(rng: random.Random, world: _World, variant: str, uid: Optional[str] = None) -> _Part:  # noqa: ARG001 - a part builder's signature (BUILDERS)
     question = rng.choice(("bag_allowance", "bag_allowance", "gift_card_balance_total", "certificate_balance_total",
                            "upcoming_total_cost"))  # fmt: skip
     mine = _mine(world, uid)
@@ -951,7 +951,7 @@ def _named_entities(world: _World, value: Any) -> dict[str, set[str]]:
     return found
 
 
-def _nl(result: dict, parts: list[_Part]) -> list[str]:
+def _nl(result: dict) -> list[str]:
     """Plain-language statements of the outcome (informational: the reward basis is DB and COMMUNICATE)."""
     out = []
     for w in result["actions"]:
@@ -995,7 +995,7 @@ def _assemble(world: _World, parts: list[_Part], index: int, seed: int, id_prefi
     forbidden = [f for p in parts for f in p.forbidden] or result["forbidden"]
     for p in parts:
         if p.variant == "refused" and p.intent == "book" and not p.forbidden:
-            forbidden = _forbidden_booking(world, p, result)
+            forbidden = _forbidden_booking(world, p)
     failed = [o for o in result["outcomes"] if o["outcome"] != "done"]
     needs_write = bool(writes) and _changes_db(world, writes)
     if writes and not needs_write:
@@ -1053,7 +1053,7 @@ def _assemble(world: _World, parts: list[_Part], index: int, seed: int, id_prefi
         "evaluation_criteria": {
             "actions": gold,
             "communicate_info": list(result["communicate"]),
-            "nl_assertions": _nl(result, parts),
+            "nl_assertions": _nl(result),
             "reward_basis": ["DB", "COMMUNICATE"],
         },
     }
@@ -1078,7 +1078,7 @@ def _assemble(world: _World, parts: list[_Part], index: int, seed: int, id_prefi
     }
 
 
-def _forbidden_booking(world: _World, part: _Part, result: dict) -> list[dict]:
+def _forbidden_booking(world: _World, part: _Part) -> list[dict]:
     """A refused booking's forbidden write: the booking as the customer asks for it (six passengers on one
     reservation, or all their certificates together), on the flights a booking within the policy would take."""
     step = dict(part.steps[0])

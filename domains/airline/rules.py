@@ -477,7 +477,7 @@ class _Run:
             candidates = [original] + [pid for pid, m in methods.items() if m["source"] == "credit_card"]
             candidates += [pid for pid, m in methods.items() if m["source"] == "gift_card"]
         for pid in candidates:
-            if self._can_pay_change(pid, amount):
+            if pid is not None and self._can_pay_change(pid, amount):
                 self.chosen_payment = pid
                 return pid
         if self.over_package_budget(amount):
@@ -860,11 +860,11 @@ class _Run:
             forbidden = [{"name": "update_reservation_baggages", "arguments": args}]
         raise _Refused("bags_add_only", f"{rid}: checked bags cannot be removed", forbidden)
 
-    def do_add_insurance(self, step: dict, rid: str) -> None:
+    def do_add_insurance(self, step: dict, rid: str) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.reservation(rid)
         raise _Refused("insurance_later", f"{rid}: insurance cannot be added after booking")
 
-    def do_remove_insurance(self, step: dict, rid: str) -> None:
+    def do_remove_insurance(self, step: dict, rid: str) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.reservation(rid)
         raise _Refused("transfer", f"{rid}: insurance is neither removed nor refunded by any action")
 
@@ -897,7 +897,7 @@ class _Run:
         self.rule("passenger_edit")
         self.write("update_reservation_passengers", reservation_id=rid, passengers=passengers)
 
-    def do_remove_passenger(self, step: dict, rid: str) -> None:
+    def do_remove_passenger(self, step: dict, rid: str) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.reservation(rid)
         raise _Refused("passenger_count", f"{rid}: the number of passengers cannot change")
 
@@ -913,9 +913,10 @@ class _Run:
         if "like" in step:
             ref_id = self.select(step["like"], rid)[0]
             ref = self.reservation(ref_id)
-        origins = step.get("origin") or [ref["origin"]]
-        destinations = step.get("destination") or [ref["destination"]]
-        flight_type = step.get("flight_type") or ref["flight_type"]
+        like = ref if ref is not None else {}  # (without one, the step names all three)
+        origins = step.get("origin") or [like["origin"]]
+        destinations = step.get("destination") or [like["destination"]]
+        flight_type = step.get("flight_type") or like["flight_type"]
         passengers = self._passengers(step.get("passengers", ["self"]), user, ref)
         self.rule("book_passengers")
         if len(passengers) > MAX_PASSENGERS:
@@ -1222,7 +1223,7 @@ class _Run:
 
     # double bookings ----------------------------------------------------
 
-    def do_double_bookings(self, step: dict, rid: Optional[str]) -> None:
+    def do_double_bookings(self, step: dict, rid: Optional[str]) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         """The customer says where they will be on some days; their own bookings (they fly) on those days that
         contradict it are cancelled, each under the cancellation rules; bookings for others stay."""
         user = self.read("get_user_details", user_id=self.user_id)
@@ -1245,7 +1246,7 @@ class _Run:
 
     # transfer -----------------------------------------------------------
 
-    def do_transfer(self, step: dict, rid: Optional[str]) -> None:
+    def do_transfer(self, step: dict, rid: Optional[str]) -> None:  # noqa: ARG002 - a step handler's signature (do_<intent>)
         self.rule("transfer")
         summary = step.get("summary") or "The customer needs help that is outside my actions."
         self.actions.append(("transfer", {"name": "transfer_to_human_agents", "arguments": {"summary": summary}}))
@@ -1261,8 +1262,8 @@ class _Run:
             self.package = (step["max_cost"], len(self.writes))
         try:
             self.run_steps(step["steps"], rid, strict=True)
-            if self.over_package_budget(0):
-                limit, since = self.package  # type: ignore[misc]
+            if self.package is not None and self.over_package_budget(0):
+                limit, since = self.package
                 raise _Declined(f"the package costs {self.spent(since)}, over the budget of {limit}")
         finally:
             self.package = outer

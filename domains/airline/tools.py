@@ -11,7 +11,7 @@ the flight's 30 dates (tools change nothing of a flight but its seat counts).
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, cast
 
 from tau2_gym.core import arithmetic
 from tau2_gym.core.db import copy_json
@@ -231,9 +231,10 @@ class AirlineTools(Toolkit):
             insurance=insurance,
         ).model_dump()
 
+        # models from here on: a list that mixed dicts and models fails on its first dict, as upstream's does
         total_price = 0
         segments = []
-        for flight_info in flights:
+        for flight_info in cast("list[FlightInfo]", flights):
             flight_number = flight_info.flight_number
             flight = self._get_flight(flight_number)
             day = self._get_flight_instance(flight_number, flight_info.date)
@@ -250,7 +251,7 @@ class AirlineTools(Toolkit):
         total_price += 50 * nonfree_baggages
 
         methods = user["payment_methods"]
-        for payment in payment_methods:
+        for payment in cast("list[Payment]", payment_methods):
             payment_id = payment.payment_id
             amount = payment.amount
             if payment_id not in methods:
@@ -260,7 +261,7 @@ class AirlineTools(Toolkit):
                 if method["amount"] < amount:
                     raise ValueError(f"Not enough balance in payment method {payment_id}")
 
-        total_payment = sum(payment.amount for payment in payment_methods)
+        total_payment = sum(payment.amount for payment in cast("list[Payment]", payment_methods))
         if total_payment != total_price:
             raise ValueError(f"Payment amount does not add up, total price is {total_price}, but paid {total_payment}")
 
@@ -268,7 +269,7 @@ class AirlineTools(Toolkit):
         # earlier charges (as in the reference).
         user = self.db.users.mut(user_id)
         methods = user["payment_methods"]
-        for payment in payment_methods:
+        for payment in cast("list[Payment]", payment_methods):
             payment_id = payment.payment_id
             method = methods[payment_id]
             if method["source"] == "gift_card":
@@ -382,7 +383,7 @@ class AirlineTools(Toolkit):
         raise ValueError("Too many certificates")
 
     @tool(ToolType.GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
+    def transfer_to_human_agents(self, summary: str) -> str:  # noqa: ARG002 - upstream's tool signature
         """Hand the conversation to a human agent.
 
         Args:
@@ -436,7 +437,7 @@ class AirlineTools(Toolkit):
 
         total_price = 0
         segments = []
-        for flight_info in flights:
+        for flight_info in cast("list[FlightInfo]", flights):  # (a mixed list fails here, as upstream's does)
             kept = next(
                 (
                     seg
@@ -486,7 +487,9 @@ class AirlineTools(Toolkit):
         if len(passengers) != len(reservation["passengers"]):
             raise ValueError("Number of passengers does not match")
         reservation = self.db.reservations.mut(reservation_id)
-        reservation["passengers"] = [p.model_dump() for p in passengers] if converted else copy_json(passengers)
+        reservation["passengers"] = (
+            [p.model_dump() for p in cast("list[Passenger]", passengers)] if converted else copy_json(passengers)
+        )
         return AsModel(reservation)
 
     @tool(ToolType.READ)

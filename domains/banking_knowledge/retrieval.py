@@ -22,7 +22,6 @@ from tau2_gym.domains.banking_knowledge.data_model import Document
 from tau2_gym.domains.banking_knowledge.search import KnowledgeIndex, grep_text, kb_search_text
 
 DEFAULT_CONFIG = "bm25_grep"
-UPSTREAM_DEFAULT_CONFIG = "alltools"
 GOLDEN_PLACEHOLDER = "(Policy is task-specific - see 'policy' field in each simulation)"
 MIXINS_MODULE = "domains/banking_knowledge/retrieval_mixins.py"
 
@@ -196,6 +195,9 @@ def build_policy(cfg: RetrievalConfig, prompts: Path, documents: dict[str, Docum
 class KBSearchMixin:
     """``KB_search`` (BM25); the composed toolkit carries ``_index`` and ``_retrieval``."""
 
+    _index: KnowledgeIndex
+    _retrieval: RetrievalConfig
+
     @tool(ToolType.READ)
     def KB_search(self, query: str) -> str:
         """Search the knowledge base.
@@ -208,6 +210,9 @@ class KBSearchMixin:
 
 class GrepMixin:
     """``grep`` over the documents."""
+
+    _index: KnowledgeIndex
+    _retrieval: RetrievalConfig
 
     @tool(ToolType.READ)
     def grep(self, pattern: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 from datetime import datetime
-from typing import Any, Dict, Literal, Optional, get_args
+from typing import Any, Dict, Literal, Optional, Union, get_args
 
 from tau2_gym.core.domain import _cached_domain
 from tau2_gym.core.tools import MUTATES_ATTR, Toolkit, ToolType, tool
@@ -124,7 +124,7 @@ def check_activation(
     card_id, last4, expiry, cvv, pin = (
         args.get(k) for k in ("card_id", "last_4_digits", "expiration_date", "cvv", "pin")
     )
-    if not all([card_id, last4, expiry, cvv, pin]):
+    if not (card_id and last4 and expiry and cvv and pin):
         return (
             "Error: Missing required parameters. Required: card_id, last_4_digits, expiration_date, cvv, pin.",
             None,
@@ -184,6 +184,8 @@ def restore_toolkit(binding: tuple, role: str, state: dict) -> Any:
     """Unpickle a toolkit into the class the (cached) loaded domain of ``binding`` uses."""
     dom = _cached_domain(*binding)
     cls = dom.agent_toolkit if role == "agent" else dom.user_toolkit
+    if cls is None:  # (a user toolkit was pickled, so its domain has one)
+        raise ValueError(f"the {binding[0]!r} domain has no {role} toolkit")
     obj = cls.__new__(cls)
     obj.__dict__.update(state)
     return obj
@@ -207,7 +209,7 @@ class KnowledgeTools(Toolkit):
     _binding: Any = None  # (domain name, data source, options) the class was built for (see __reduce__)
     _role = "agent"
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> Union[str, tuple]:
         # the class is built per data source and retrieval configuration; a pickle re-binds to the process's one
         if self._binding is None:
             return super().__reduce__()
@@ -229,7 +231,7 @@ class KnowledgeTools(Toolkit):
     # ------------------------------------------------------------------ listed tools
 
     @tool(ToolType.GENERIC)
-    def transfer_to_human_agents(self, summary: str, reason: TransferReasonLiteral = "other") -> str:
+    def transfer_to_human_agents(self, summary: str, reason: TransferReasonLiteral = "other") -> str:  # noqa: ARG002 - upstream's tool signature
         """Hand the conversation to a human agent.
 
         Args:
@@ -1142,12 +1144,12 @@ class KnowledgeTools(Toolkit):
         if not credit_card_account_id or not user_id or requested_increase_amount is None:
             return "Error: Missing required parameters."
         try:
-            requested_increase_amount = float(requested_increase_amount)
+            as_float = float(requested_increase_amount)
         except (TypeError, ValueError):
             return "Error: Invalid requested_increase_amount. Must be a whole number."
-        if not requested_increase_amount.is_integer():
+        if not as_float.is_integer():
             return "Error: Invalid requested_increase_amount. Must be a whole number of dollars."
-        requested_increase_amount = int(requested_increase_amount)
+        requested_increase_amount = int(as_float)
         if requested_increase_amount <= 0:
             return "Error: Requested increase amount must be positive."
         cards = self._t("credit_card_accounts")
@@ -1881,8 +1883,9 @@ class KnowledgeTools(Toolkit):
         expiration_date: str,
         cvv: str,
         pin: str,
-    ) -> tuple[Optional[str], Optional[dict], list[str]]:
-        """Shared part of the activation tools: checks, then the card is ACTIVE; returns the other active cards."""
+    ) -> Union[str, tuple[dict, list[tuple[str, dict]]]]:
+        """Shared part of the activation tools: checks (an error text), then the card is ACTIVE: (the card, the other
+        active cards)."""
         args = {
             "card_id": card_id,
             "last_4_digits": last_4_digits,
@@ -1891,8 +1894,8 @@ class KnowledgeTools(Toolkit):
             "pin": pin,
         }
         error, card = check_activation(args, self.db, reasons, tool_name)
-        if error:
-            return error, None, []
+        if error or card is None:  # (a card comes back exactly when there is no error)
+            return error or ""
         card["status"] = "ACTIVE"
         card["activated_date"] = U.today_str()
         others = [
@@ -1900,20 +1903,21 @@ class KnowledgeTools(Toolkit):
             for cid, c in self._t("debit_cards").items()
             if cid != card_id and c.get("account_id") == card.get("account_id") and c.get("status") == "ACTIVE"
         ]
-        return None, card, others  # type: ignore[return-value]
+        return card, others
 
     @discoverable(ToolType.WRITE)
     def activate_debit_card_8291(
         self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str, pin: str
     ) -> str:
         """Activate a first debit card."""
-        error, card, others = self._activate(
+        result = self._activate(
             "activate_debit_card_8291", ["new_account", "first_card"], card_id, last_4_digits, expiration_date, cvv, pin
         )
-        if error:
-            return error
+        if isinstance(result, str):
+            return result
+        card, others = result
         off = []
-        for cid, other in others:  # type: ignore[misc]
+        for cid, other in others:
             other["status"] = "DEACTIVATED"
             other["deactivated_date"] = U.today_str()
             other["deactivation_reason"] = "New card activated"
@@ -1936,14 +1940,15 @@ class KnowledgeTools(Toolkit):
         self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str, pin: str
     ) -> str:
         """Activate a replacement debit card (lost, stolen, fraud)."""
-        error, card, others = self._activate(
+        result = self._activate(
             "activate_debit_card_8292", ["lost", "stolen", "fraud"], card_id, last_4_digits, expiration_date, cvv, pin
         )
-        if error:
-            return error
-        issue = card.get("issue_reason", "lost")  # type: ignore[union-attr]
+        if isinstance(result, str):
+            return result
+        card, others = result
+        issue = card.get("issue_reason", "lost")
         off = []
-        for cid, other in others:  # type: ignore[misc]
+        for cid, other in others:
             other["status"] = "DEACTIVATED"
             other["deactivated_date"] = U.today_str()
             other["deactivation_reason"] = f"Replacement card activated ({issue})"
@@ -1972,7 +1977,7 @@ class KnowledgeTools(Toolkit):
         self, card_id: str, last_4_digits: str, expiration_date: str, cvv: str, pin: str
     ) -> str:
         """Activate a reissued debit card (expired, damaged, upgrade, bank reissue)."""
-        error, card, others = self._activate(
+        result = self._activate(
             "activate_debit_card_8293",
             ["expired", "damaged", "upgrade", "bank_reissue"],
             card_id,
@@ -1981,11 +1986,12 @@ class KnowledgeTools(Toolkit):
             cvv,
             pin,
         )
-        if error:
-            return error
-        issue = card.get("issue_reason", "expired")  # type: ignore[union-attr]
+        if isinstance(result, str):
+            return result
+        card, others = result
+        issue = card.get("issue_reason", "expired")
         grace = []
-        for cid, other in others:  # type: ignore[misc]
+        for cid, other in others:
             other["status"] = "GRACE_PERIOD"
             other["grace_period_ends"] = U.today_str()
             other["deactivation_reason"] = f"Reissued card activated ({issue})"
@@ -2312,12 +2318,12 @@ class KnowledgeTools(Toolkit):
         if new_limit is None:
             return "Error: Missing required parameter: new_limit."
         try:
-            new_limit = float(new_limit)
+            as_float = float(new_limit)
         except (ValueError, TypeError):
             return f"Error: new_limit must be an integer, got '{new_limit}'."
-        if not new_limit.is_integer():
-            return f"Error: new_limit must be an integer, got '{new_limit}'."
-        new_limit = int(new_limit)
+        if not as_float.is_integer():
+            return f"Error: new_limit must be an integer, got '{as_float}'."
+        new_limit = int(as_float)
         if new_limit <= 0:
             return "Error: new_limit must be a positive amount."
         cards = self._t("debit_cards")

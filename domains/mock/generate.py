@@ -211,7 +211,7 @@ def _summary(intent: str, values: dict) -> str:
 def draft_tasks(
     db: dict,
     *,
-    n: int,
+    n: int,  # noqa: ARG001 - the drafter interface (draft_tasks)
     seed: int,
     exclude: frozenset[str] = frozenset(),
     intents: Optional[Sequence[str]] = None,

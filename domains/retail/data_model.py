@@ -47,22 +47,23 @@ class UserAddress(BaseModel):
 
 
 class PaymentMethodBase(BaseModel):
+    # each payment kind narrows `source` to its tag (a discriminated union, as upstream's models are)
     source: str = Field(description="Kind of payment method.")
     id: str = Field(description="Payment method id.")
 
 
 class CreditCard(PaymentMethodBase):
-    source: Literal["credit_card"] = Field(description="Always 'credit_card'.")
+    source: Literal["credit_card"] = Field(description="Always 'credit_card'.")  # ty: ignore[incompatible-mutable-override] - the tag
     brand: str = Field(description="Card brand.")
     last_four: str = Field(description="Last four digits.")
 
 
 class Paypal(PaymentMethodBase):
-    source: Literal["paypal"] = Field(description="Always 'paypal'.")
+    source: Literal["paypal"] = Field(description="Always 'paypal'.")  # ty: ignore[incompatible-mutable-override] - the tag
 
 
 class GiftCard(PaymentMethodBase):
-    source: Literal["gift_card"] = Field(description="Always 'gift_card'.")
+    source: Literal["gift_card"] = Field(description="Always 'gift_card'.")  # ty: ignore[incompatible-mutable-override] - the tag
     balance: float = Field(description="Remaining balance.")
     id: str = Field(description="Payment method id.")  # re-declared as upstream does; keeps its inherited slot
 

@@ -145,8 +145,6 @@ class _World:
     def __init__(self, db: dict, exclude: frozenset[str]) -> None:
         self.db = db
         self.exclude = exclude
-        products = db["products"]
-        self.item_product = {iid: pid for pid, p in products.items() for iid in p["variants"]}
         self.users: list[str] = []
         self.orders: dict[str, list[str]] = {}  # status -> actionable order ids
         self.user_orders: dict[str, dict[str, list[str]]] = {}  # uid -> status -> actionable order ids
@@ -375,7 +373,7 @@ class _Gen:
             oid = self.pick_order(other, "pending", avoid)
             if oid is None:
                 return None
-            who = self._relation(other)
+            who = self._relation()
             step = {"intent": "cancel", "order": {"id": oid}, "reason": reason}
             text = f"Your {who} asked you to cancel their order {oid} for them: they {why}."
             known = [f"The order id is {oid}; it was placed on your {who}'s account."]
@@ -495,7 +493,7 @@ class _Gen:
         )
         methods = self.w.db["users"][owner]["payment_methods"]
         if case == "other_user":
-            who = self._relation(owner)
+            who = self._relation()
             text = f"Your {who} asked you to sort out their order {oid} for them: they want to change {change}."
             known.append(f"The order id is {oid}; it was placed on your {who}'s account.")
             instr.append(_ACCEPT)
@@ -524,13 +522,13 @@ class _Gen:
             instr.append(_ACCEPT)
             forbidden = [_call(tool, order_id=oid, item_ids=old_ids, new_item_ids=new_ids, payment_method_id=original)]
         else:
-            pay = self._difference_payment(owner, original, diff)
+            pay = self._difference_payment(owner, diff)
             if pay is not None:
                 step["payment"] = pay[0]
                 text += f" Use {pay[1]} for any price difference."
         return _Part(intent, step, text, known, instr, forbidden, None, [oid], owner if owner != uid else None)
 
-    def _difference_payment(self, uid: str, original: str, diff: float) -> Optional[tuple[Any, str]]:
+    def _difference_payment(self, uid: str, diff: float) -> Optional[tuple[Any, str]]:
         """Sometimes the customer names how to pay or receive the difference (a method that can)."""
         if self.rng.random() < 0.5:
             return None
@@ -580,7 +578,7 @@ class _Gen:
         call = _call("modify_pending_order_address", order_id=oid, **{k: address[k] for k in rules.ADDRESS_KEYS})
         part = _Part("modify_address", step, text, known, [], [], None, [oid])
         if case == "other_user":
-            who = self._relation(owner)
+            who = self._relation()
             part.text = f"Your {who} asked you to change where their order {oid} goes. " + text
             part.known.append(f"The order id is {oid}; it was placed on your {who}'s account.")
             part.instructions.append(_ACCEPT)
@@ -660,7 +658,7 @@ class _Gen:
         )
         part = _Part("modify_payment", step, text, known, [], [], None, [oid])
         if case == "other_user":
-            who = self._relation(owner)
+            who = self._relation()
             part.text = f"Your {who} asked you to change how their order {oid} is paid. " + text.replace(
                 "your ", "their "
             )
@@ -736,7 +734,7 @@ class _Gen:
         instr.insert(0, "If the agent asks you to confirm the list of items, confirm it.")
         part = _Part("return", step, text, known, instr, forbidden, None, [oid])
         if case == "other_user":
-            who = self._relation(owner)
+            who = self._relation()
             part.text = (
                 f"Your {who} asked you to handle a return from their order {oid} for them: "
                 f"they want to send back {items_words}."
@@ -749,7 +747,11 @@ class _Gen:
         return part
 
     def _part_modify_user_address(
-        self, uid: str, case: Optional[str], avoid: set[str], order: Optional[str]
+        self,
+        uid: str,
+        case: Optional[str],
+        avoid: set[str],
+        order: Optional[str],  # noqa: ARG002 - a part builder's signature (_part_<intent>)
     ) -> Optional[_Part]:
         owner = uid if case != "other_user" else (self.other_user(uid, None) or "")
         if not owner:
@@ -776,7 +778,7 @@ class _Gen:
         call = _call("modify_user_address", user_id=owner, **{k: address[k] for k in rules.ADDRESS_KEYS})
         part = _Part("modify_user_address", step, text, known)
         if case == "other_user":
-            who = self._relation(owner)
+            who = self._relation()
             step["for_user"] = owner
             part.text = (
                 f"Your {who} {user['name']['first_name']} {user['name']['last_name']} (email {user['email']}) moved. "
@@ -787,7 +789,7 @@ class _Gen:
             part.other_user = owner
         return part
 
-    def _part_info(self, uid: str, case: Optional[str], avoid: set[str], order: Optional[str]) -> Optional[_Part]:
+    def _part_info(self, uid: str, case: Optional[str], avoid: set[str], order: Optional[str]) -> Optional[_Part]:  # noqa: ARG002 - a part builder's signature (_part_<intent>)
         user = self.w.db["users"][uid]
         mine = [o for s in self.w.user_orders[uid].values() for o in s if o not in avoid]
         kinds = ["available_count", "cheapest_available"]
@@ -835,7 +837,7 @@ class _Gen:
         text = self.rng.choice(TEMPLATES["info"]).format(question=q, question_lc=q[0].lower() + q[1:])
         return _Part("info", step, text, known, ["You only want the answer; you do not want anything changed."])
 
-    def _relation(self, other: str) -> str:
+    def _relation(self) -> str:
         return self.rng.choice(RELATIONS)
 
 

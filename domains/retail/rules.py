@@ -461,9 +461,10 @@ def _order_matches(session: Session, oid: str, spec: dict) -> bool:
         if any(_item_matches(it, {"product": term}) for it in order["items"]):
             return False
     status = spec.get("status")
-    statuses = [status] if isinstance(status, str) else status
-    if status is not None and order["status"] not in [x for s in statuses for x in _STATUS_WORDS.get(s, (s,))]:
-        return False
+    if status is not None:
+        statuses = [status] if isinstance(status, str) else status
+        if order["status"] not in [x for s in statuses for x in _STATUS_WORDS.get(s, (s,))]:
+            return False
     if "item_count" in spec and len(order["items"]) != spec["item_count"]:
         return False
     where = spec.get("shipped_to")
@@ -1028,14 +1029,17 @@ def _transfer(session: Session, step: dict) -> None:
     session.notes.append(f"transfer to a human agent: {step.get('why', 'the customer asks for one')}")
 
 
-def _out_of_scope(session: Session, step: dict) -> None:
+def _out_of_scope(session: Session, step: dict) -> None:  # noqa: ARG001 - a step handler's signature
     raise Refused(f"no tool or rule covers this: {step.get('what', 'the request')}", "deny")
 
 
 def _info(session: Session, step: dict) -> None:
     """Facts about the customer's own orders, profile and the products (Retail agent policy ¶4)."""
     session.rule("information")
-    for ask in step.get("ask", []) if isinstance(step.get("ask"), list) else [step.get("ask")]:
+    asks = step.get("ask")
+    if asks is None:
+        raise ValueError(f"an info step names what it asks ('ask'); got {step!r}")
+    for ask in asks if isinstance(asks, list) else [asks]:
         session.communicate.extend(answer(session, ask))
 
 
@@ -1100,4 +1104,3 @@ _HANDLERS = {
     "out_of_scope": _out_of_scope,
     "info": _info,
 }
-INTENT_NAMES = tuple(sorted(_HANDLERS))

@@ -413,7 +413,7 @@ class RetailTools(Toolkit):
         return AsModel(order)
 
     @tool(ToolType.GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
+    def transfer_to_human_agents(self, summary: str) -> str:  # noqa: ARG002 - upstream's tool signature
         """Hand the conversation to a human agent.
 
         Args:

@@ -135,7 +135,7 @@ class Customer(_Strict):
     line_ids: List[str] = Field(default_factory=list)
     bill_ids: List[str] = Field(default_factory=list)
     # upstream's default is a date (not validated), so a customer without the field dumps a plain date
-    created_at: datetime.datetime = DEFAULT_START_DATE  # type: ignore[assignment]
+    created_at: datetime.datetime = DEFAULT_START_DATE  # ty: ignore[invalid-assignment] - upstream's default (a date)
     last_extension_date: Optional[datetime.date] = None
     goodwill_credit_used_this_year: float = 0.0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tau2_gym.core.db import DBSchema
 from tau2_gym.core.domain import DBFile, DomainSpec, TaskSetSpec, read_text
@@ -44,8 +44,8 @@ def sync_tools(env: Environment) -> None:
     No-op until ``set_user_info`` gives the phone a number. Never runs a network search: a resumed line
     shows service only after the user does something that searches (e.g. a reboot).
     """
-    user_tools: TelecomUserTools = env.user_tools  # type: ignore[assignment]
-    tools: TelecomTools = env.tools  # type: ignore[assignment]
+    user_tools = cast(TelecomUserTools, env.user_tools)  # the telecom toolkits (this hook is telecom's)
+    tools = cast(TelecomTools, env.tools)
     s = user_tools.db.surroundings
     phone = s["phone_number"]
     if phone is None:

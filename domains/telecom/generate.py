@@ -50,13 +50,13 @@ def task_entities(task: dict) -> dict[str, list[str]]:
 
 
 def draft_tasks(
-    db: dict,
+    db: dict,  # noqa: ARG001 - the drafter interface (draft_tasks)
     *,
-    n: int,
+    n: int,  # noqa: ARG001 - the drafter interface (draft_tasks)
     seed: int,
     exclude: frozenset[str] = frozenset(),
     intents: Optional[Sequence[str]] = None,
-    id_prefix: str = "gen_",
+    id_prefix: str = "gen_",  # noqa: ARG001 - the drafter interface (draft_tasks)
     source_tasks: Sequence[dict] = (),
 ) -> Iterator[dict]:
     """The ``source_tasks`` whose scenario is not excluded, in a seeded order, each once (``n`` and ``id_prefix``
@@ -65,7 +65,10 @@ def draft_tasks(
     order = [t for t in source_tasks if parse(str(t.get("id", ""))) is not None]
     random.Random(seed).shuffle(order)
     for task in order:
-        intent, subs, persona = parse(task["id"])  # type: ignore[misc]
+        parsed = parse(task["id"])
+        if parsed is None:  # (filtered out above)
+            continue
+        intent, subs, persona = parsed
         if intent not in wanted or scenario(task["id"]) in exclude:
             continue
         actions = (task.get("evaluation_criteria") or {}).get("actions") or []

@@ -163,7 +163,7 @@ class TelecomTools(Toolkit):
     # ------------------------------------------------------------------ line status
 
     @tool(ToolType.WRITE)
-    def suspend_line(self, customer_id: str, line_id: str, reason: str):
+    def suspend_line(self, customer_id: str, line_id: str, reason: str):  # noqa: ARG002 - upstream's tool signature
         """Suspend an active line of the customer.
 
         Args:
@@ -319,7 +319,7 @@ class TelecomTools(Toolkit):
         return "Roaming disabled successfully"
 
     @tool(ToolType.GENERIC)
-    def transfer_to_human_agents(self, summary: str) -> str:
+    def transfer_to_human_agents(self, summary: str) -> str:  # noqa: ARG002 - upstream's tool signature
         """Hand the conversation to a human agent.
 
         Args:

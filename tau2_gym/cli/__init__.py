@@ -56,7 +56,7 @@ def _exit_on_sigterm() -> Any:
 
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    return signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # noqa: ARG005 - a signal handler's signature
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -273,7 +273,7 @@ def add_arguments(
 
 def player_settings(args: argparse.Namespace) -> tuple[PlayerSettings, PlayerSettings]:
     """The agent's and the customer's settings from the flags."""
-    common = {
+    common: dict[str, Any] = {
         "request_retries": args.request_retries,
         "request_timeout": args.request_timeout,
         "max_concurrency": args.max_concurrency,
@@ -508,7 +508,7 @@ def run_episodes(
         import_ray()
         return collect_ray(
             None,
-            partial(build_policy, agent_settings, solo),
+            partial(build_policy, agent_settings),
             partial(build_user, user_settings, solo),
             config=config,
             num_actors=max(1, int(args.ray_actors)),
@@ -566,7 +566,7 @@ def run(args: argparse.Namespace) -> int:
         config = rollout_config(args, output, split, solo)
         agent_settings, user_settings = player_settings(args)
         notes: list[str] = []
-        policy = build_policy(agent_settings, solo, notes)
+        policy = build_policy(agent_settings, notes)
         user = build_user(user_settings, solo, notes)
     except (ValueError, ImportError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)

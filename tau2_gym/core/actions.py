@@ -261,7 +261,7 @@ def _from_dict(d: dict, ids: _Ids) -> AssistantMessage:
 _FUNCTIONAL = re.compile(r"^(\w+)\s*\((.*)\)$", re.DOTALL)
 
 
-def _literal(node: ast.AST) -> Any:
+def _literal(node: Optional[ast.AST]) -> Any:  # None: the key of a ``**x`` entry, unsupported
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
@@ -270,7 +270,7 @@ def _literal(node: ast.AST) -> Any:
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(x) for x in node.elts]
     if isinstance(node, ast.Dict):
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values)}
     if isinstance(node, ast.Name):
         return node.id
     raise ValueError(f"unsupported expression {type(node).__name__}")
@@ -310,7 +310,7 @@ def parse_tau2_action(text: str) -> tuple[Optional[str], Optional[list[dict]]]:
 def to_assistant_message(
     action: Any,
     *,
-    parser: Union[str, Callable[..., Any]] = "auto",
+    parser: Union[str, Callable[..., Any], None] = "auto",
     tokenizer: Any = None,
     fill_ids: bool = True,
     first_id: int = 0,
@@ -328,7 +328,9 @@ def to_assistant_message(
     return msg
 
 
-def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: Any, ids: _Ids) -> AssistantMessage:
+def _to_message(
+    action: Any, parser: Union[str, Callable[..., Any], None], tokenizer: Any, ids: _Ids
+) -> AssistantMessage:
     if isinstance(action, str):
         return _from_text(action, parser, tokenizer, ids)
     if isinstance(action, AssistantMessage):
@@ -357,7 +359,7 @@ def _to_message(action: Any, parser: Union[str, Callable[..., Any]], tokenizer: 
     )
 
 
-def _from_text(text: str, parser: Union[str, Callable[..., Any]], tokenizer: Any, ids: _Ids) -> AssistantMessage:
+def _from_text(text: str, parser: Union[str, Callable[..., Any], None], tokenizer: Any, ids: _Ids) -> AssistantMessage:
     # reasoning first: markup inside a thought is not an action, and a thought never reaches the customer
     body, reasoning = split_reasoning(text)
     body = "" if body is None else body

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 CALC_CHARS = "0123456789+-*/(). "  # a str, as upstream: ``x in CALC_CHARS`` keeps its substring/type semantics
 MAX_INT_BITS = 1 << 20  # ~315,000 digits: far above any float (1,024 bits)
 MAX_TOTAL_BITS = 1 << 22
 
-_BINARY = {
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -28,7 +28,7 @@ _BINARY = {
     ast.FloorDiv: operator.floordiv,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 Number = Union[int, float]
 

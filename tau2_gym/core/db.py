@@ -118,7 +118,6 @@ class BaseData:
         self._lock = threading.Lock()
         self._record_ser: dict[str, dict[str, str]] = {}
         self._sorted_keys: dict[str, list[str]] = {}
-        self._field_ser: dict[str, str] = {}
         self.owner: Optional[tuple[Any, str]] = None  # (holder, attribute) it is shared under; set by the holder
 
     def __reduce__(self) -> tuple:
@@ -145,13 +144,6 @@ class BaseData:
     def sorted_keys(self, table: str) -> list[str]:
         self.record_ser(table)
         return self._sorted_keys[table]
-
-    def field_ser(self, name: str) -> str:
-        s = self._field_ser.get(name)
-        if s is None:
-            s = dumps_sorted(self.data[name])
-            self._field_ser[name] = s
-        return s
 
     def new_state(self) -> DBState:
         return DBState(self)
@@ -193,7 +185,7 @@ class Table:
         return self._base.get(key, default)
 
     def __contains__(self, key: object) -> bool:
-        own = self._own
+        own: dict[Any, Any] = self._own
         if key in own:
             return own[key] is not _DELETED
         return key in self._base
@@ -297,12 +289,6 @@ class DBState:
 
     def get_field(self, name: str) -> Any:
         return self.__dict__[name]
-
-    def set_field(self, name: str, value: Any) -> None:
-        """Replace a non-table field (tools that assign a whole new list/model to a top-level field)."""
-        if name in self._base_data.tables:
-            raise ValueError(f"{name!r} is a table; assign records, not the whole table")
-        self.__dict__[name] = value
 
     # ------------------------------------------------------------------ dump / hash
 

@@ -106,7 +106,7 @@ def _load_entry_points() -> None:
     try:
         eps = entry_points(group="tau2_gym.domains")
     except TypeError:  # pragma: no cover - Python 3.9 style
-        eps = entry_points().get("tau2_gym.domains", [])  # type: ignore[attr-defined]
+        eps = entry_points().get("tau2_gym.domains", [])
     for ep in eps:
         _registry.setdefault(ep.name, ep.value)
 
@@ -188,7 +188,10 @@ class LoadedDomain:
             raise self._fault(
                 name if name and not str(name).startswith("<") else self.source.src, f"cannot be read as Python ({exc})"
             ) from exc
-        self.base_db = self._load_db(spec.db)
+        base_db = self._load_db(spec.db)
+        if base_db is None:  # the agent's DB marked optional and absent: no environment could be built
+            raise self._fault(self.folder / spec.db.file, "is missing")
+        self.base_db: BaseData = base_db
         self.user_base_db: Optional[BaseData] = None
         if spec.user_db is not None:
             self.user_base_db = self._load_db(spec.user_db)
@@ -275,7 +278,7 @@ class LoadedDomain:
     def user_tool_schemas(self, include: Optional[list[str]] = None) -> list[dict]:
         if not self.has_user_tools:
             raise ValueError("User tools not available")
-        schemas = list(toolkit_schemas(self.user_toolkit, self.source.src, self.spec.user_prose))  # type: ignore[arg-type]
+        schemas = list(toolkit_schemas(self.user_toolkit, self.source.src, self.spec.user_prose))
         if include is None:
             return schemas
         names = [s["function"]["name"] for s in schemas]
@@ -296,9 +299,11 @@ class LoadedDomain:
             raise ValueError(self.spec.solo_error or f"{self.spec.name} domain does not support solo mode")
         tools = self.agent_toolkit(self.base_db.new_state())
         user_tools = None
-        if self.has_user_tools:
-            db = tools.db if self.spec.user_db_shared else self.user_base_db.new_state()  # type: ignore[union-attr]
-            user_tools = self.user_toolkit(db)  # type: ignore[misc]
+        if self.user_toolkit is not None:  # has_user_tools, spelled out so the types narrow
+            if self.spec.user_db_shared:
+                user_tools = self.user_toolkit(tools.db)
+            elif self.user_base_db is not None:
+                user_tools = self.user_toolkit(self.user_base_db.new_state())
         env = Environment(
             domain_name=self.spec.name,
             policy=self.policy(solo),

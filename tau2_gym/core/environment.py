@@ -256,12 +256,12 @@ class Environment:
             if initialization_data.agent_data is not None:
                 self.update_agent_db(initialization_data.agent_data)
                 # upstream 1.0 quirk: the other toolkit's db is re-pointed at the merged object
-                if alias and self.user_tools is not None and self.user_tools.db is not None:
-                    self.user_tools.db = self.tools.db  # type: ignore[union-attr]
+                if alias and self.tools is not None and self.user_tools is not None and self.user_tools.db is not None:
+                    self.user_tools.db = self.tools.db
             if initialization_data.user_data is not None:
                 self.update_user_db(initialization_data.user_data)
-                if alias and self.tools is not None and self.tools.db is not None:
-                    self.tools.db = self.user_tools.db  # type: ignore[union-attr]
+                if alias and self.user_tools is not None and self.tools is not None and self.tools.db is not None:
+                    self.tools.db = self.user_tools.db
 
         if initialization_actions is not None:
             for action in initialization_actions:

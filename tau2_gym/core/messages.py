@@ -224,16 +224,6 @@ class ToolMessage(Message):
         }
 
 
-class MultiToolMessage:
-    """Several tool results delivered together (transport only; never stored in a trajectory)."""
-
-    __slots__ = ("tool_messages",)
-    role = "tool"
-
-    def __init__(self, tool_messages: list[ToolMessage]) -> None:
-        self.tool_messages = tool_messages
-
-
 AnyMessage = Union[SystemMessage, AssistantMessage, UserMessage, ToolMessage]
 
 
@@ -243,7 +233,7 @@ AnyMessage = Union[SystemMessage, AssistantMessage, UserMessage, ToolMessage]
 def message_from_dict(d: Any) -> AnyMessage:
     """Read a message in tau2's JSON form (either version; unknown keys are ignored)."""
     if isinstance(d, Message):
-        return d  # type: ignore[return-value]
+        return d
     if not isinstance(d, dict):
         raise ValueError(f"a message must be an object; got {type(d).__name__}")
     role = d.get("role")

@@ -11,7 +11,7 @@ dict, and :func:`json_default` lets ``json.dump`` write it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, cast
 
 
 class Record(Mapping):
@@ -24,7 +24,7 @@ class Record(Mapping):
     __slots__ = ("_data", "_build")
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
+        self._data: Optional[dict[str, Any]] = data  # None until a deferred record is built
         self._build: Optional[Callable[[], dict[str, Any]]] = None
 
     @classmethod
@@ -42,7 +42,7 @@ class Record(Mapping):
         if data is None:
             build = self._build
             if build is None:  # built meanwhile by another thread
-                return self._data  # type: ignore[return-value]
+                return cast("dict[str, Any]", self._data)  # set before _build was dropped
             data = build()
             self._data = data  # set before _build is dropped: a concurrent reader sees one of the two
             self._build = None
@@ -72,7 +72,7 @@ class Record(Mapping):
             return self.data == dict(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"Record({self.data!r})"

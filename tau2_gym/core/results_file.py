@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from tau2_gym.core.integrity import integrity_record
-from tau2_gym.core.messages import AnyMessage, from_openai, message_from_dict, now_iso
+from tau2_gym.core.messages import AnyMessage, ToolMessage, from_openai, message_from_dict, now_iso
 from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import json_default
 from tau2_gym.core.tasks import Action, EnvAssertion, RewardType, Task
@@ -150,9 +150,6 @@ class Results(_Model):
     tasks: list[Task]
     simulations: list[SimulationRun] = Field(default_factory=list)
 
-    def dump_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2)
-
     def save(self, path: str | os.PathLike[str]) -> None:
         write_json_atomic(Path(path), self.model_dump(mode="json"))
 
@@ -244,7 +241,7 @@ def write_json_atomic(path: Path, data: Any, indent: Optional[int] = 2) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(tmp, "wt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with opener(tmp, "wt", encoding="utf-8") as fh:
             json.dump(data, fh, indent=indent, default=json_default)
         os.replace(tmp, path)
     except BaseException:  # a failed or interrupted write leaves no temporary file behind
@@ -335,12 +332,12 @@ def message_from_any(d: Any) -> AnyMessage:
         return message_from_dict(d)
 
     try:
-        msg = from_openai(d, requestor=None)  # type: ignore[arg-type]
+        msg = from_openai(d, requestor=None)  # ty: ignore[invalid-argument-type] - filled by _resolve_requestors
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a readable OpenAI chat message ({type(exc).__name__}: {exc})") from None
     msg.timestamp = d.get("timestamp")  # stamps of our own making would differ on every read
     msg.turn_idx = d.get("turn_idx")
-    if msg.role == "tool":  # the chat format has no error flag: tau2 writes every failed call as "Error: ..."
+    if isinstance(msg, ToolMessage):  # the chat format has no error flag: tau2 writes every failed call as "Error: ..."
         flag = d.get("error")
         text = msg.content
         msg.error = flag if isinstance(flag, bool) else isinstance(text, str) and text.startswith("Error: ")
@@ -440,18 +437,19 @@ def read_for_scoring(raw: Any) -> ScoringRead:
                 tasks[tid] = Task.model_validate(rt)
             except Exception as exc:  # noqa: BLE001 - every schema problem is listed, not raised
                 tasks[tid] = schema_problems(exc, ("tasks", i))
-                problems += tasks[tid]  # type: ignore[arg-type]
+                problems += tasks[tid]
     sims: list[Union[ScoringSimulation, Problems]] = []
-    for i, rs in enumerate(entries.get("simulations") if isinstance(entries.get("simulations"), list) else ()):
+    raw_sims = entries.get("simulations")
+    for i, rs in enumerate(raw_sims if isinstance(raw_sims, list) else ()):
         if not isinstance(rs, dict):
             sims.append([(f"simulations[{i}]", f"a simulation is a JSON {type(rs).__name__}, not an object")])
-            problems += sims[-1]  # type: ignore[arg-type]
+            problems += sims[-1]
             continue
         try:
             sims.append(ScoringSimulation.model_validate(rs))
         except Exception as exc:  # noqa: BLE001 - every schema problem is listed, not raised
             sims.append(schema_problems(exc, ("simulations", i)))
-            problems += sims[-1]  # type: ignore[arg-type]
+            problems += sims[-1]
     if skeleton is None:
         raise SchemaError(problems)
     return ScoringRead(skeleton.info.environment_info.domain_name, tasks, sims, problems)

@@ -171,7 +171,7 @@ class InitialState(_Model):
             if info.exclude_unset:
                 d = _set_fields(d, given[i] if given is not None else None)
             if info.exclude_none:
-                d = _without(d, lambda k, v, call: v is None)
+                d = _without(d, lambda k, v, call: v is None)  # noqa: ARG005 - _without's predicate signature
             if info.exclude_defaults:
                 d = _without(d, _is_plain_default)
             out.append(d)
@@ -282,7 +282,7 @@ def _read_json(path: Path) -> Any:
 
 
 @lru_cache(maxsize=32)
-def _load_task_file(path: str, mtime: float) -> tuple[Task, ...]:
+def _load_task_file(path: str, mtime: float) -> tuple[Task, ...]:  # noqa: ARG001 - the cache key: a changed file is read again
     raw = _read_json(Path(path))
     if not isinstance(raw, list):
         raise TaskFileError(f"task file {path!r} must hold a JSON array of tasks, got {type(raw).__name__}")
@@ -312,7 +312,7 @@ def split_file_for(task_file: Path) -> Path:
 
 
 @lru_cache(maxsize=32)
-def _load_splits(path: str, mtime: float) -> dict[str, tuple[str, ...]]:
+def _load_splits(path: str, mtime: float) -> dict[str, tuple[str, ...]]:  # noqa: ARG001 - the cache key: a changed file is read again
     raw = _read_json(Path(path))
     if not isinstance(raw, dict) or not all(isinstance(v, list) for v in raw.values()):
         raise TaskFileError(f"split file {path!r} must map split names to lists of task ids")

@@ -37,8 +37,8 @@ class TerminationReason(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
+    def __format__(self, format_spec: str) -> str:
+        return format(self.value, format_spec)
 
 
 #: this package's ending of an episode whose policy ran out of its token budget (training): not upstream's, never

@@ -278,7 +278,7 @@ class _Twins:
     def __init__(self, docs: dict[str, str], fields: dict[str, dict[str, str]]) -> None:
         self.docs = docs
         self.fields = fields
-        self.cache: dict[type, type] = {}
+        self.cache: dict[type[BaseModel], type[BaseModel]] = {}
 
     def model(self, cls: type[BaseModel]) -> type[BaseModel]:
         if cls in self.cache:
@@ -303,7 +303,7 @@ class _Twins:
         twin = create_model(
             name,
             __config__=cls.model_config,
-            __doc__=self.docs.get(name),  # type: ignore[call-overload]
+            __doc__=self.docs.get(name),
             __module__=cls.__module__,
             **definitions,
         )
@@ -318,19 +318,19 @@ class _Twins:
             return ann
         args = typing.get_args(ann)
         if origin is typing.Annotated:
-            return typing.Annotated[(self.annotation(args[0]), *args[1:])]  # type: ignore[return-value]
+            return typing.Annotated[(self.annotation(args[0]), *args[1:])]
         if origin is typing.Literal:
             return ann
         new_args = tuple(self.annotation(a) for a in args)
         if new_args == args:
             return ann
         if origin is typing.Union:
-            return typing.Union[new_args]  # type: ignore[return-value]
+            return typing.Union[new_args]
         try:
             import types as _types
 
             if origin is _types.UnionType:
-                return typing.Union[new_args]  # type: ignore[return-value]
+                return typing.Union[new_args]
         except AttributeError:  # pragma: no cover - Python < 3.10
             pass
         return origin[new_args] if len(new_args) > 1 else origin[new_args[0]]
@@ -396,8 +396,8 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
     found = _upstream_docs(toolkit_cls, src, source)
     upstream_docs = found or {}
     twins = None
-    if found is not None:
-        docs, fields = _model_prose(src, source.model_modules)  # type: ignore[union-attr]
+    if found is not None and source is not None:  # (found implies source)
+        docs, fields = _model_prose(src, source.model_modules)
         twins = _Twins(docs, fields)
     schemas = []
     for name in toolkit_cls.tool_names:
@@ -420,7 +420,7 @@ def toolkit_schemas(toolkit_cls: type[Toolkit], src: Optional[Path], source: Opt
                 params[pname] = (ann, Field(dflt, description=parsed.params[pname]))
             else:
                 params[pname] = (ann, dflt)
-        model = create_model("parameters", **params)  # type: ignore[call-overload]
+        model = create_model("parameters", **params)
         description = parsed.description if parsed.short else name
         schemas.append(
             {

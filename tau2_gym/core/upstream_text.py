@@ -84,7 +84,7 @@ def parse_docstring(text: Optional[str]) -> ParsedDoc:
         chunk = details.strip("\n")
         if title not in _PARAM_SECTIONS or not chunk:
             continue
-        indent = re.search(r"^\s*", chunk).group()  # type: ignore[union-attr]
+        indent = chunk[: len(chunk) - len(chunk.lstrip())]  # the leading whitespace
         items = list(re.finditer("^" + indent + r"(?=\S)", chunk, flags=re.M))
         for i, im in enumerate(items):
             stop = items[i + 1].start() if i + 1 < len(items) else len(chunk)

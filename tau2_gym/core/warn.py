@@ -32,10 +32,10 @@ def caller_stacklevel(internal: tuple[str, ...] = _INTERNAL) -> int:
     frame: Optional[object] = here.f_back.f_back if here is not None and here.f_back is not None else None
     level = 2  # frame: the caller of the function that calls this one
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)  # type: ignore[attr-defined]
+        filename = os.path.abspath(frame.f_code.co_filename)
         if not filename.startswith(internal) and not filename.startswith("<frozen importlib"):
             return level
-        frame = frame.f_back  # type: ignore[attr-defined]
+        frame = frame.f_back
         level += 1
     return 1
 

@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import IO, Iterator, Optional
 
 from tau2_gym.data.manifest import blob_id, blob_id_of_bytes, load_manifest, logical_files, physical
 from tau2_gym.data.versions import DataVersion
@@ -38,7 +38,7 @@ class FileLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = None
+        self._fh: Optional[IO[str]] = None
 
     def __enter__(self) -> FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,16 +60,19 @@ class FileLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        fh = self._fh
+        if fh is None:  # never entered
+            return
         try:
             import fcntl
 
-            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         except ImportError:  # pragma: no cover
             try:
                 os.unlink(str(self.path) + ".x")
             except FileNotFoundError:
                 pass
-        self._fh.close()
+        fh.close()
 
 
 # ------------------------------------------------------------------------------------------ marker

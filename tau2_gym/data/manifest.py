@@ -51,7 +51,7 @@ def blob_id_of_bytes(content: bytes) -> str:
 @cache
 def load_manifest(cache_name: str) -> dict[str, str]:
     """``{logical path: blob id}`` of a named version (the committed ``manifests/<cache_name>.tsv``)."""
-    text = resources.files("tau2_gym.data").joinpath("manifests", f"{cache_name}.tsv").read_text(encoding="utf-8")
+    text = (resources.files("tau2_gym.data") / "manifests" / f"{cache_name}.tsv").read_text(encoding="utf-8")
     out: dict[str, str] = {}
     for line in text.splitlines():
         if line.strip() and not line.startswith("#"):

@@ -31,6 +31,7 @@ from tau2_gym.episodes.branch import copy_episode, shallow_copy
 from tau2_gym.episodes.driver import Episode, EpisodeOutcome, EpisodeSetup
 from tau2_gym.episodes.selection import select_tasks
 from tau2_gym.llm.cache import cache_info
+from tau2_gym.players.users.base import UserSimulator
 from tau2_gym.scoring.judges import make_judge
 from tau2_gym.scoring.rewards import apply_reward_mode
 
@@ -82,7 +83,7 @@ class EpisodeEnv(gym.Env):
     config: EnvConfig
     #: the customer simulator the env answers the customer's turns with (None: the env's actions are the customer's,
     #: or solo mode)
-    user: Any = None
+    user: Optional[UserSimulator] = None
     domain: LoadedDomain
     setup: EpisodeSetup
     tools: tuple[dict, ...]
@@ -187,7 +188,7 @@ class EpisodeEnv(gym.Env):
         return new
 
     @staticmethod
-    def _shared_tasks(domain: Any, config: EpisodeSettings) -> dict[str, Task]:
+    def _shared_tasks(domain: LoadedDomain, config: EpisodeSettings) -> dict[str, Task]:
         return {t.id: t for t in domain.tasks(config.task_set, None)}
 
     def sibling(self) -> Any:

@@ -15,14 +15,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, SupportsFloat, Union, cast
 
 import gymnasium as gym
 import numpy as np
 
 from tau2_gym.core.domain import domain_names
 from tau2_gym.envs import entry_point
-from tau2_gym.envs.base import check_reset_options
+from tau2_gym.envs.base import EpisodeEnv, check_reset_options
 from tau2_gym.envs.config import Tau2EnvConfig, UserEnvConfig
 from tau2_gym.envs.spaces import AssistantActionSpace, MessagesSpace, TranscriptSpace
 from tau2_gym.envs.tau2_env import Tau2Env
@@ -120,12 +120,12 @@ class Mixture:
         """The current draw probability of each component (in :attr:`components` order)."""
         if self.curriculum is None:
             return self.base.copy()
-        if self.curriculum == "success":
+        if isinstance(self.curriculum, str):  # "success", the one rule name (__init__ refuses others)
             rates = np.array([self.success_rate(c.key) or 0.0 for c in self.components])
             w = self.base * (self.floor + 1.0 - rates)
         else:
             base = dict(zip(self.keys, self.base.tolist()))
-            out = self.curriculum(base, {k: list(v) for k, v in self.history.items()})  # type: ignore[operator]
+            out = self.curriculum(base, {k: list(v) for k, v in self.history.items()})
             w = np.array([float(out.get(k, 0.0)) for k in self.keys])
             if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
                 raise ValueError(f"the curriculum returned unusable weights {out!r}")
@@ -139,7 +139,7 @@ class Mixture:
         i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
         return self.components[min(i, len(self.components) - 1)]
 
-    def record(self, key: str, reward: float) -> None:
+    def record(self, key: str, reward: SupportsFloat) -> None:
         """A finished episode of component ``key`` (a domain name works when it is unambiguous)."""
         c = self.component(key)
         self.history[c.key].append(float(reward))
@@ -296,20 +296,20 @@ class MixEnv(gym.Env):
         self.render_mode = render_mode
         self.env_kwargs = dict(env_kwargs)
         self.domain_kwargs = {k: dict(v) for k, v in (domain_kwargs or {}).items()}
-        self.envs: dict[str, gym.Env] = {}
-        self.active: Optional[gym.Env] = None
+        self.envs: dict[str, EpisodeEnv] = {}
+        self.active: Optional[EpisodeEnv] = None
         self.component: Optional[Component] = None
         self._recorded = False
         text = env_kwargs.get("obs_format", "messages") == "text"
         self.observation_space = TranscriptSpace() if text else MessagesSpace()
         self.action_space = _MixActionSpace(self, env_kwargs.get("parser", "auto"), env_kwargs.get("tokenizer"))
 
-    def component_env(self, key: str) -> gym.Env:
+    def component_env(self, key: str) -> EpisodeEnv:
         """The (unwrapped) env of a component, built on first use."""
         c = self.mixture.component(key)
         env = self.envs.get(c.key)
         if env is None:
-            kwargs = {
+            kwargs: dict[str, Any] = {
                 **self.env_kwargs,
                 **self.domain_kwargs.get(c.domain, {}),
                 **self.domain_kwargs.get(c.key, {}),
@@ -321,7 +321,7 @@ class MixEnv(gym.Env):
                 from gymnasium.envs.registration import load_env_creator
 
                 cls = load_env_creator(entry_point(c.domain))
-                env = cls(domain=c.domain, render_mode=self.render_mode, **kwargs)
+                env = cast(EpisodeEnv, cls(domain=c.domain, render_mode=self.render_mode, **kwargs))  # a Tau2Env
             self.envs[c.key] = env
         return env
 
@@ -338,7 +338,7 @@ class MixEnv(gym.Env):
         obs, info = env.reset(options=options or None)
         return obs, self._info(info)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
         if self.active is None:
             raise RuntimeError("call reset() before step()")
         obs, reward, terminated, truncated, info = self.active.step(action)

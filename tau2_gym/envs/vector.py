@@ -42,7 +42,7 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
 import gymnasium as gym
 import numpy as np
@@ -100,7 +100,7 @@ class SharedTuple(Tuple):
         space = self.spaces[0] if self.spaces else None
         if space is None:
             return ()
-        if isinstance(seed, (list, tuple)):
+        if isinstance(seed, Sequence):  # one RNG for all: the first seed
             seed = seed[0] if seed else None
         return (space.seed(seed),) * len(self.spaces)
 
@@ -125,7 +125,7 @@ class KeepRecordsWhole(gym.Wrapper):
         obs, info = self.env.reset(**kwargs)
         return obs, self._wrap(info)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
         obs, reward, term, trunc, info = self.env.step(action)
         return obs, reward, term, trunc, self._wrap(info)
 
@@ -208,12 +208,12 @@ class Tau2VectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ properties
 
-    @property
-    def np_random_seed(self) -> tuple[Optional[int], ...]:
+    @property  # as SyncVectorEnv's (VectorEnv declares one int)
+    def np_random_seed(self) -> tuple[Optional[int], ...]:  # ty: ignore[incompatible-property-override] - one per env
         return tuple(slot.np_random_seed for slot in self.envs)
 
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
+    @property  # as SyncVectorEnv's (VectorEnv declares one Generator)
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # ty: ignore[incompatible-property-override] - one per env
         return tuple(slot.np_random for slot in self.envs)
 
     @property
@@ -590,7 +590,7 @@ class Tau2VectorEnv(VectorEnv):
 
         write_json_atomic(Path(path), self.results(simulation_runs))
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: Any) -> None:  # noqa: ARG002 - Gymnasium's VectorEnv.close_extras signature
         for slot in self.envs:
             slot.close()
         if self._owns_user and hasattr(self.user, "close"):

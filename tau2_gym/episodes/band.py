@@ -194,7 +194,7 @@ def task_set_identity(
 
 
 @lru_cache(maxsize=32)
-def _read(path: str, mtime_ns: int) -> Profile:
+def _read(path: str, mtime_ns: int) -> Profile:  # noqa: ARG001 - the cache key: a changed file is read again
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

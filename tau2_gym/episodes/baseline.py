@@ -19,7 +19,7 @@ from tau2_gym.core.integrity import UPSTREAM
 from tau2_gym.core.tasks import Task
 from tau2_gym.episodes.audit import AuditRow, episode_records, reward_of
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import JudgeSpec, make_judge
 from tau2_gym.scoring.rewards import REWARD_MODES
 
 __all__ = ["Baseline", "baseline_table", "do_nothing_baseline", "without_do_nothing_passes"]
@@ -43,14 +43,14 @@ class Baseline(AuditRow):
         )
 
 
-def _judge_choice(judge: Any) -> str:
+def _judge_choice(judge: JudgeSpec) -> str:
     """The no-judge choice the baseline scores NL assertions with: the caller's when it is one, else 'fail' (a
     goodbye meets no NL assertion, and the baseline must never call an LLM judge)."""
     return judge if isinstance(judge, str) and judge in NO_JUDGE_CHOICES else "fail"
 
 
 def do_nothing_baseline(
-    domain: LoadedDomain, tasks: Iterable[Task], *, reward_mode: str = "default", judge: Any = None
+    domain: LoadedDomain, tasks: Iterable[Task], *, reward_mode: str = "default", judge: JudgeSpec = None
 ) -> Baseline:
     """Play the do-nothing policy on ``tasks`` (remembered per process: a task's baseline never changes): the
     ``do-nothing`` row of the exploit audit (:func:`tau2_gym.episodes.audit.episode_records`).
@@ -65,7 +65,7 @@ def do_nothing_baseline(
 
 
 def without_do_nothing_passes(
-    domain: LoadedDomain, tasks: Iterable[Task], reward_mode: str = "default", judge: Any = None
+    domain: LoadedDomain, tasks: Iterable[Task], reward_mode: str = "default", judge: JudgeSpec = None
 ) -> tuple[Task, ...]:
     """``tasks`` without those the do-nothing policy passes under ``reward_mode`` (a training pool with no free
     reward for refusing); refuses to leave nothing."""
@@ -84,7 +84,7 @@ def baseline_table(
     domains: Iterable[str],
     reward_modes: Iterable[str] = REWARD_MODES,
     skip_splits: Iterable[str] = ("full",),
-    judge: Any = None,
+    judge: JudgeSpec = None,
     **load: Any,
 ) -> list[dict[str, Any]]:
     """The do-nothing baseline of the splits of each domain's default task set, under each reward mode: one row

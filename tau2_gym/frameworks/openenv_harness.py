@@ -150,7 +150,7 @@ class Tau2Session(ResourceSession):
         data = "\n".join(texts) if texts else (Tau2ToolEnv.OVER if self.done else "")
         return ToolResult(data=data, done=self.done, metadata={"reward": self.reward if self.done else None})
 
-    def verify(self, transcript: list[dict[str, Any]], final_state: Any = None) -> VerifyResult:
+    def verify(self, transcript: list[dict[str, Any]], final_state: Any = None) -> VerifyResult:  # noqa: ARG002 - OpenEnv's harness verify signature
         obs = self.last_observation
         metrics: dict[str, Any] = {
             "task_id": self.task_id,

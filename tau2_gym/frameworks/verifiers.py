@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Optional
 
 import verifiers.v1 as vf
@@ -63,7 +63,7 @@ __all__ = [
 
 #: the environment's name: the installed package :mod:`tau2_gym_env` (``vf-eval tau2-gym-env``)
 TASKSET_ID = "tau2-gym-env"
-_ROLLOUT_DEFAULTS = {f.name: f.default for f in fields(RolloutConfig)}
+_ROLLOUT_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RolloutConfig)}
 #: the verifiers stop condition of upstream's step-limit truncation
 TRUNCATED = "max_turns"
 #: tau2 endings the infrastructure caused: the episode is masked (an EnvError), not scored
@@ -146,7 +146,7 @@ class Tau2Taskset(vf.Taskset[Tau2Task, Tau2TasksetConfig]):
             pool = [by_id[i] for i in cfg.task_ids]
         else:
             pool = list(domain.tasks(cfg.task_set, cfg.split))
-        settings = {
+        settings: dict[str, Any] = {
             "domain": cfg.domain,
             "task_set": cfg.task_set,
             "data_version": cfg.data_version,
@@ -232,24 +232,18 @@ class Tau2Harness(vf.Harness[Tau2HarnessConfig]):
         self,
         ctx: Any,
         trace: vf.Trace,
-        runtime: Any,
+        runtime: Any,  # noqa: ARG002 - verifiers' Harness.launch signature
         endpoint: str,
         secret: str,
-        mcp_urls: dict[str, str],
+        mcp_urls: dict[str, str],  # noqa: ARG002 - verifiers' Harness.launch signature
         data: vf.TaskData,
-        tool_interception_url: Optional[str] = None,
+        tool_interception_url: Optional[str] = None,  # noqa: ARG002 - verifiers' Harness.launch signature
     ) -> ProgramResult:
         if not isinstance(data, Tau2TaskData):
             data = Tau2TaskData.model_validate(data.model_dump())
         base, user, judge = _Players.get(data)
-        config = RolloutConfig(
-            **{
-                **base.__dict__,
-                "max_steps": data.max_steps,
-                "max_errors": data.max_errors,
-                "seed": data.seed,
-                "task_ids": [data.tau2_task_id],
-            }
+        config = replace(
+            base, max_steps=data.max_steps, max_errors=data.max_errors, seed=data.seed, task_ids=[data.tau2_task_id]
         )
         sampling = ctx.sampling
         policy = OpenAIAgentPolicy(

@@ -234,16 +234,17 @@ def _draft_loop(
     seen_ids: set[str] = set()
     taken: Counter = Counter()
     it = iter(drafts)
-    end = object()
     while len(accepted) < n:
         t0 = time.perf_counter()
-        draft = next(it, end)
-        timings["drafting"] += time.perf_counter() - t0
-        if draft is end:
+        try:
+            draft = next(it)
+        except StopIteration:
             raise GenerationError(
                 f"the {drafter.domain} generator stopped after {tally.made} drafts with {len(accepted)} of {n} tasks "
                 f"accepted (rejected: {tally.summary()}); ask for at most {len(accepted)} tasks, or other intents"
-            )
+            ) from None
+        finally:
+            timings["drafting"] += time.perf_counter() - t0
         tally.made += 1
         if tally.made > max_drafts:
             raise GenerationError(

@@ -27,7 +27,6 @@ from tau2_gym.data import DataSource
 __all__ = ["MANIFEST", "GenerationError", "read_manifest", "generated_domains", "Staging"]
 
 MANIFEST = "generated.json"
-TASK_FILE = "tasks.json"
 _DOMAINS = Path("data") / "tau2" / "domains"
 
 

@@ -19,10 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.tasks import Task
 from tau2_gym.episodes.baseline import DO_NOTHING_AGENT
 from tau2_gym.episodes.driver import EpisodeSetup, play
+from tau2_gym.players.agents.base import AgentPolicy
 from tau2_gym.players.agents.scripted import ComplyingAgent, ScriptedPolicy
+from tau2_gym.players.users.base import UserSimulator
 from tau2_gym.players.users.scripted import OracleUser
 from tau2_gym.players.users.talking import TalkingUser
 from tau2_gym.scoring.evaluation import EvaluationError
@@ -65,20 +68,21 @@ class Rejection:
 class Verifier:
     """Plays drafted tasks through the driver on one loaded domain (the folder being written)."""
 
-    def __init__(self, domain: Any) -> None:
+    def __init__(self, domain: LoadedDomain) -> None:
         self.domain = domain
         self.setup = EpisodeSetup(domain, judge=make_judge("fail"))
         self.oracle_user = OracleUser()
         self.talking_user = TalkingUser()
 
-    def _reward(self, task: Task, policy: Any, user: Any) -> tuple[float, Any]:
+    def _reward(self, task: Task, policy: AgentPolicy, user: UserSimulator) -> tuple[float, Any]:
         episode = play(self.setup, task, policy, user)
         info = episode.score()
         return float((info or {}).get("reward") or 0.0), episode
 
     def verify(self, task: Task, draft: dict) -> Optional[Rejection]:
         """None when ``task`` (validated from ``draft["task"]``) passes every check that applies to it."""
-        basis = {getattr(b, "value", b) for b in (task.evaluation_criteria.reward_basis or ())}
+        crit = task.evaluation_criteria
+        basis = {getattr(b, "value", b) for b in ((crit.reward_basis if crit is not None else None) or ())}
         if "NL_ASSERTION" in basis:
             return Rejection("needs_llm_judge", f"reward basis {sorted(basis)}")
         try:

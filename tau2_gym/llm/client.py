@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 from tau2_gym.core.config import describe
-from tau2_gym.core.messages import ToolCall
+from tau2_gym.core.messages import Requestor, ToolCall
 from tau2_gym.llm import http as chat_http
 from tau2_gym.llm.cache import ResponseCache, open_cache
 from tau2_gym.llm.cost import load_price_table, message_cost
@@ -305,7 +305,7 @@ def _arguments(raw: Any, name: str) -> dict:
     return raw
 
 
-def chat_message(raw: Any, requestor: str) -> tuple[Optional[str], Optional[list[ToolCall]]]:
+def chat_message(raw: Any, requestor: Requestor) -> tuple[Optional[str], Optional[list[ToolCall]]]:
     """(text, tool calls tagged ``requestor``) of a reply. Raises :class:`BadReply` / :class:`BadToolCall` for an
     unusable one and :class:`EmptyReply` when it has neither text nor tool calls."""
     msg = reply_message(raw)
@@ -317,13 +317,13 @@ def chat_message(raw: Any, requestor: str) -> tuple[Optional[str], Optional[list
     for call in raw_calls:
         fn = call.get("function") if isinstance(call, dict) else None
         name = fn.get("name") if isinstance(fn, dict) else None
-        if not isinstance(name, str) or not name:
+        if not isinstance(fn, dict) or not isinstance(name, str) or not name:
             raise BadToolCall(f"tool call without a function name: {call!r}"[:300])
         calls.append(
             ToolCall(
                 name=name, arguments=_arguments(fn.get("arguments"), name), id=call.get("id") or "", requestor=requestor
             )
-        )  # type: ignore[arg-type]
+        )
     if (content is None or not content.strip()) and not calls:
         raise EmptyReply()
     return content, calls or None
@@ -570,9 +570,8 @@ class ChatClient:
             cfg = self.config
             client: Any = None
             if cfg.transport != "openai":
-                client = chat_http.make_client(
-                    cfg.base_url, self.api_key() or "EMPTY", cfg.default_headers, cfg.timeout, prefer=cfg.transport
-                )
+                key = self.api_key() or "EMPTY"
+                client = chat_http.make_client(cfg.base_url, key, cfg.default_headers, cfg.timeout)
             if client is None:
                 client = self.sdk().AsyncOpenAI(**self._client_kwargs())
             closer = _close_at_loop_end(client)
@@ -637,15 +636,15 @@ class ChatClient:
         return ServerCheckError(self.who, self.base_url, reason, fix)
 
     def _checked(self, raw: Optional[dict], exc: Optional[BaseException]) -> dict[str, Any]:
-        if exc is None and (not isinstance(raw, dict) or not isinstance(raw.get("choices"), list)):
+        if exc is None and isinstance(raw, dict) and isinstance(raw.get("choices"), list):
+            self._learn_identity(raw)
+            return {**self.identity(), "model": self.config.model}
+        if exc is None:
             exc = chat_http.Unreadable(f"not a chat completion: {str(raw)[:200]}")
-        if exc is not None:
-            status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
-            if status in _BUSY_STATUS:  # reachable and serving, only busy: the run may start
-                return {**self.identity(), "model": self.config.model, "busy": status}
-            raise self._check_failure(exc) from exc
-        self._learn_identity(raw)
-        return {**self.identity(), "model": self.config.model}
+        status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+        if status in _BUSY_STATUS:  # reachable and serving, only busy: the run may start
+            return {**self.identity(), "model": self.config.model, "busy": status}
+        raise self._check_failure(exc) from exc
 
     async def acheck(self) -> dict[str, Any]:
         """One small request (:data:`PROBE_MESSAGES` with the run's sampling arguments), never cached or retried:
@@ -838,7 +837,7 @@ class ChatClient:
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="tau2-llm")
         futures = [self._executor.submit(_outcome, fn, item) for item in items]
-        return [fut.result() for fut in futures]
+        return [fut.result() for fut in futures]  # ty: ignore[invalid-explicit-return] - ty 0.0.104 loses T via submit
 
 
 def _outcome(fn: Callable[[Item], T], item: Item) -> Union[T, Exception]:

@@ -111,7 +111,7 @@ def _read_table(path: str) -> dict[str, Prices]:
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_table(path: str, mtime_ns: int) -> dict[str, Prices]:
+def _cached_table(path: str, mtime_ns: int) -> dict[str, Prices]:  # noqa: ARG001 - the cache key: a changed file is read again
     return _read_table(path)
 
 

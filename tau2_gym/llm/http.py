@@ -84,10 +84,9 @@ def make_client(
     api_key: str,
     headers: Optional[dict[str, str]] = None,
     timeout: float = 120.0,
-    prefer: str = "auto",
 ) -> Optional[Any]:
-    """:class:`ChatHTTP` (aiohttp) when installed, else None (the caller uses the SDK). ``prefer`` is kept for
-    callers that name a transport; every choice but the SDK is aiohttp."""
+    """:class:`ChatHTTP` (aiohttp) when installed, else None (the caller uses the SDK; every transport but the SDK
+    is aiohttp)."""
     if available():
         return ChatHTTP(base_url, api_key, headers, timeout)
     return None

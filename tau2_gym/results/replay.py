@@ -55,7 +55,7 @@ from tau2_gym.envs.tau2_env import Tau2Env
 from tau2_gym.players.users.playback import PlaybackUser
 from tau2_gym.results.rescore import rescoring_integrity
 from tau2_gym.runner.progress import progress as _progress
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import Judge, JudgeSpec, make_judge
 
 __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "compare_trajectories"]
 
@@ -325,7 +325,8 @@ def _recorded_integrity(info: dict) -> str:
     ``reference_free_tools`` (what its tools showed the agent); upstream where the file records none or one this
     version cannot read."""
     played = info.get("reward_integrity")
-    rescored = info.get("rescored") if isinstance(info.get("rescored"), dict) else {}
+    rescored = info.get("rescored")
+    rescored = rescored if isinstance(rescored, dict) else {}
     try:
         return rescoring_integrity(rescored.get("reward_integrity", played), played).name
     except ValueError:
@@ -350,7 +351,7 @@ def _setting_warnings(raw: dict, dom: Any) -> list[str]:
 class _Envs:
     """One env per distinct setting (built on first use), each with its own playback user."""
 
-    def __init__(self, data_dir: Optional[str], judge: Any, env_kwargs: dict) -> None:
+    def __init__(self, data_dir: Optional[str], judge: Judge, env_kwargs: dict) -> None:
         self.data_dir = data_dir
         self.judge = judge
         self.env_kwargs = env_kwargs
@@ -362,7 +363,7 @@ class _Envs:
         if env is None:
             import warnings
 
-            kwargs = dict(
+            kwargs: dict[str, Any] = dict(
                 user=PlaybackUser(),
                 solo=s.solo,
                 agent_can_stop=agent_can_stop,
@@ -554,7 +555,7 @@ def _read_message(m: Any) -> AnyMessage:
     ):
         msg = from_openai(m)
         if isinstance(msg, ToolMessage):
-            msg.error = None  # type: ignore[assignment]  # the OpenAI format has no error flag: not compared
+            msg.error = None  # ty: ignore[invalid-assignment] - the OpenAI format has no error flag: not compared
         return msg
     return message_from_dict(m)
 
@@ -577,7 +578,7 @@ def replay(
     data_dir: Optional[str] = None,
     data_version: Optional[str] = None,
     max_steps: Optional[int] = None,
-    judge: Any = "fail",
+    judge: JudgeSpec = "fail",
     progress: bool = False,
     domain_options: Optional[dict] = None,
     env_kwargs: Optional[dict] = None,

@@ -154,12 +154,14 @@ def _call(tc: Any) -> tuple[str, Any]:
 
 def _check_text(kind: str, check: dict) -> str:
     if kind == "ACTION":
-        a = check.get("action") if isinstance(check.get("action"), dict) else {}
+        a = check.get("action")
+        a = a if isinstance(a, dict) else {}
         args = json.dumps(a.get("arguments"), ensure_ascii=False, sort_keys=True, default=str)
         who = a.get("requestor")
         return f"{a.get('name')}({args})" + (f" by {who}" if who and who != "assistant" else "")
     if kind == "ENV_ASSERTION":
-        a = check.get("env_assertion") if isinstance(check.get("env_assertion"), dict) else {}
+        a = check.get("env_assertion")
+        a = a if isinstance(a, dict) else {}
         text = f"{a.get('env_type', '')}.{a.get('func_name')}({json.dumps(a.get('arguments'), default=str)})"
         return (
             text
@@ -353,8 +355,10 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
             raise ReportError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ReportError(f"{str(path)!r}: a results file holds a JSON object, not {type(raw).__name__}")
-    info = raw.get("info") if isinstance(raw.get("info"), dict) else {}
-    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+    info = raw.get("info")
+    info = info if isinstance(info, dict) else {}
+    env = info.get("environment_info")
+    env = env if isinstance(env, dict) else {}
     domain = env.get("domain_name")
     if not isinstance(domain, str):
         raise ReportError(f"{str(path)!r} is not a tau2 results file: missing field info.environment_info.domain_name")
@@ -366,7 +370,8 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
     for t in raw.get("tasks") or ():
         if isinstance(t, dict) and isinstance(t.get("id"), (str, int)):
             task_ids.append(str(t["id"]))
-    num_trials = info.get("num_trials") if isinstance(info.get("num_trials"), int) else 0
+    num_trials = info.get("num_trials")
+    num_trials = num_trials if isinstance(num_trials, int) else 0
     dv = info.get("data_version")
     run = Run(
         path=path,
@@ -405,7 +410,8 @@ def load_run(path: Union[str, os.PathLike], raw: Any = None, label: Optional[str
         run.baseline = float(recorded["reward"])
     else:
         run.baseline = _computed_baseline(domain, run.data_version, run.task_ids)
-    rescored = info.get("rescored") if isinstance(info.get("rescored"), dict) else {}
+    rescored = info.get("rescored")
+    rescored = rescored if isinstance(rescored, dict) else {}
     try:  # the setting the stored rewards carry: a re-scoring's, else the run's
         run.integrity = resolve_integrity(rescored.get("reward_integrity", info.get("reward_integrity"))).name
     except (ValueError, TypeError):
@@ -556,7 +562,7 @@ def _detail_json(detail: dict, dump: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("tau2_gym.results").joinpath("report_assets", name).read_text(encoding="utf-8")
+    return (resources.files("tau2_gym.results") / "report_assets" / name).read_text(encoding="utf-8")
 
 
 def _cell(metric: str, run: int, text: str, cls: str = "num", title: str = "", note: str = "") -> str:
@@ -679,7 +685,7 @@ def _domain_section(
             row(
                 f"{who} tokens (prompt + completion)",
                 f"{who}_tokens",
-                ["n/a" if s.tokens[who] is None else f"{s.tokens[who][0]:,} + {s.tokens[who][1]:,}" for s in summaries],
+                ["n/a" if (t := s.tokens[who]) is None else f"{t[0]:,} + {t[1]:,}" for s in summaries],
             )
         )
         rows.append(

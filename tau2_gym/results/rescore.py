@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.integrity import UPSTREAM, RewardIntegrity, resolve_integrity
@@ -23,6 +23,7 @@ from tau2_gym.core.results_file import (
 from tau2_gym.core.tasks import Task
 from tau2_gym.runner.progress import progress as _progress
 from tau2_gym.scoring.evaluation import DIAGNOSTIC_KEYS, evaluate_simulation, needs_nl_judge
+from tau2_gym.scoring.judges import Judge
 from tau2_gym.scoring.metrics import EXCLUDED, Tally
 
 __all__ = [
@@ -80,7 +81,7 @@ def rescore_file(
     raw: Any,
     *,
     data_dir: Optional[str],
-    judge: Any,
+    judge: Judge,
     strict: Optional[bool],
     evaluation_type: str,
     progress: bool = False,
@@ -220,7 +221,7 @@ def rescoring_integrity(requested: Any, recorded: Any) -> RewardIntegrity:
     return replace(wanted, reference_free_tools=played.reference_free_tools)
 
 
-def plan_outputs(inputs: list[Path], output: Optional[str]) -> list[Optional[Path]]:
+def plan_outputs(inputs: list[Path], output: Optional[str]) -> Sequence[Optional[Path]]:
     """Where each input's re-scored copy goes (see the module docstring); errors before any work starts."""
     if output is None:
         return [None] * len(inputs)

@@ -177,7 +177,9 @@ class Collection:
         self.runner = runner
         self.seeds = trial_seeds(config.seed, config.num_trials)
         units = [(task, trial, self.seeds[trial]) for trial in range(config.num_trials) for task in tasks]
-        self.order = {(t.id, trial, seed): k for k, (t, trial, seed) in enumerate(units)}
+        self.order: dict[tuple[str, Optional[int], Optional[int]], int] = {
+            (t.id, trial, seed): k for k, (t, trial, seed) in enumerate(units)
+        }
         self.out_path, self.log_path = output_paths(config)
         self.records: dict[tuple, dict] = {}
         self.log: Optional[EpisodeLog] = None

@@ -39,7 +39,7 @@ class RolloutConfig(EpisodeSettings):
             )
         },
     )
-    parse_replies: Optional[bool] = field(
+    parse_replies: Optional[bool] = field(  # ty: ignore[incompatible-attribute-override] - a bool after __post_init__
         default=None,
         metadata={"help": "parse call markup in server replies without calls; None: when a parser is given."},
     )

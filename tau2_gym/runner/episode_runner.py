@@ -18,12 +18,16 @@ from tau2_gym.core.results_file import results_info
 from tau2_gym.core.settings import DROP
 from tau2_gym.core.tasks import Task
 from tau2_gym.core.termination import TerminationReason
+from tau2_gym.core.turns import AgentTurnRequest, UserTurnRequest
 from tau2_gym.episodes.baseline import do_nothing_baseline
 from tau2_gym.episodes.driver import HALF_DUPLEX, EpisodeSetup
 from tau2_gym.llm.cache import cache_info
 from tau2_gym.players import offline
+from tau2_gym.players.agents.base import AgentPolicy
+from tau2_gym.players.users.base import UserSimulator
 from tau2_gym.runner.checks import retryable
 from tau2_gym.runner.config import RolloutConfig
+from tau2_gym.scoring.judges import Judge
 
 logger = logging.getLogger("tau2_gym")
 
@@ -43,7 +47,14 @@ def git_commit() -> str:
 class EpisodeRunner:
     """Runs the episodes of one rollout: one loaded domain, one episode setup, one policy and one customer."""
 
-    def __init__(self, config: RolloutConfig, tasks: Sequence[Task], policy: Any, user: Any, judge: Any) -> None:
+    def __init__(
+        self,
+        config: RolloutConfig,
+        tasks: Sequence[Task],
+        policy: AgentPolicy,
+        user: Optional[UserSimulator],
+        judge: Judge,
+    ) -> None:
         self.config = config
         self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
         self.tasks = list(tasks)
@@ -59,15 +70,17 @@ class EpisodeRunner:
 
     # --------------------------------------------------------------- one episode
 
-    async def _agent_turn(self, request: Any) -> Any:
+    async def _agent_turn(self, request: AgentTurnRequest) -> Any:
         if self.policy_inline:
             return self.policy.generate(request)
         return await self.policy.agenerate(request)
 
-    async def _user_turn(self, request: Any) -> Any:
+    async def _user_turn(self, request: UserTurnRequest) -> Any:
+        user = self.user
+        assert user is not None  # run_once asks for a user turn only with a simulator
         if self.user_inline:
-            return self.user.generate(request)
-        return await self.user.agenerate(request)
+            return user.generate(request)
+        return await user.agenerate(request)
 
     async def run_once(self, task: Task, trial: int, seed: int) -> dict:
         """One attempt: the episode to its end, then its reward. Exceptions escape (the caller retries)."""

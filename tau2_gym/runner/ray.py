@@ -35,7 +35,7 @@ import collections
 import logging
 import os
 import socket
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Callable, Optional, Sequence, Union
 
 from tau2_gym.core.tasks import Task
@@ -45,7 +45,7 @@ from tau2_gym.runner.collect import Collection, RolloutConfig, RolloutReport, Un
 from tau2_gym.runner.episode_runner import EpisodeRunner
 from tau2_gym.runner.log import record_key
 from tau2_gym.runner.players import build_player
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import JudgeSpec, make_judge
 
 logger = logging.getLogger("tau2_gym")
 
@@ -85,12 +85,12 @@ class EpisodeActor:
         tasks: Sequence[Task],
         policy: Any,
         user: Any,
-        judge: Any,
+        judge: JudgeSpec,
         servers: Sequence[dict] = (),
     ) -> None:
         self.policy = build_player(policy, "policy")
         self.user = build_player(user, "user", config.solo)
-        judge = judge if hasattr(judge, "assess") else make_judge(judge)
+        judge = make_judge(judge)  # (a judge comes back as it is)
         adopt_identities(list(servers), self.policy, self.user, judge)  # the served model the driver's check learned
         self.tasks = {t.id: t for t in tasks}
         self.runner = EpisodeRunner(config, list(tasks), self.policy, self.user, judge)
@@ -346,9 +346,7 @@ async def acollect_ray(
             )
         for obj, name in ((policy, "policy"), (user, "user simulator"), (cfg.judge, "judge")):
             _check_picklable(ray, obj, name)
-        actor_cfg = RolloutConfig(
-            **{**{f.name: getattr(cfg, f.name) for f in fields(cfg)}, "output": None, "progress": False}
-        )
+        actor_cfg = replace(cfg, output=None, progress=False)
         tasks_ref = ray.put(selected)
         remote = ray.remote(EpisodeActor).options(max_concurrency=max(1, cfg.concurrency), **options)
         restarts = num_actors if max_actor_restarts is None else max_actor_restarts

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from enum import Enum
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from tau2_gym.core.db import DBState, Table, same_json
 from tau2_gym.core.db_diff import environment_diff
@@ -32,6 +32,9 @@ from tau2_gym.core.termination import SCORED, TerminationReason
 from tau2_gym.scoring import integrity as _integrity
 from tau2_gym.scoring.integrity import RewardIntegrity, resolve_integrity
 from tau2_gym.scoring.rebuild import gold_environment, predicted_environment
+
+if TYPE_CHECKING:  # judges builds on this module
+    from tau2_gym.scoring.judges import Judge
 
 KNOWN_TERMINATIONS = frozenset(r.value for r in TerminationReason)
 
@@ -158,7 +161,7 @@ class _TaskPlan:
         """(requestor, name, arguments) of the calls that can change the gold state after its start: the
         history's mutating calls (replayed by ``set_state``), then the gold actions of known mutating tools
         (the others fail or only read). None when the history cannot be paired (no shortcut then)."""
-        writes = self.writes
+        writes: Optional[list[tuple[str, Any, Any]]] = self.writes
         if writes is _UNSET:
             has, mutating = env._has_tool, env._is_mutating_tool
             try:
@@ -327,7 +330,7 @@ def _env_component(
     writes = None
     if live_env is not None and live_env.domain is domain and live_env.solo_mode == solo and not crit.env_assertions:
         writes = live_env.replayed_writes(messages)
-    if writes is not None:
+    if writes is not None and live_env is not None:  # (writes come only from a live env)
         predicted = live_env  # provably the state the replay would rebuild; assertions (which may change
         # a state) always get a replayed one
     else:
@@ -336,7 +339,7 @@ def _env_component(
     gold_writes = None
     if writes is not None and not (solo and predicted.user_tools is not None):  # solo reroutes user tools
         gold_writes = plan.gold_writes(predicted)
-    if gold_writes is not None and _same_writes(writes, gold_writes):
+    if writes is not None and gold_writes is not None and _same_writes(writes, gold_writes):
         db_match = True  # the same writes from the same start: the same state (deterministic tools)
     else:  # DB equality is decided before the env assertions run (they may sync and so change the state)
         db_match = _same_db(_db_of(gold.tools), _db_of(predicted.tools)) and _same_db(
@@ -504,7 +507,7 @@ def _nl_component(
     domain: LoadedDomain,
     task: Task,
     messages: list[AnyMessage],
-    judge: Any,
+    judge: Optional[Judge],
     integrity: RewardIntegrity = _integrity.UPSTREAM,
 ) -> dict[str, Any]:
     crit = task.evaluation_criteria
@@ -551,7 +554,7 @@ def evaluate_simulation(
     termination_reason: Any,
     *,
     solo: bool = False,
-    judge: Optional[Any] = None,
+    judge: Optional[Judge] = None,
     strict: bool = True,
     evaluation_type: EvaluationType | str = EvaluationType.ALL,
     hashes: bool = False,
@@ -626,7 +629,7 @@ def _evaluate(
     messages: list[AnyMessage],
     etype: EvaluationType,
     solo: bool,
-    judge: Any,
+    judge: Optional[Judge],
     strict: bool,
     hashes: bool,
     live_env: Optional[Environment] = None,
@@ -679,8 +682,8 @@ def _evaluate(
             include(env)
         if _ACTION in basis:
             include(action)
-        if _NL in basis:
-            include(nl)  # type: ignore[arg-type]
+        if _NL in basis and nl is not None:  # (never None here: a missing basis raised above)
+            include(nl)
         if _COMM in basis:
             include(comm)
         reward_basis = plan.basis

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union, cast
 
 from tau2_gym.core import upstream_text as prose
 from tau2_gym.core.results_file import NLAssertionCheck
@@ -30,6 +30,9 @@ from tau2_gym.core.warn import warn
 from tau2_gym.data import DataSource
 from tau2_gym.llm.client import ChatClient, LLMConfig, LLMError, reply_message
 from tau2_gym.scoring.evaluation import NO_JUDGE_CHOICES, EvaluationError, needs_nl_judge
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 NL_MODULE = "evaluator/evaluator_nl_assertions.py"
 NL_CLASS = "NLAssertionsEvaluator"
@@ -148,7 +151,10 @@ class NoneJudge(Judge):
         self.name = counts_as if explicit else "none"
 
     def assess(
-        self, messages: list[Any], nl_assertions: list[str], source: Optional[DataSource] = None
+        self,
+        messages: list[Any],  # noqa: ARG002 - Judge.assess's signature
+        nl_assertions: list[str],  # noqa: ARG002 - Judge.assess's signature
+        source: Optional[DataSource] = None,  # noqa: ARG002 - Judge.assess's signature
     ) -> list[dict[str, Any]]:
         raise JudgeError("no judge is configured; the evaluator scores NL assertions by the no-judge choice instead")
 
@@ -215,10 +221,12 @@ class HFJudgeConfig:
 
 
 JudgeConfig = Union[NoneJudgeConfig, OpenAIJudgeConfig, HFJudgeConfig]
-_KINDS: dict[str, type] = {"openai": OpenAIJudgeConfig, "hf": HFJudgeConfig}
+#: what :func:`make_judge` accepts: None (no judge), a spec string, a config, or a judge
+JudgeSpec = Union[None, str, JudgeConfig, Judge]
+_KINDS: dict[str, type[Union[OpenAIJudgeConfig, HFJudgeConfig]]] = {"openai": OpenAIJudgeConfig, "hf": HFJudgeConfig}
 
 
-def config_help(cls: type) -> str:
+def config_help(cls: type[DataclassInstance]) -> str:
     """One line per field: name, default, help -- what ``--judge help`` prints."""
     lines = [f"{cls.__name__}: {(cls.__doc__ or '').strip()}"]
     for f in dataclasses.fields(cls):
@@ -282,12 +290,12 @@ def parse_judge_spec(spec: str) -> JudgeConfig:
     return cls(**kwargs)
 
 
-def make_judge(spec: Union[None, str, JudgeConfig, Judge]) -> Judge:
+def make_judge(spec: JudgeSpec) -> Judge:
     """A judge from a spec string, a config, an existing judge, or None (= no judge: fail, with a warning)."""
     if spec is None:
         return NoneJudge()
     if isinstance(spec, Judge) or hasattr(spec, "assess"):  # a judge, or any object with the judge's method
-        return spec
+        return cast(Judge, spec)
     if isinstance(spec, str):
         spec = parse_judge_spec(spec)
     return spec.build()
@@ -425,6 +433,7 @@ __all__ = [
     "HFJudgeConfig",
     "parse_judge_spec",
     "make_judge",
+    "JudgeSpec",
     "judge_prompts",
     "parse_judge_reply",
     "config_help",

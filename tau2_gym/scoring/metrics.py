@@ -295,7 +295,7 @@ def summarize(
     tokens: dict[str, Optional[tuple[int, int]]] = {}
     cost: dict[str, Optional[float]] = {}
     for who in ("agent", "user"):
-        usages = [s.get(f"{who}_usage") for s in simulations if isinstance(s.get(f"{who}_usage"), dict)]
+        usages = [u for u in (s.get(f"{who}_usage") for s in simulations) if isinstance(u, dict)]
         tokens[who] = (
             (sum(_int(u.get("prompt_tokens")) for u in usages), sum(_int(u.get("completion_tokens")) for u in usages))
             if usages

@@ -25,7 +25,7 @@ Wrappers: :class:`TurnDiscount` (final reward x ``gamma ** (turns - 1)``) and :c
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, SupportsFloat
 
 import gymnasium as gym
 
@@ -203,7 +203,7 @@ class TurnDiscount(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.turns = 0
         return self.env.reset(**kwargs)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.turns += 1
         if terminated or truncated:

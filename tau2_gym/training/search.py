@@ -219,7 +219,14 @@ def _timed_clone(make: Callable[[], Any], timing: Optional[dict[str, float]]) ->
 
 
 def _branches_one_by_one(
-    env: Any, observation: Any, info: dict, policy: Policy, rngs: list, limit: int, timing: Optional[dict], vector: Any
+    env: Any,
+    observation: Any,
+    info: dict,
+    policy: Policy,
+    rngs: list,
+    limit: int,
+    timing: Optional[dict],
+    vector: Any,  # noqa: ARG001 - the branch strategies share one signature
 ) -> tuple[list, list, int]:
     """Each branch cloned (with its wrappers) and played to its end or cut-off before the next one starts."""
     candidates, ends, steps = [], [], 0

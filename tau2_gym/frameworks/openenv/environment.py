@@ -119,7 +119,8 @@ class LoadedEnv:
         sibling = getattr(self.base, "sibling", None)
         env = sibling() if sibling is not None else gym.make(self.env_id, **self.env_kwargs).unwrapped
         if hasattr(env, "copy_observations"):
-            env.copy_observations = False  # observations are serialized at once, never changed
+            # observations are serialized at once, never changed
+            env.copy_observations = False  # ty: ignore[invalid-assignment] - ty reads a hasattr-found name as read-only
         return env
 
 
@@ -230,12 +231,12 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         obs, info = env.end_reset()
         return self._after_reset(obs, info, episode_id, incremental)
 
-    def step(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:
+    def step(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:  # noqa: ARG002 - OpenEnv's Environment.step signature
         self._check_started()
         self._steps += 1
         return self._observation(*self._env.step(action.action))
 
-    async def step_async(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:
+    async def step_async(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:  # noqa: ARG002 - OpenEnv's Environment.step_async signature
         if self._inline:
             return self.step(action)
         self._check_started()

@@ -28,6 +28,9 @@ class Guard:
     shapes. ``token``: every request but ``/health`` needs ``Authorization: Bearer <token>`` (the header OpenEnv's
     ``EnvClient(headers=...)`` sends on its WebSocket handshake)."""
 
+    #: the served env (a LoadedEnv), set by the app's builder for those that need it (tests, the Task API)
+    loaded: Any = None
+
     def __init__(
         self,
         app: Any,

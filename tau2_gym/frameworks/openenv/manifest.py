@@ -35,6 +35,7 @@ from tau2_gym.envs.user_env import UserEnv
 from tau2_gym.episodes.baseline import DO_NOTHING_AGENT, do_nothing_baseline
 from tau2_gym.frameworks.openenv.environment import LoadedEnv
 from tau2_gym.players.agents.scripted import make_agent
+from tau2_gym.scoring.judges import Judge
 
 __all__ = [
     "CONTAINER_PORT",
@@ -88,7 +89,7 @@ class EnvFacts:
         return sum(self.floor.values()) / len(self.floor)
 
 
-def _judge_pin(judge: Any, data_version: str) -> Optional[dict[str, Any]]:
+def _judge_pin(judge: Judge, data_version: str) -> Optional[dict[str, Any]]:
     """An LLM judge's pin: the model, tau2-gym's judge (prompt and parsing of ``data_version``) and the settings
     that decide its verdicts; None for the no-judge choices."""
     if getattr(judge, "skip", False):
@@ -135,12 +136,14 @@ def measure_facts(env_id: str, env_kwargs: Optional[dict[str, Any]] = None) -> E
     cfg = env.config
     data_version = env.domain.source.version.name
     pin = _judge_pin(env.judge, data_version)
-    offline = dict(env_kwargs, user="oracle")
+    offline: dict[str, Any] = dict(env_kwargs, user="oracle")
     if pin is not None:
         offline["judge"] = "pass"  # the oracle meets its NL assertions: no judge is asked to say so
     oracle = _scripted_rewards(gym.make(env_id, **offline).unwrapped, "oracle")
     if cfg.solo:  # the baseline module plays normal mode; a solo floor is the solo env's own (NL judged 'fail')
-        solo = dict(env_kwargs, user="oracle", judge="fail") if pin is not None else dict(env_kwargs, user="oracle")
+        solo: dict[str, Any] = (
+            dict(env_kwargs, user="oracle", judge="fail") if pin is not None else dict(env_kwargs, user="oracle")
+        )
         floor = _scripted_rewards(gym.make(env_id, **solo).unwrapped, DO_NOTHING_AGENT)
     else:
         floor = do_nothing_baseline(env.domain, env.tasks, reward_mode=cfg.reward_mode, judge=cfg.judge).rewards

@@ -66,7 +66,7 @@ def make_app(
         state_cls=Tau2State,
     )
     app = Guard(inner, token=token, max_message_bytes=max_message_bytes, idle_timeout=idle_timeout)
-    app.loaded = loaded  # type: ignore[attr-defined]
+    app.loaded = loaded
     return app
 
 

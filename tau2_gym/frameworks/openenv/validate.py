@@ -56,6 +56,7 @@ from openenv.validation.manifest import NormalizedManifest
 from openenv.validation.providers import ExecResult, ProviderError, StartupError
 from openenv.validation.runner import source_digest
 
+from tau2_gym.envs.base import EpisodeEnv
 from tau2_gym.episodes.baseline import DO_NOTHING_AGENT
 from tau2_gym.frameworks.openenv.client import Tau2Client
 from tau2_gym.players.agents.scripted import OracleAgent, make_agent
@@ -164,7 +165,7 @@ class _RunningServer:
     def logs(self, max_bytes: int = 65536) -> str:
         return "".join(self.served.output)[-max_bytes:]
 
-    def exec(self, argv: list[str], timeout_s: float) -> ExecResult:
+    def exec(self, argv: list[str], timeout_s: float) -> ExecResult:  # noqa: ARG002 - OpenEnv's running-server interface
         raise ProviderError("the local-process provider has no sandbox to exec in")
 
     def stop(self) -> None:
@@ -181,10 +182,10 @@ class LocalProcessProvider:
     def __init__(self, served: ServedPackage) -> None:
         self.served = served
 
-    def build(self, root: Path, execution: Any) -> str:
+    def build(self, root: Path, execution: Any) -> str:  # noqa: ARG002 - OpenEnv's ValidationProvider interface
         return "sha256:" + source_digest(Path(root))  # the package's content, as the image's would be
 
-    def start(self, spec: Any) -> _RunningServer:
+    def start(self, spec: Any) -> _RunningServer:  # noqa: ARG002 - OpenEnv's ValidationProvider interface
         return _RunningServer(self.served)
 
 
@@ -214,9 +215,13 @@ async def play(
     seed 0, over ``sessions`` concurrent WebSocket sessions: the reward per task. The env is made here too, to
     read the tasks' gold (the oracle's plan), with the offline customer -- never asked anything: the episodes run
     on the server."""
-    env = gym.make(env_id, **{**(env_kwargs or {}), "user": "oracle"}).unwrapped
+    offline: dict[str, Any] = {**(env_kwargs or {}), "user": "oracle"}
+    env = gym.make(env_id, **offline).unwrapped
+    if not isinstance(env, EpisodeEnv):
+        raise ValueError(f"{env_id} is not a tau2-gym env: its tasks' gold cannot be read")
     info = {"solo": bool(env.config.solo), "domain": env.config.domain}
-    async with Tau2Client(url, token=token) as probe:
+    probe = Tau2Client(url, token=token)
+    async with probe:
         pool = (await probe.list_splits())[0]["name"]
         ids = [t["id"] for t in await probe.list_tasks(pool)]
     queue = iter(ids)
@@ -257,7 +262,8 @@ async def _measure(
     fix = "regenerate the manifest: tau2-gym serve ... --write-manifest openenv.yaml (or --write-space)"
     out = []
     started = time.monotonic()
-    async with Tau2Client(url) as client:
+    client = Tau2Client(url)
+    async with client:
         tools = sorted(t["function"]["name"] for t in (await client.reset(task_index=0, seed=0)).observation.tools)
         splits = [s["name"] for s in await client.list_splits()]
         counts = {s: await client.num_tasks(s) for s in splits}

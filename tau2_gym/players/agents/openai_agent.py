@@ -229,9 +229,13 @@ class OpenAIAgentPolicy(AgentPolicy):
         }
         capture = self.request_kwargs(
             AgentTurnRequest(  # the capture options of a real request
-                episode_id="probe", system_prompt="", messages=[], tools=[], task=None
+                episode_id="probe",
+                system_prompt="",
+                messages=[],
+                tools=[],
+                task=None,  # ty: ignore[invalid-argument-type] - request_kwargs reads no task
             )
-        )  # type: ignore[arg-type]
+        )
         for name in ("logprobs", "top_logprobs", "extra_body"):
             if name in capture:
                 kw[name] = capture[name]

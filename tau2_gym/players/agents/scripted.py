@@ -97,13 +97,13 @@ class ScriptedAgent:
                 return kit.mutates_state(name)
         return True
 
-    def plan(self, task: Task) -> list[Any]:
+    def plan(self, task: Task) -> list[Any]:  # noqa: ARG002 - the scripted agents' interface (subclasses read it)
         return []
 
     def fallback(self) -> Any:
         return call_message("done", {}, "call_done") if self.solo else text_message(CLOSING)
 
-    def act(self, observation: Any = None, info: Optional[dict] = None) -> Any:
+    def act(self, observation: Any = None, info: Optional[dict] = None) -> Any:  # noqa: ARG002 - the scripted agents' interface (subclasses read it)
         if self._i < len(self._plan):
             self._i += 1
             return self._plan[self._i - 1]
@@ -331,7 +331,6 @@ class NoisyOracleAgent(OracleAgent):
         return steps
 
 
-ORACLE = OracleAgent
 FLAWED_AGENTS = (
     SkipLastActionAgent,
     WrongArgumentsAgent,

@@ -22,7 +22,7 @@ import logging
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union, cast
 
 from tau2_gym.core.config import describe
 from tau2_gym.core.messages import UserMessage
@@ -299,7 +299,7 @@ class HFUserSimulator(UserSimulator):
                         out[i] = self._to_message(requests[i], prompts[i], text, usage, finish)
                     except Exception as exc:  # noqa: BLE001 - returned, not raised: one bad reply must not sink the batch
                         out[i] = exc
-        return out  # type: ignore[return-value]
+        return cast("list[Union[UserMessage, Exception]]", out)  # every slot is filled above
 
     def generate(self, request: UserTurnRequest) -> UserMessage:
         result = self.generate_batch([request])[0]

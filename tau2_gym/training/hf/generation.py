@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence
+from typing import Any, ContextManager, Iterable, Optional, Protocol, Sequence, cast
 
 from tau2_gym.training.hf.chat import stop_token_ids
 
@@ -186,7 +186,7 @@ class HFGenerator:
             rows = self._generate_batch([contexts[i] for i in chunk], [max_new_tokens[i] for i in chunk])
             for i, gen in zip(chunk, rows):
                 out[i] = gen
-        return out  # type: ignore[return-value]
+        return cast("list[Generation]", out)  # every slot is filled above
 
     def _generate_batch(self, contexts: list[Sequence[int]], limits: list[int]) -> list[Generation]:
         import torch

@@ -59,6 +59,7 @@ from typing import Any, Optional, Sequence, Union
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.tasks import Task
 from tau2_gym.episodes.selection import select_tasks
+from tau2_gym.players.agents.base import AgentPolicy, AgentTurnRequest
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
 from tau2_gym.runner.checks import check_servers
 from tau2_gym.runner.config import RolloutConfig
@@ -181,14 +182,14 @@ def group_advantages(rewards: Sequence[Optional[float]]) -> tuple[list[Optional[
     return [None if r is None else (float(r) - mean) / (std + 1e-8) for r in rewards], mean, std
 
 
-class _MemberPolicy:
+class _MemberPolicy(AgentPolicy):
     """The policy as one group member sees it: the same requests, with the member's own sampling seed (the episode's
     reset seed is the group's, and a seeded server would sample every member alike)."""
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
 
-    async def agenerate(self, request: Any) -> Any:
+    async def agenerate(self, request: AgentTurnRequest) -> Any:
         member = int((request.extra or {}).get("trial") or 0)
         if request.seed is not None:
             request = dataclasses.replace(request, seed=_member_seed(request.seed, member))

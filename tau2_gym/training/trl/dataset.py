@@ -10,7 +10,7 @@ from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.episodes.band import band_record, load_profile
 from tau2_gym.episodes.driver import USER, EpisodeSetup
 from tau2_gym.episodes.selection import select_tasks
-from tau2_gym.scoring.judges import make_judge
+from tau2_gym.scoring.judges import JudgeSpec, make_judge
 from tau2_gym.training.export import training_split
 
 _TASK_KEYS = ("tau2_domain", "tau2_task_id")
@@ -50,7 +50,7 @@ def build_dataset(
     environment: bool = False,
     solo: bool = False,
     data_version: Optional[str] = None,
-    judge: Any = None,
+    judge: JudgeSpec = None,
     allow_test_split: bool = False,
     exclude_do_nothing_passes: bool = False,
     reward_mode: str = "default",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import ExitStack, contextmanager
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Generator, Optional, Sequence
 
 from tau2_gym.training.hf.generation import Generation, HFGenerator, finish_row
 
@@ -32,7 +32,7 @@ class TRLLocalGenerator:
         return active
 
     @contextmanager
-    def session(self) -> Iterator[None]:
+    def session(self) -> Generator[None, None, None]:
         import torch
         from trl.models import unwrap_model_for_generation
 

@@ -12,8 +12,8 @@ from tau2_gym.training.hf.policy import Trajectory
 
 
 def tau2_reward(
-    prompts: Any = None,
-    completions: Any = None,
+    prompts: Any = None,  # noqa: ARG001 - TRL's reward-function signature
+    completions: Any = None,  # noqa: ARG001 - TRL's reward-function signature
     tau2_reward: Optional[list] = None,
     tau2_masked: Optional[list] = None,
     log_metric: Optional[Callable[[str, float], None]] = None,

@@ -33,21 +33,21 @@ def _hint(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return Any
     if "enum" in schema and schema["enum"]:
-        return Literal[tuple(schema["enum"])]  # type: ignore[misc]
+        return Literal[tuple(schema["enum"])]  # ty: ignore[invalid-type-form] - a hint built from the schema at run time
     for key in ("anyOf", "oneOf"):
         if key in schema:
             hints = [_hint(s) for s in schema[key]]
             non_null = [h for h in hints if h is not type(None)]
             if not non_null:
                 return Any
-            out = non_null[0] if len(non_null) == 1 else Union[tuple(non_null)]  # type: ignore[valid-type]
-            return Optional[out] if len(non_null) < len(hints) else out
+            out = non_null[0] if len(non_null) == 1 else Union[tuple(non_null)]
+            return Optional[out] if len(non_null) < len(hints) else out  # ty: ignore[invalid-type-form] - as above
     kind = schema.get("type")
     if isinstance(kind, list):
         return _hint({"anyOf": [{"type": k} for k in kind]})
     if kind == "array":
         items = schema.get("items")
-        return list[_hint(items)] if isinstance(items, dict) and items else list
+        return list[_hint(items)] if isinstance(items, dict) and items else list  # ty: ignore[invalid-type-form] - as above
     if kind in _JSON_TYPES:
         return _JSON_TYPES[kind]
     if "$ref" in schema or "properties" in schema:
@@ -87,7 +87,7 @@ def _tool_method(schema: dict) -> Callable[..., str]:
     annotations["return"] = str
     method.__name__ = name
     method.__qualname__ = f"Tau2ToolEnv.{name}"
-    method.__signature__ = inspect.Signature(sig_params, return_annotation=str)  # type: ignore[attr-defined]
+    method.__signature__ = inspect.Signature(sig_params, return_annotation=str)  # ty: ignore[missing-attribute] - read by inspect
     method.__annotations__ = annotations
     doc = _one_line(fn_schema.get("description") or name)
     method.__doc__ = doc + ("\n\nArgs:\n" + "\n".join(arg_lines) if arg_lines else "")
@@ -137,10 +137,14 @@ class Tau2ToolEnv:
         self.messages: list[dict] = []
 
     def reset(
-        self, task_id: Optional[str] = None, prompt: Any = None, seed: Optional[int] = None, **row: Any
+        self,
+        task_id: Optional[str] = None,
+        prompt: Any = None,
+        seed: Optional[int] = None,
+        **row: Any,
     ) -> Optional[str]:
         self._reset_state()
-        check_integrity(row.get("reward_integrity"), self.env.unwrapped.config.integrity.name)
+        check_integrity(row.get("reward_integrity"), self.env.get_wrapper_attr("config").integrity.name)
         obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
         self.messages = obs
         if info.get("episode_over"):
@@ -224,7 +228,7 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     probe = gym.make(
         env_id(domain, solo), disable_env_checker=True, **{k: v for k, v in kwargs.items() if k not in ("user",)}
     )
-    tools = probe.unwrapped.tools
+    tools = probe.get_wrapper_attr("tools")
     shared = dict(env_kwargs)
     user = shared.get("user")
     if isinstance(user, str) and user not in ("oracle", "oracle_user"):  # one simulator for all instances
@@ -255,5 +259,5 @@ def make_environment_factory(domain: str = "mock", **env_kwargs: Any) -> Callabl
     def factory() -> Tau2ToolEnv:
         return cls()
 
-    factory.env_class = cls  # type: ignore[attr-defined]
+    factory.env_class = cls  # ty: ignore[missing-attribute] - the generated class, for callers that need it
     return factory
