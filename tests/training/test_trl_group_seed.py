@@ -119,3 +119,17 @@ def test_a_grpo_group_meets_the_same_customer():
     assert sorted(Counter(user_seeds).values()) == [2, 2]  # the seed reached the user model, one per group
     _, off_openings, off_seeds = _group_run(group_seed=False)
     assert len(set(off_seeds)) == 4 and off_openings[0] != off_openings[1]  # as before: each its own customer
+
+
+def test_the_rollout_takes_the_episode_settings_object_and_says_its_settings():
+    from tau2_gym.envs.config import Tau2EnvConfig
+    from tau2_gym.training.trl import Tau2RolloutConfig, make_rollout_func
+
+    rollout = make_rollout_func(env_kwargs=Tau2EnvConfig(domain="airline", max_steps=30, reward_mode="strict"), seed=3)
+    kwargs = rollout.config.env_kwargs
+    assert kwargs["max_steps"] == 30 and kwargs["reward_mode"] == "strict" and "domain" not in kwargs  # per prompt
+    assert "max_new_tokens = 512" in rollout.config.describe()
+    with pytest.raises(TypeError, match="not both"):
+        make_rollout_func(Tau2RolloutConfig(), seed=3)
+    with pytest.raises(ValueError, match="sample_mode"):
+        Tau2RolloutConfig(sample_mode="sometimes")

@@ -46,7 +46,7 @@ from tau2_gym.training.trl.async_worker import AsyncRolloutConfig, Tau2RolloutWo
 from tau2_gym.training.trl.dataset import build_dataset, opening_messages, parse_task_prompt, task_prompt
 from tau2_gym.training.trl.generators import TRLLocalGenerator, TRLVLLMGenerator
 from tau2_gym.training.trl.rewards import INFRASTRUCTURE_REASONS, masked_reason, rollout_output, tau2_reward
-from tau2_gym.training.trl.rollout import Tau2Rollout, make_rollout_func
+from tau2_gym.training.trl.rollout import Tau2Rollout, Tau2RolloutConfig, make_rollout_func
 from tau2_gym.training.trl.tool_env import SEND_MESSAGE_TOOL, Tau2ToolEnv, make_environment_factory
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "Tau2RolloutWorker",
     "AsyncRolloutConfig",
     "Tau2Rollout",
+    "Tau2RolloutConfig",
     "tau2_reward",
     "rollout_output",
     "make_environment_factory",

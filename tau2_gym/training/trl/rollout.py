@@ -7,10 +7,13 @@ import json
 import logging
 import os
 from collections import Counter
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, Optional, Sequence
 
+from tau2_gym.core.config import describe
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.integrity import resolve_integrity
+from tau2_gym.core.settings import EpisodeSettings
 from tau2_gym.envs import env_id
 from tau2_gym.episodes.band import band_record, load_profile
 from tau2_gym.players.users import resolve_user
@@ -27,69 +30,146 @@ logger = logging.getLogger("tau2_gym.training.trl")
 BAND_FILE = "tau2_band.json"
 
 
-class Tau2Rollout:
-    """The ``rollout_func`` object (see :func:`make_rollout_func`); keeps a pool of envs per domain."""
+@dataclass
+class Tau2RolloutConfig:
+    """Settings of the TRL rollout function (:func:`make_rollout_func`), one help line each
+    (``print(config.describe())`` lists them).
 
-    def __init__(
-        self,
-        *,
-        env_kwargs: Optional[dict[str, Any]] = None,
-        max_new_tokens: int = 512,
-        max_turns: Optional[int] = None,
-        parser: Union[str, Callable[..., Any]] = "auto",
-        chat_template: Optional[str] = None,
-        chat_template_kwargs: Optional[dict[str, Any]] = None,
-        seed: Optional[int] = None,
-        use_vllm: Optional[bool] = None,
-        batch_size: Optional[int] = None,
-        logits_processor: Optional[Sequence[Any]] = None,
-        env_factory: Optional[Callable[[str], Any]] = None,
-        vectorize: bool = True,
-        split: Optional[str] = "train",
-        allow_test_split: bool = False,
-        group_seed: bool = True,
-        sample_mode: str = "auto",
-        profile: Any = None,
-        keep: Optional[Sequence[str]] = None,
-    ) -> None:
-        if sample_mode not in SAMPLE_MODES:
-            raise ValueError(f"sample_mode={sample_mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
-        self.sample_mode = sample_mode
-        self.resolved_sample_mode: Optional[str] = None  # what "auto" became (recorded per row as tau2_sample_mode)
-        self.last_slots: Optional[int] = None
-        self.env_kwargs = dict(env_kwargs or {})
+    ``env_kwargs`` are the ``gym.make`` arguments of every env: a dict, or the episode settings object (an env config,
+    :class:`~tau2_gym.envs.config.Tau2EnvConfig`) whose fields are taken but its domain, which each prompt names.
+    ``group_seed``: the rollouts of one GRPO group -- the episodes of one (domain, task) in one call; TRL's
+    ``RepeatSampler`` sends each prompt ``num_generations`` times in a batch -- share one reset seed, so they meet the
+    same user simulator (same seed, same sampled customer replies while their histories agree, same opening message)
+    and the group's reward spread comes from the policy alone, which is what GRPO's group baseline assumes; the seed
+    changes with every call, so the customer still varies over training. ``sample_mode="per_turn"``: every episode
+    fills ``max_turns`` rows (its samples, then masked padding rows), all with the episode's reward: set
+    ``GRPOConfig(num_generations=G * max_turns)`` for groups of ``G`` episodes.
+    """
+
+    env_kwargs: Any = field(
+        default_factory=dict,
+        metadata={
+            "help": "gym.make arguments of every env (user, max_steps, judge, reward_mode, reward_integrity: "
+            "'hardened' recommended for training, ...), or a Tau2EnvConfig whose fields are taken but its domain."
+        },
+    )
+    max_new_tokens: int = field(
+        default=512,
+        metadata={"help": "token limit of one policy turn (the completion is limited by max_completion_length)."},
+    )
+    max_turns: Optional[int] = field(
+        default=None, metadata={"help": "policy turns per episode (None: the env's own step limit decides)."}
+    )
+    parser: Any = field(
+        default="auto",
+        metadata={"help": "tool-call parser of the generated text (auto: the template's, else hermes, else JSON)."},
+    )
+    chat_template: Optional[str] = field(
+        default=None, metadata={"help": "chat template override (default: the tokenizer's)."}
+    )
+    chat_template_kwargs: Optional[dict[str, Any]] = field(
+        default=None, metadata={"help": "template variables (default: the trainer's chat_template_kwargs)."}
+    )
+    seed: Optional[int] = field(
+        default=None,
+        metadata={"help": "base of the reset seeds (None: the trainer's args.seed with group_seed, else the envs')."},
+    )
+    group_seed: bool = field(
+        default=True,
+        metadata={"help": "the episodes of one GRPO group share one reset seed, hence one customer (see above)."},
+    )
+    use_vllm: Optional[bool] = field(
+        default=None, metadata={"help": "generate through TRL's vLLM backend (None: as the trainer's use_vllm)."}
+    )
+    batch_size: Optional[int] = field(
+        default=None, metadata={"help": "contexts per generate call with local generation (None: every episode)."}
+    )
+    vectorize: bool = field(
+        default=True,
+        metadata={"help": "run one domain's prompts in a Tau2VectorEnv (customers answered in one batch per round)."},
+    )
+    split: Optional[str] = field(
+        default="train",
+        metadata={"help": "the split every prompt's task must belong to (recorded per episode; training_split)."},
+    )
+    allow_test_split: bool = field(
+        default=False, metadata={"help": "accept tasks of the test split (refused by default)."}
+    )
+    sample_mode: str = field(
+        default="auto",
+        metadata={
+            "help": "auto (per-turn samples when the template does not keep a turn as the next prompt's prefix), "
+            "sequence (one append-only sequence per episode) or per_turn (one sample per LLM call)."
+        },
+    )
+    profile: Any = field(
+        default=None,
+        metadata={"help": "the difficulty profile of the band trained on (or {domain: profile}); others refused."},
+    )
+    keep: Optional[Sequence[str]] = field(
+        default=None, metadata={"help": "the profile's buckets kept (default: the profile's band)."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.sample_mode not in SAMPLE_MODES:
+            raise ValueError(f"sample_mode={self.sample_mode!r}; choose one of {', '.join(SAMPLE_MODES)}")
+        if isinstance(self.env_kwargs, EpisodeSettings):  # the settings object: its fields, the domain per prompt
+            kwargs = {f.name: getattr(self.env_kwargs, f.name) for f in fields(self.env_kwargs)}
+            kwargs.pop("domain")
+            self.env_kwargs = kwargs
+        self.env_kwargs = dict(self.env_kwargs or {})
         self.env_kwargs.setdefault("obs_format", "messages")
         if self.env_kwargs["obs_format"] != "messages":
             raise ValueError("the rollout function needs obs_format='messages'")
-        self.max_new_tokens = int(max_new_tokens)
-        self.max_turns = max_turns
-        self.parser = parser
-        self.chat_template = chat_template
-        self.chat_template_kwargs = chat_template_kwargs
-        self.seed = seed
-        self.group_seed = bool(group_seed)
+        self.max_new_tokens = int(self.max_new_tokens)
+        self.group_seed = bool(self.group_seed)
+        self.allow_test_split = bool(self.allow_test_split)
+
+    def describe(self) -> str:
+        """One line per field: ``name = value  # help``."""
+        return describe(self)
+
+
+class Tau2Rollout:
+    """The ``rollout_func`` object (see :func:`make_rollout_func`); keeps a pool of envs per domain.
+
+    ``config`` (:class:`Tau2RolloutConfig`) or its fields as keywords; ``logits_processor``: extra logits processors
+    for local generation; ``env_factory``: ``fn(domain) -> env`` instead of ``gym.make("tau2/<domain>-v0",
+    **env_kwargs)``.
+    """
+
+    def __init__(
+        self,
+        config: Optional[Tau2RolloutConfig] = None,
+        *,
+        logits_processor: Optional[Sequence[Any]] = None,
+        env_factory: Optional[Callable[[str], Any]] = None,
+        **settings: Any,
+    ) -> None:
+        if config is None:
+            config = Tau2RolloutConfig(**settings)
+        elif settings:
+            raise TypeError("pass either config= or its fields as keywords, not both")
+        self.config = config
+        self.resolved_sample_mode: Optional[str] = None  # what "auto" became (recorded per row as tau2_sample_mode)
+        self.last_slots: Optional[int] = None
         self._calls = 0
-        self.use_vllm = use_vllm
-        self.batch_size = batch_size
         self.logits_processor = list(logits_processor or [])
         self.env_factory = env_factory
-        self.vectorize = vectorize
         self._pools: dict[str, list[Any]] = {}
         self._vectors: dict[tuple[str, int], Any] = {}
         self._episodes = 0
         self.last_trajectories: list[Trajectory] = []
         self.last_seeds: list[Optional[int]] = []
-        self.split = split
         self.last_splits: list[str] = []
-        self.allow_test_split = bool(allow_test_split)
         self._allowed: dict[str, tuple[frozenset, str]] = {}
         self.masked: Counter = Counter()  # infrastructure failures masked out, by reason (whole run)
         self.episodes = 0
         # the reward the episodes are scored with, said once: upstream-exact unless env_kwargs choose otherwise
-        self.reward_integrity = resolve_integrity(self.env_kwargs.get("reward_integrity")).name
+        self.reward_integrity = resolve_integrity(self.config.env_kwargs.get("reward_integrity")).name
         logger.info(
             "tau2 rollouts: reward mode %s, reward integrity %s%s",
-            self.env_kwargs.get("reward_mode", "default"),
+            self.config.env_kwargs.get("reward_mode", "default"),
             self.reward_integrity,
             " (the benchmark's reward, with its known holes; hardened is recommended for training: docs/scoring.md)"
             if self.reward_integrity == "upstream"
@@ -99,6 +179,7 @@ class Tau2Rollout:
         self.band: dict[str, dict[str, Any]] = {}
         self._band_ids: dict[str, frozenset] = {}
         self._band_written = False
+        profile, keep = config.profile, config.keep
         if profile is not None:
             items = profile.items() if isinstance(profile, Mapping) else [(None, profile)]
             for named, one in items:
@@ -114,10 +195,10 @@ class Tau2Rollout:
         ``allow_test_split=True``)."""
         allowed = self._allowed.get(domain)
         if allowed is None:
-            kw = self.env_kwargs
+            kw = self.config.env_kwargs
             loaded = load_domain(domain, kw.get("data_dir"), kw.get("data_version"), options=kw.get("domain_options"))
             ids, recorded = training_split(
-                loaded, self.split, task_set=kw.get("task_set"), allow_test_split=self.allow_test_split
+                loaded, self.config.split, task_set=kw.get("task_set"), allow_test_split=self.config.allow_test_split
             )
             allowed = self._allowed[domain] = (frozenset(ids), recorded)
         ids, recorded = allowed
@@ -160,10 +241,10 @@ class Tau2Rollout:
 
     def _kwargs(self) -> dict[str, Any]:
         """The env arguments, with a user-simulator spec resolved once (all envs share one simulator)."""
-        user = self.env_kwargs.get("user")
+        user = self.config.env_kwargs.get("user")
         if isinstance(user, str) and user not in ("oracle", "oracle_user"):
-            self.env_kwargs["user"] = resolve_user(user)
-        return dict(self.env_kwargs)
+            self.config.env_kwargs["user"] = resolve_user(user)
+        return dict(self.config.env_kwargs)
 
     def make_env(self, domain: str) -> Any:
         if self.env_factory is not None:
@@ -187,7 +268,7 @@ class Tau2Rollout:
 
     def _envs(self, domains: Sequence[str]) -> Any:
         """One vector env (batched user turns) when every prompt is of one domain; else single envs."""
-        if self.vectorize and self.env_factory is None and len(set(domains)) == 1:
+        if self.config.vectorize and self.env_factory is None and len(set(domains)) == 1:
             return self._vector(domains[0], len(domains))
         taken: dict[str, int] = {}
         envs = []
@@ -201,26 +282,28 @@ class Tau2Rollout:
         return envs
 
     def runner(self, trainer: Any) -> PolicyRunner:
-        use_vllm = bool(getattr(trainer, "use_vllm", False)) if self.use_vllm is None else self.use_vllm
+        use_vllm = bool(getattr(trainer, "use_vllm", False)) if self.config.use_vllm is None else self.config.use_vllm
         if use_vllm:
             generator: Any = TRLVLLMGenerator(trainer)
         else:
-            generator = TRLLocalGenerator(trainer, batch_size=self.batch_size, logits_processor=self.logits_processor)
+            generator = TRLLocalGenerator(
+                trainer, batch_size=self.config.batch_size, logits_processor=self.logits_processor
+            )
         budget = getattr(trainer, "max_completion_length", None) or trainer.args.max_completion_length
-        kwargs = self.chat_template_kwargs
+        kwargs = self.config.chat_template_kwargs
         if kwargs is None:
             kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
         return PolicyRunner(
             generator,
             _tokenizer_of(trainer),
-            parser=self.parser,
-            max_new_tokens=min(self.max_new_tokens, budget),
+            parser=self.config.parser,
+            max_new_tokens=min(self.config.max_new_tokens, budget),
             max_completion_tokens=budget,
-            max_turns=self.max_turns,
-            chat_template=self.chat_template,
+            max_turns=self.config.max_turns,
+            chat_template=self.config.chat_template,
             chat_template_kwargs=kwargs,
-            sample_mode=self.sample_mode,
-            reasoning_history=self.env_kwargs.get("reasoning_history") or "drop",
+            sample_mode=self.config.sample_mode,
+            reasoning_history=self.config.env_kwargs.get("reasoning_history") or "drop",
         )
 
     def episode_seeds(self, refs: Sequence[tuple[str, str]], trainer: Any = None) -> list[Optional[int]]:
@@ -237,8 +320,12 @@ class Tau2Rollout:
         self._calls += 1
         start = self._episodes
         self._episodes += len(refs)
-        if self.group_seed:
-            base = self.seed if self.seed is not None else getattr(getattr(trainer, "args", None), "seed", None)
+        if self.config.group_seed:
+            base = (
+                self.config.seed
+                if self.config.seed is not None
+                else getattr(getattr(trainer, "args", None), "seed", None)
+            )
             base = 0 if base is None else int(base)
             step = getattr(getattr(trainer, "state", None), "global_step", None)
             key = [base, step if isinstance(step, int) else None, call]
@@ -246,9 +333,9 @@ class Tau2Rollout:
                 int.from_bytes(hashlib.sha256(json.dumps(key + [d, t]).encode()).digest()[:4], "big") & 0x7FFFFFFF
                 for d, t in refs
             ]
-        if self.seed is None:
+        if self.config.seed is None:
             return [None] * len(refs)
-        return [self.seed + start + i for i in range(len(refs))]
+        return [self.config.seed + start + i for i in range(len(refs))]
 
     def slots(self, mode: str, prompts: Sequence[Any], trainer: Any) -> Optional[int]:
         """Rows per episode: None (one sequence each) or, per turn, ``max_turns`` -- TRL expects one completion
@@ -256,7 +343,7 @@ class Tau2Rollout:
         (``num_generations`` = episodes per group x ``max_turns``)."""
         if mode != PER_TURN:
             return None
-        n = self.max_turns
+        n = self.config.max_turns
         if n is None:
             raise ValueError(
                 "per-turn samples (the chat template does not keep a generated turn as the next prompt's prefix, or "
@@ -315,94 +402,23 @@ class Tau2Rollout:
 
 
 def make_rollout_func(
+    config: Optional[Tau2RolloutConfig] = None,
     *,
-    env_kwargs: Optional[dict[str, Any]] = None,
-    max_new_tokens: int = 512,
-    max_turns: Optional[int] = None,
-    parser: Union[str, Callable[..., Any]] = "auto",
-    chat_template: Optional[str] = None,
-    chat_template_kwargs: Optional[dict[str, Any]] = None,
-    seed: Optional[int] = None,
-    use_vllm: Optional[bool] = None,
-    batch_size: Optional[int] = None,
     logits_processor: Optional[Sequence[Any]] = None,
     env_factory: Optional[Callable[[str], Any]] = None,
-    vectorize: bool = True,
-    split: Optional[str] = "train",
-    allow_test_split: bool = False,
-    group_seed: bool = True,
-    sample_mode: str = "auto",
-    profile: Any = None,
-    keep: Optional[Sequence[str]] = None,
+    **settings: Any,
 ) -> Tau2Rollout:
     """A ``rollout_func`` for ``GRPOTrainer``: one tau2 episode per received prompt (see the module docstring).
 
     Args:
-        env_kwargs: ``gym.make`` arguments of every env (``user``, ``max_steps``, ``solo``, ``judge``,
-            ``reward_mode``, ``reward_integrity`` -- ``"hardened"`` closes upstream's known reward holes, recommended
-            for training; default ``"upstream"``, said in the log -- ...).
-        max_new_tokens: token limit of one policy turn; the whole completion is limited by the trainer's
-            ``max_completion_length`` (an episode that runs out ends as ``max_tokens`` with reward 0.0).
-        max_turns: policy turns per episode (None: the env's own step limit decides).
-        parser: tool-call parser of the generated text (``"auto"``: the tokenizer's response template, else
-            Hermes ``<tool_call>``, else JSON).
-        chat_template: chat template override (default: the tokenizer's).
-        chat_template_kwargs: template variables (default: the trainer's ``chat_template_kwargs``).
-        seed: base of the per-episode reset seeds (None: the trainer's ``args.seed`` with ``group_seed``, else
-            the envs' own RNGs). A reset seed seeds the env's RNG, which draws the user simulator's seed.
-        group_seed: the rollouts of one GRPO group -- the episodes of one (domain, task) in one call; TRL's
-            ``RepeatSampler`` sends each prompt ``num_generations`` times in a batch -- share one reset seed, so
-            they meet the same user simulator (same seed, same sampled customer replies while their histories
-            agree, same opening message) and the group's reward spread comes from the policy alone, which is
-            what GRPO's group baseline assumes (as in TRL without an env: one prompt, G samples of the
-            policy); the seed changes with every call, so the customer still varies
-            over training. A temperature-0 user with the cache on answers the group's identical requests once.
-            Deterministic from the base seed, the call number and the task. Default on; ``False``: a distinct
-            seed per episode (``seed + i``), for user variety inside a group.
-        use_vllm: generate through TRL's vLLM backend (default: when the trainer has ``use_vllm=True``).
-        batch_size: contexts per ``generate`` call with local generation (None: all active episodes).
+        config: the rollout's settings (:class:`Tau2RolloutConfig`: the envs' ``env_kwargs`` -- a dict or the episode
+            settings object --, generation, seeds, the split guard, the sample mode, the band).
         logits_processor: extra logits processors for local generation.
         env_factory: ``fn(domain) -> env`` instead of ``gym.make("tau2/<domain>-v0", **env_kwargs)``.
-        vectorize: run a batch of one domain's prompts in a ``Tau2VectorEnv`` so the customers' turns are
-            answered in one batch per round (LLM user simulators batch or run concurrently); else single envs.
-        split: the training split every prompt's task must belong to (default ``train``; recorded per episode
-            as ``split``; see :func:`tau2_gym.training.export.training_split`).
-        allow_test_split: accept tasks of the ``test`` split (refused by default).
-        sample_mode: ``"auto"`` (default: per-turn samples exactly when the chat template does not keep a generated
-            turn -- with its reasoning -- as the next prompt's prefix, e.g. Qwen3's; decided by rendering under the
-            envs' ``reasoning_history``), ``"sequence"`` (one append-only sequence per episode) or ``"per_turn"``
-            (one sample per LLM call: its prompt the template's rendering of that turn's observation, its
-            completion that turn's tokens). Per turn, every episode fills ``max_turns`` rows (its samples, then
-            masked padding rows), all with the episode's reward: set ``GRPOConfig(num_generations=G * max_turns)``
-            for groups of ``G`` episodes. The mode used is ``rollout.resolved_sample_mode`` and each row's
-            ``tau2_sample_mode``.
-        profile: the difficulty profile of the band the run trains on (or ``{domain: profile}`` for several
-            domains), as given to :func:`~tau2_gym.training.trl.build_dataset`: a prompt of a task outside the band
-            is refused, and the band is logged and written to ``<output_dir>/tau2_band.json`` at the first call
-            (``rollout.band`` holds it).
-        keep: the profile's buckets kept (default: the profile's band).
+        **settings: the fields of :class:`Tau2RolloutConfig` as keywords, instead of ``config``.
 
     Episodes that fail for infrastructure reasons (``user_error``, ``infrastructure_error``, a failed
     evaluation) come back with reward ``None`` and an all-zero ``env_mask``: masked out of the gradient,
     counted in ``rollout.masked`` and in TRL's logs (see :func:`tau2_reward`).
     """
-    return Tau2Rollout(
-        env_kwargs=env_kwargs,
-        max_new_tokens=max_new_tokens,
-        max_turns=max_turns,
-        parser=parser,
-        chat_template=chat_template,
-        chat_template_kwargs=chat_template_kwargs,
-        seed=seed,
-        use_vllm=use_vllm,
-        batch_size=batch_size,
-        logits_processor=logits_processor,
-        env_factory=env_factory,
-        vectorize=vectorize,
-        split=split,
-        allow_test_split=allow_test_split,
-        group_seed=group_seed,
-        sample_mode=sample_mode,
-        profile=profile,
-        keep=keep,
-    )
+    return Tau2Rollout(config, logits_processor=logits_processor, env_factory=env_factory, **settings)
