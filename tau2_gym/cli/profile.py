@@ -222,7 +222,7 @@ def run_profile(args: argparse.Namespace) -> int:
             return 0
         agent_settings, user_settings = rollout.player_settings(args)
         notes: list[str] = []
-        policy = rollout.build_policy(agent_settings, notes)
+        policy = rollout.build_agent(agent_settings, notes)
         user = rollout.build_user(user_settings, solo, notes)
     except (ValueError, ImportError, DataError) as exc:
         return _err(str(exc))

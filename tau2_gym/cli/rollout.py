@@ -35,7 +35,7 @@ from tau2_gym.runner.players import (
     LLM_USERS,
     UNSUPPORTED_AGENTS,
     PlayerSettings,
-    build_policy,
+    build_agent,
     build_user,
     judge_with_cache,
 )
@@ -508,7 +508,7 @@ def run_episodes(
         import_ray()
         return collect_ray(
             None,
-            partial(build_policy, agent_settings),
+            partial(build_agent, agent_settings),
             partial(build_user, user_settings, solo),
             config=config,
             num_actors=max(1, int(args.ray_actors)),
@@ -566,7 +566,7 @@ def run(args: argparse.Namespace) -> int:
         config = rollout_config(args, output, split, solo)
         agent_settings, user_settings = player_settings(args)
         notes: list[str] = []
-        policy = build_policy(agent_settings, notes)
+        policy = build_agent(agent_settings, notes)
         user = build_user(user_settings, solo, notes)
     except (ValueError, ImportError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)

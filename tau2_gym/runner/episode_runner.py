@@ -1,4 +1,4 @@
-"""Playing one episode of a rollout: the policy and the customer are awaited, the episode is driven, scored and
+"""Playing one episode of a rollout: the agent and the customer are awaited, the episode is driven, scored and
 recorded by the one episode driver (:mod:`tau2_gym.episodes.driver`) -- with upstream's retry policy: an episode
 whose run raised is run again, then recorded as ``infrastructure_error``."""
 
@@ -45,35 +45,35 @@ def git_commit() -> str:
 
 
 class EpisodeRunner:
-    """Runs the episodes of one rollout: one loaded domain, one episode setup, one policy and one customer."""
+    """Runs the episodes of one rollout: one loaded domain, one episode setup, one agent and one customer."""
 
     def __init__(
         self,
         config: RolloutConfig,
         tasks: Sequence[Task],
-        policy: AgentPolicy,
+        agent: AgentPolicy,
         user: Optional[UserSimulator],
         judge: Judge,
     ) -> None:
         self.config = config
         self.domain = load_domain(config.domain, config.data_dir, config.data_version, options=config.domain_options)
         self.tasks = list(tasks)
-        self.policy = policy
+        self.agent = agent
         self.user = user
         self.judge = judge
         self.setup = EpisodeSetup(self.domain, config, judge)
         self.agent_can_stop = config.agent_may_stop
         self.tools = list(self.setup.tools)
-        self.policy_inline = offline(policy)
+        self.agent_inline = offline(agent)
         self.user_inline = user is not None and offline(user)
         self._git_commit: Optional[str] = None
 
     # --------------------------------------------------------------- one episode
 
     async def _agent_turn(self, request: AgentTurnRequest) -> Any:
-        if self.policy_inline:
-            return self.policy.generate(request)
-        return await self.policy.agenerate(request)
+        if self.agent_inline:
+            return self.agent.generate(request)
+        return await self.agent.agenerate(request)
 
     async def _user_turn(self, request: UserTurnRequest) -> Any:
         user = self.user
@@ -96,7 +96,7 @@ class EpisodeRunner:
                     request = episode.agent_request({"domain": self.config.domain, "trial": trial})
                     episode.act(await self._agent_turn(request))
         finally:
-            done = getattr(self.policy, "episode_done", None)
+            done = getattr(self.agent, "episode_done", None)
             if done is not None:
                 done(episode.episode_id)
         return as_dict(episode.finish(trial=trial, catch_evaluation_errors=False).record)
@@ -166,7 +166,7 @@ class EpisodeRunner:
         """Settings that change episodes, logged in the header so that a resume with others is flagged."""
         cfg = self.config
         parser = cfg.parser
-        agent = self.policy.info() if hasattr(self.policy, "info") else {}
+        agent = self.agent.info() if hasattr(self.agent, "info") else {}
         user = self.user.info() if self.user is not None and hasattr(self.user, "info") else {}
         return {
             "task_set": cfg.task_set,
@@ -191,9 +191,9 @@ class EpisodeRunner:
     def results_info(self) -> dict[str, Any]:
         cfg = self.config
         agent_info = (
-            dict(self.policy.info())
-            if hasattr(self.policy, "info")
-            else {"implementation": type(self.policy).__name__, "llm": None, "llm_args": None}
+            dict(self.agent.info())
+            if hasattr(self.agent, "info")
+            else {"implementation": type(self.agent).__name__, "llm": None, "llm_args": None}
         )
         if cfg.solo and agent_info.get("implementation") != "llm_agent_solo":
             # upstream's evaluate-trajs reads a file as solo only from this name (with dummy_user); our agent's

@@ -25,7 +25,7 @@ __all__ = [
     "UNSUPPORTED_AGENTS",
     "PlayerSettings",
     "build_player",
-    "build_policy",
+    "build_agent",
     "build_user",
     "judge_with_cache",
     "llm_settings",
@@ -98,7 +98,7 @@ def llm_settings(settings: PlayerSettings, notes: Optional[list[str]] = None) ->
     return out
 
 
-def build_policy(settings: PlayerSettings, notes: Optional[list[str]] = None) -> Any:
+def build_agent(settings: PlayerSettings, notes: Optional[list[str]] = None) -> Any:
     """The agent: an LLM agent behind an OpenAI-compatible endpoint, or a scripted agent by name."""
     if settings.kind in UNSUPPORTED_AGENTS:
         raise ValueError(f"--agent {settings.kind}: {UNSUPPORTED_AGENTS[settings.kind]}")

@@ -88,12 +88,12 @@ class EpisodeActor:
         judge: JudgeSpec,
         servers: Sequence[dict] = (),
     ) -> None:
-        self.policy = build_player(policy, "policy")
+        self.agent = build_player(policy, "policy")
         self.user = build_player(user, "user", config.solo)
         judge = make_judge(judge)  # (a judge comes back as it is)
-        adopt_identities(list(servers), self.policy, self.user, judge)  # the served model the driver's check learned
+        adopt_identities(list(servers), self.agent, self.user, judge)  # the served model the driver's check learned
         self.tasks = {t.id: t for t in tasks}
-        self.runner = EpisodeRunner(config, list(tasks), self.policy, self.user, judge)
+        self.runner = EpisodeRunner(config, list(tasks), self.agent, self.user, judge)
 
     def info(self) -> dict:
         return {"pid": os.getpid(), "host": socket.gethostname()}
