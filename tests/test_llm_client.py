@@ -205,7 +205,11 @@ def test_an_agent_caches_only_with_an_explicit_path(tmp_path):
 def test_batch_keeps_order_and_returns_exceptions_in_place():
     with OpenAIStub(lambda body, n: {"status": 400} if body["messages"][-1]["content"] == "b" else "ok") as server:
         client = client_for(server)
-        out = client.batch(lambda text: client.complete(ask(client, text), text_of).value, ["a", "b", "c"])
+
+        async def value(text):
+            return (await client.acomplete(ask(client, text), text_of)).value
+
+        out = client.batch(value, ["a", "b", "c"])
         client.close()
     assert out[0] == out[2] == "ok" and isinstance(out[1], LLMError) and out[1].attempts == 1
 
