@@ -91,7 +91,12 @@ def _read(path: Path) -> str:
 def user_guidelines(source: DataSource, use_tools: bool) -> str:
     """The global user-simulator guidelines (the tools variant when the simulated user has tools)."""
     name = "simulation_guidelines_tools.md" if use_tools else "simulation_guidelines.md"
-    path = source.user_simulator_dir / name
+    return _guidelines(source.user_simulator_dir / name)
+
+
+@cache
+def _guidelines(path: Path) -> str:
+    """Read once per file (every episode's user prompt starts with them; a missing file is checked again)."""
     if not path.is_file():
         raise FileNotFoundError(f"user-simulator guidelines {str(path)!r} are missing from the data")
     return _read(path)
