@@ -17,7 +17,10 @@ actions, then the communicated info), so every step is env work and wire, no mod
 Client and server share this machine's cores, so the concurrent figures are a floor for a server with cores of
 its own.
 
-    python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100]
+    python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100] [--workers 1 2]
+
+``--workers`` runs the server with that many processes (``tau2-gym serve --workers N``), one set of rows each; the
+server CPU and the RSS growth are summed over the processes.
 """
 
 from __future__ import annotations
@@ -62,24 +65,43 @@ def p99(values: list[float]) -> float:
 
 
 def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """Resident memory of a process and its live children (a session's growth lands in the worker that holds it)."""
+    total = 0
+    for p in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:")), 0)
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far of a process and its live children (the workers ``--workers`` forks)."""
+    total = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
-def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def start_server(max_sessions: int, workers: int = 1) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tau2_gym.cli", "serve", ENV_ID, "--port", "0"]
-        + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"],
+        + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"]
+        + (["--workers", str(workers)] if workers > 1 else []),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -175,36 +197,43 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 1000])
     parser.add_argument("--episodes", type=int, default=200, help="episodes per concurrency (at least 2/session)")
     parser.add_argument("--latency-episodes", type=int, default=100)
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="server processes (tau2-gym serve --workers); one row each"
+    )
     args = parser.parse_args()
 
     env = gym.make(ENV_ID).unwrapped
     plans = oracle_plans(env)
     local_times, local_eps = in_process_latency(env, plans, args.latency_episodes)
-    proc, url = start_server(max(args.sessions) + 8)
-    try:
-        served_times = asyncio.run(served_latency(url, plans, args.latency_episodes))
-        print(f"{ENV_ID}, oracle actions, {len(served_times)} steps; server {url} (pid {proc.pid})")
-        print("\nstep latency        median      p99")
-        lm, sm = statistics.median(local_times), statistics.median(served_times)
-        print(f"  in-process     {fmt_time(lm):>10} {fmt_time(p99(local_times)):>10}")
-        print(f"  served (ws)    {fmt_time(sm):>10} {fmt_time(p99(served_times)):>10}")
-        print(f"  added by serving {fmt_time(sm - lm):>8}")
-        print(f"\nin-process: {local_eps:.0f} episodes/s on one thread")
-        print(
-            "\nsessions  episodes/s   steps/s  server CPU/step  steps/s of one server core"
-            "  steps/s a 200 ms LLM would ask  RSS/session"
-        )
-        for n in args.sessions:
-            episodes = max(args.episodes, 2 * n)
-            out = asyncio.run(served_throughput(url, plans, n, episodes, proc.pid))
-            cpu = out["server_cpu_per_step"]
+    for workers in args.workers:
+        proc, url = start_server(max(args.sessions) + 8, workers)
+        try:
+            served_times = asyncio.run(served_latency(url, plans, args.latency_episodes))
+            head = f"{ENV_ID}, oracle actions, {len(served_times)} steps; server {url}"
+            print(f"\n{head} (pid {proc.pid}, {workers} workers)")
+            print("\nstep latency        median      p99")
+            lm, sm = statistics.median(local_times), statistics.median(served_times)
+            print(f"  in-process     {fmt_time(lm):>10} {fmt_time(p99(local_times)):>10}")
+            print(f"  served (ws)    {fmt_time(sm):>10} {fmt_time(p99(served_times)):>10}")
+            print(f"  added by serving {fmt_time(sm - lm):>8}")
+            print(f"\nin-process: {local_eps:.0f} episodes/s on one thread")
             print(
-                f"{n:>8} {out['episodes_per_s']:>11.1f} {out['steps_per_s']:>9.0f} {fmt_time(cpu):>16}"
-                f" {1 / cpu if cpu else float('inf'):>27.0f} {n / 0.2:>32.0f}  {fmt_bytes(out['rss_per_session']):>11}"
+                "\nworkers sessions  episodes/s   steps/s  server CPU/step  steps/s of one server core"
+                "  steps/s a 200 ms LLM would ask  RSS/session"
             )
-    finally:
-        proc.terminate()
-        proc.wait(10)
+            for n in args.sessions:
+                episodes = max(args.episodes, 2 * n)
+                out = asyncio.run(served_throughput(url, plans, n, episodes, proc.pid))
+                cpu = out["server_cpu_per_step"]
+                print(
+                    f"{workers:>7} {n:>8} {out['episodes_per_s']:>11.1f} {out['steps_per_s']:>9.0f} {fmt_time(cpu):>16}"
+                    f" {1 / cpu if cpu else float('inf'):>27.0f} {n / 0.2:>32.0f}"
+                    f"  {fmt_bytes(out['rss_per_session']):>11}",
+                    flush=True,
+                )
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ commit before a change, against the same server and workload. ``--profile`` prin
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import subprocess
@@ -35,9 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import print_table  # noqa: E402 - after sys.path gets the helpers' folder
-
-ACTION = "Could you tell me more about that?"
+from _common import ACTION, lockstep_ceiling, print_table  # noqa: E402 - after sys.path gets the helpers' folder
 
 
 def _user(url: str, n: int):
@@ -78,61 +75,6 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
     return out
 
 
-def _request_body(url: str) -> bytes:
-    """A customer request of the bench's size: the airline user prompt and a conversation halfway through."""
-    import gymnasium as gym
-
-    import tau2_gym  # noqa: F401 - registers the ids
-
-    sim = _user(url, 1)
-    seen: list = []
-
-    class Recording:
-        def generate(self, request):
-            seen.append(request)
-            from tau2_gym.core.messages import UserMessage
-
-            return UserMessage(content="Yes, and one more thing.")
-
-    env = gym.make("tau2/airline-v0", user=Recording())
-    env.reset(seed=0)
-    for _ in range(3):
-        env.step(ACTION)
-    return json.dumps(sim.request_kwargs(seen[-1])).encode()
-
-
-def ceiling(n: int, url: str, rounds: int) -> dict:
-    """The stub's own ceiling for a lockstep client: ``rounds`` rounds of ``n`` requests on kept-alive sockets."""
-    body = _request_body(url)
-    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
-    head = (
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: stub\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    )
-    request = head.encode() + body
-
-    async def run() -> dict:
-        conns = [await asyncio.open_connection(host, int(port)) for _ in range(n)]
-
-        async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            writer.write(request)
-            got = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                int(x.split(b":", 1)[1]) for x in got.split(b"\r\n") if x.lower().startswith(b"content-length")
-            )
-            await reader.readexactly(length)
-
-        c0, t0 = time.process_time(), time.perf_counter()
-        for _ in range(rounds):
-            await asyncio.gather(*(one(r, w) for r, w in conns))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        for _, w in conns:
-            w.close()
-        return {"wall": wall, "cpu": cpu, "requests": n * rounds}
-
-    return asyncio.run(run())
-
-
 def _spawn(args: list[str], tree: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.run(
@@ -162,7 +104,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.url, args.episodes_per_env, args.profile)))
         return
     if args.ceiling is not None:
-        print(json.dumps(ceiling(args.ceiling, args.url, args.ceiling_rounds)))
+        print(json.dumps(lockstep_ceiling(args.ceiling, args.url, args.ceiling_rounds, _user)))
         return
     latencies = args.latency if len(args.latency) == len(args.sizes) else [args.latency[0]] * len(args.sizes)
 

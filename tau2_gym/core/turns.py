@@ -49,7 +49,8 @@ class AgentTurnRequest:
 
     episode_id: str
     system_prompt: str
-    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded
+    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded; the episode's
+    # own dicts in a fresh list: read them, do not change them (copy first)
     tools: list[dict[str, Any]]  # OpenAI tool schemas the agent may call
     task: Task
     seed: Optional[int] = None

@@ -214,6 +214,15 @@ class Tau2VectorEnv(VectorEnv):
         self.user_batches = 0
         self.user_requests = 0
         self._loop: Optional[LoopThread] = None  # where sub-envs await a concurrent simulator (made on first use)
+        gate = getattr(getattr(self.user, "config", None), "max_concurrency", None)
+        if getattr(self.user, "answers_concurrently", False) and isinstance(gate, int) and gate < self.num_envs:
+            logger.warning(
+                "%d sub-envs but the user simulator sends at most max_concurrency=%d requests at once: the other "
+                "customers wait their turn (build it with max_concurrency=%d for every episode's request in flight)",
+                self.num_envs,
+                gate,
+                self.num_envs,
+            )
 
     # ------------------------------------------------------------------ properties
 
