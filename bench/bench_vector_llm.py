@@ -45,6 +45,11 @@ def _user(url: str, n: int):
     return OpenAIUserSimulator(model="stub", base_url=url, max_concurrency=n, cache="off", max_retries=0)
 
 
+def _rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
+
+
 def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
     import gymnasium as gym
 
@@ -56,6 +61,7 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
 
         yappi.set_clock_type("cpu")
         yappi.start()
+    rss0 = _rss()
     c0, t0 = time.process_time(), time.perf_counter()
     vec.reset(seed=0)
     target, finished, steps = n * episodes_per_env, 0, 0
@@ -65,6 +71,7 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
         finished += int((terms | truncs).sum())
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = {"wall": wall, "cpu": cpu, "steps": steps, "episodes": finished, "requests": vec.unwrapped.user_requests}
+    out["kib_per_episode"] = (_rss() - rss0) / 1024 / n  # N live episodes (and their sockets) over the loaded env
     if profile:
         yappi.stop()
         stats = sorted(yappi.get_func_stats(), key=lambda s: -s.tsub)[:30]
@@ -154,6 +161,14 @@ def main() -> None:
                     (
                         f"N={n} {label}: CPU per agent step / per request",
                         f"{r['cpu'] / r['steps'] * 1e6:,.0f} µs / {r['cpu'] / r['requests'] * 1e6:,.0f} µs",
+                        "-",
+                        "-",
+                    )
+                )
+                rows.append(
+                    (
+                        f"N={n} {label}: RSS per live episode (growth over the loaded env, end of run)",
+                        f"{r.get('kib_per_episode', float('nan')):,.1f} KiB",
                         "-",
                         "-",
                     )
