@@ -158,8 +158,10 @@ class Tau2VectorEnv(VectorEnv):
             ``config=``, ``render_mode=``), e.g. ``user=``, ``task_split=``, ``max_steps=``.
 
     ``envs`` are the sub-envs (``Tau2Env`` instances driven by this object -- don't step them yourself).
-    ``user_batches`` / ``user_requests`` count the batched user calls made so far. :meth:`clone_slot` and
-    :meth:`copy_slot` branch a sub-env's live episode (out to a standalone env, or into other sub-envs).
+    ``user_batches`` / ``user_requests`` count the rounds of customer turns (for a concurrent simulator, one per
+    step or reset: its requests are all in flight together) and the customer requests made so far.
+    :meth:`clone_slot` and :meth:`copy_slot` branch a sub-env's live episode (out to a standalone env, or into other
+    sub-envs).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi", "human"]}

@@ -76,6 +76,8 @@ class LoopThread:
         while waiting cancels it."""
         loop = self.loop()
         if threading.current_thread() is self._thread:
+            if asyncio.iscoroutine(coro):
+                coro.close()  # never to run: no "never awaited" warning
             raise RuntimeError(f"{self.name}: run() called from the loop's own thread would wait for ever")
         future = asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
         try:
