@@ -76,7 +76,7 @@ def test_info_copies_are_equal_private_and_made_from_every_domains_loaded_tasks(
 
     for name in domain_names():
         domain = load_domain(name)
-        handouts = Handouts(domain, None, ())
+        handouts = Handouts(domain, None)
         for task in domain.tasks(None, None)[:60]:
             copy, deep = handouts.task(task), task.model_copy(deep=True)
             assert copy == task and copy.model_dump() == deep.model_dump(), (name, task.id)

@@ -131,7 +131,7 @@ class EpisodeEnv(gym.Env):
         self.setup = EpisodeSetup(self.domain, self.episode_settings(), self.judge)
         self.tools = self.setup.tools
         #: the per-episode copies ``info`` hands out (shared by siblings and clones)
-        self.handouts = Handouts(self.domain, config.task_set, self.tools)
+        self.handouts = Handouts(self.domain, config.task_set)
 
         self.episode: Optional[Episode] = None
         self.task: Optional[Task] = None
