@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
@@ -123,3 +124,66 @@ def record_oracle(
                 break
         out.append({"task_id": task_id, "agent": actions, "user": list(env.unwrapped.user.script), "reward": r})
     return out
+
+
+# ------------------------------------------------------------------ LLM stub servers
+
+
+ACTION = "Could you tell me more about that?"
+
+
+def _request_body(url: str, make_user: Callable[[str, int], Any]) -> bytes:
+    """A customer request of the bench's size: the airline user prompt and a conversation halfway through."""
+    import gymnasium as gym
+
+    import tau2_gym  # noqa: F401 - registers the ids
+
+    sim = make_user(url, 1)
+    seen: list = []
+
+    class Recording:
+        def generate(self, request):
+            seen.append(request)
+            from tau2_gym.core.messages import UserMessage
+
+            return UserMessage(content="Yes, and one more thing.")
+
+    env = gym.make("tau2/airline-v0", user=Recording())
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(ACTION)
+    return json.dumps(sim.request_kwargs(seen[-1])).encode()
+
+
+def lockstep_ceiling(n: int, url: str, rounds: int, make_user: Callable[[str, int], Any]) -> dict:
+    """A stub server's own ceiling for a lockstep client: ``rounds`` rounds of ``n`` requests of a customer's size
+    (``make_user(url, n)``: the simulator whose request body is sent) on kept-alive sockets, from a raw asyncio
+    client (no env, no HTTP library). ``{"wall", "cpu", "requests"}``."""
+    body = _request_body(url, make_user)
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: stub\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    request = head.encode() + body
+
+    async def run() -> dict:
+        conns = [await asyncio.open_connection(host, int(port)) for _ in range(n)]
+
+        async def one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.write(request)
+            got = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(x.split(b":", 1)[1]) for x in got.split(b"\r\n") if x.lower().startswith(b"content-length")
+            )
+            await reader.readexactly(length)
+
+        c0, t0 = time.process_time(), time.perf_counter()
+        for _ in range(rounds):
+            await asyncio.gather(*(one(r, w) for r, w in conns))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        for _, w in conns:
+            w.close()
+        return {"wall": wall, "cpu": cpu, "requests": n * rounds}
+
+    return asyncio.run(run())

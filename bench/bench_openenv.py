@@ -17,7 +17,12 @@ actions, then the communicated info), so every step is env work and wire, no mod
 Client and server share this machine's cores, so the concurrent figures are a floor for a server with cores of
 its own.
 
-    python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100]
+    python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100] [--workers 1 2]
+
+``--floor`` also serves an env that does nothing on the same stack (OpenEnv's app, the guard, uvicorn, the wire
+types) and prints its server CPU per step: what serving costs whatever the env does. ``--workers`` runs the server
+with that many processes (``tau2-gym serve --workers N``), one set of rows each; the server CPU and the RSS growth
+are summed over the processes.
 """
 
 from __future__ import annotations
@@ -62,24 +67,49 @@ def p99(values: list[float]) -> float:
 
 
 def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """Resident memory of a process and its live children (a session's growth lands in the worker that holds it)."""
+    total = 0
+    for p in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:")), 0)
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time so far of a process and its live children (the workers ``--workers`` forks)."""
+    total = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
-def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def start_server(max_sessions: int, workers: int = 1) -> tuple[subprocess.Popen, str]:
+    return _start(
         [sys.executable, "-m", "tau2_gym.cli", "serve", ENV_ID, "--port", "0"]
-        + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"],
+        + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"]
+        + (["--workers", str(workers)] if workers > 1 else [])
+    )
+
+
+def _start(cmd: list[str]) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -170,41 +200,124 @@ async def served_throughput(url: str, plans: dict, sessions: int, episodes: int,
     }
 
 
+def serve_floor() -> None:
+    """The server's floor: the same stack (OpenEnv's app behind the guard, uvicorn, the wire types) around an env
+    that does nothing (a one-message observation; done after four steps). Prints its URL, serves until killed."""
+    import socket
+
+    import uvicorn
+    from openenv.core.env_server import create_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import ConcurrencyConfig
+
+    from tau2_gym.frameworks.openenv.guard import Guard
+    from tau2_gym.frameworks.openenv.models import Tau2Action, Tau2Observation, Tau2State
+
+    class Nothing(Environment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+        REQUIRES_SINGLE_THREAD_EXECUTOR = True
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
+
+        def reset(self, seed=None, episode_id=None, **kwargs):
+            self.steps = 0
+            return Tau2Observation.model_construct(messages=[{"role": "user", "content": "hi"}], done=False)
+
+        async def reset_async(self, seed=None, episode_id=None, **kwargs):
+            return self.reset()
+
+        def step(self, action, timeout_s=None, **kwargs):
+            self.steps += 1
+            done = self.steps >= 4
+            return Tau2Observation.model_construct(messages=[{"role": "user", "content": "ok"}], done=done, reward=0.0)
+
+        async def step_async(self, action, timeout_s=None, **kwargs):
+            return self.step(action)
+
+        @property
+        def state(self):
+            return Tau2State()
+
+    app = create_app(
+        Nothing,
+        Tau2Action,
+        Tau2Observation,
+        env_name="nothing",
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=2048, session_timeout=None),
+        state_cls=Tau2State,
+    )
+    guarded = Guard(app, token=None, max_message_bytes=1 << 20, idle_timeout=None)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)
+    print(f"serving http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(guarded, log_level="warning", ws_per_message_deflate=False, backlog=2048)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--serve-floor"]:
+        serve_floor()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 64, 1000])
     parser.add_argument("--episodes", type=int, default=200, help="episodes per concurrency (at least 2/session)")
     parser.add_argument("--latency-episodes", type=int, default=100)
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="server processes (tau2-gym serve --workers); one row each"
+    )
+    parser.add_argument(
+        "--floor", action="store_true", help="also serve an env that does nothing on the same stack (the floor)"
+    )
     args = parser.parse_args()
 
     env = gym.make(ENV_ID).unwrapped
     plans = oracle_plans(env)
     local_times, local_eps = in_process_latency(env, plans, args.latency_episodes)
-    proc, url = start_server(max(args.sessions) + 8)
-    try:
-        served_times = asyncio.run(served_latency(url, plans, args.latency_episodes))
-        print(f"{ENV_ID}, oracle actions, {len(served_times)} steps; server {url} (pid {proc.pid})")
-        print("\nstep latency        median      p99")
-        lm, sm = statistics.median(local_times), statistics.median(served_times)
-        print(f"  in-process     {fmt_time(lm):>10} {fmt_time(p99(local_times)):>10}")
-        print(f"  served (ws)    {fmt_time(sm):>10} {fmt_time(p99(served_times)):>10}")
-        print(f"  added by serving {fmt_time(sm - lm):>8}")
-        print(f"\nin-process: {local_eps:.0f} episodes/s on one thread")
-        print(
-            "\nsessions  episodes/s   steps/s  server CPU/step  steps/s of one server core"
-            "  steps/s a 200 ms LLM would ask  RSS/session"
-        )
-        for n in args.sessions:
-            episodes = max(args.episodes, 2 * n)
-            out = asyncio.run(served_throughput(url, plans, n, episodes, proc.pid))
-            cpu = out["server_cpu_per_step"]
+    for workers in args.workers:
+        proc, url = start_server(max(args.sessions) + 8, workers)
+        try:
+            served_times = asyncio.run(served_latency(url, plans, args.latency_episodes))
+            head = f"{ENV_ID}, oracle actions, {len(served_times)} steps; server {url}"
+            print(f"\n{head} (pid {proc.pid}, {workers} workers)")
+            print("\nstep latency        median      p99")
+            lm, sm = statistics.median(local_times), statistics.median(served_times)
+            print(f"  in-process     {fmt_time(lm):>10} {fmt_time(p99(local_times)):>10}")
+            print(f"  served (ws)    {fmt_time(sm):>10} {fmt_time(p99(served_times)):>10}")
+            print(f"  added by serving {fmt_time(sm - lm):>8}")
+            print(f"\nin-process: {local_eps:.0f} episodes/s on one thread")
             print(
-                f"{n:>8} {out['episodes_per_s']:>11.1f} {out['steps_per_s']:>9.0f} {fmt_time(cpu):>16}"
-                f" {1 / cpu if cpu else float('inf'):>27.0f} {n / 0.2:>32.0f}  {fmt_bytes(out['rss_per_session']):>11}"
+                "\nworkers sessions  episodes/s   steps/s  server CPU/step  steps/s of one server core"
+                "  steps/s a 200 ms LLM would ask  RSS/session"
             )
-    finally:
-        proc.terminate()
-        proc.wait(10)
+            for n in args.sessions:
+                episodes = max(args.episodes, 2 * n)
+                out = asyncio.run(served_throughput(url, plans, n, episodes, proc.pid))
+                cpu = out["server_cpu_per_step"]
+                print(
+                    f"{workers:>7} {n:>8} {out['episodes_per_s']:>11.1f} {out['steps_per_s']:>9.0f} {fmt_time(cpu):>16}"
+                    f" {1 / cpu if cpu else float('inf'):>27.0f} {n / 0.2:>32.0f}"
+                    f"  {fmt_bytes(out['rss_per_session']):>11}",
+                    flush=True,
+                )
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    if args.floor:
+        proc, url = _start([sys.executable, __file__, "--serve-floor"])
+        try:
+            print("\nthe floor: the same server stack around an env that does nothing (four steps an episode)")
+            for n in args.sessions:
+                out = asyncio.run(served_throughput(url, plans, n, max(args.episodes, 2 * n), proc.pid))
+                cpu = out["server_cpu_per_step"]
+                rate = out["steps_per_s"]
+                print(f"  {n:>5} sessions: {rate:>7.0f} steps/s, server CPU/step {fmt_time(cpu)}", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ Episodes of a finite run end at different times, so slots idle while the last wa
 episode per slot, i.e. ~1/(2 x episodes per slot) of the window, for any client. Hence 16 per slot by default;
 the figures at 2 per slot (the upstream comparison) carry ~4x that drain for both sides.
 
-    python bench/bench_serving.py [--latency 0.2] [--concurrency 1 32 256] [--min-episodes 10]
+    python bench/bench_serving.py [--latency 0.2] [--concurrency 1 32 256] [--min-episodes 10] [--no-warm]
 """
 
 from __future__ import annotations
@@ -248,6 +248,7 @@ def main() -> None:
     )
     ap.add_argument("--user-turns", type=int, default=3, help="user replies before the user stops (default: 3)")
     ap.add_argument("--no-upstream", action="store_true", help="skip upstream even when TAU2_REFERENCE_PYTHON is set")
+    ap.add_argument("--no-warm", action="store_true", help="skip the two runs with a warm user cache")
     args = ap.parse_args()
     lat = args.latency
     ref_python = None if args.no_upstream else os.environ.get("TAU2_REFERENCE_PYTHON")
@@ -301,11 +302,12 @@ def main() -> None:
                     "ours", lambda: run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"ours{conc}.json", None)
                 )
                 cache = os.path.join(tmp, f"cache{conc}")
-                run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"cold{conc}.json", cache)
-                measure(
-                    "warm",
-                    lambda: run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"warm{conc}.json", cache),
-                )
+                if not args.no_warm:
+                    run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"cold{conc}.json", cache)
+                    measure(
+                        "warm",
+                        lambda: run_ours(servers.urls, task_ids, conc, trials, Path(tmp) / f"warm{conc}.json", cache),
+                    )
                 if ref_python:  # fewer episodes (upstream is ~100x slower at 32+); ours again on the same ones
                     up_trials = -(-max(args.min_episodes, args.upstream_per_slot * conc) // len(task_ids))
                     row["up_episodes"] = up_trials * len(task_ids)

@@ -274,9 +274,10 @@ class AsyncOpenAIStub(OpenAIStub):
 
     async def _answer(self, raw: bytes) -> tuple[int, str]:
         try:
-            probe = self._probe(json.loads(raw or b"{}"))
+            body = json.loads(raw or b"{}")
         except json.JSONDecodeError:
-            probe = None
+            body = {}
+        probe = self._probe(body) if isinstance(body, dict) else None
         if isinstance(probe, dict) and "status" in probe:
             return int(probe["status"]), probe.get("body", json.dumps({"error": {"message": "injected"}}))
         if probe is not None:
@@ -287,10 +288,6 @@ class AsyncOpenAIStub(OpenAIStub):
         self.inflight += 1
         self.peak = max(self.peak, self.inflight)
         try:
-            try:
-                body = json.loads(raw or b"{}")
-            except json.JSONDecodeError:
-                body = {}
             item = self._next(body)
             while isinstance(item, dict) and "delay" in item:
                 await asyncio.sleep(float(item["delay"]))

@@ -8,7 +8,7 @@ in (one warning each).
 from __future__ import annotations
 
 import ast
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -43,6 +43,7 @@ def _constant(source: DataSource, module: str, name: str, fallback: str) -> str:
     return fallback
 
 
+@lru_cache(maxsize=256)  # one string for the episodes that share it (every episode of a domain, a task's group)
 def agent_system_prompt(source: DataSource, policy: str, solo: bool = False, ticket: Optional[str] = None) -> str:
     """The system message of tau2's LLM agent (or of its solo agent, with the ticket)."""
     if not solo:
@@ -91,12 +92,18 @@ def _read(path: Path) -> str:
 def user_guidelines(source: DataSource, use_tools: bool) -> str:
     """The global user-simulator guidelines (the tools variant when the simulated user has tools)."""
     name = "simulation_guidelines_tools.md" if use_tools else "simulation_guidelines.md"
-    path = source.user_simulator_dir / name
+    return _guidelines(source.user_simulator_dir / name)
+
+
+@cache
+def _guidelines(path: Path) -> str:
+    """Read once per file (every episode's user prompt starts with them; a missing file is checked again)."""
     if not path.is_file():
         raise FileNotFoundError(f"user-simulator guidelines {str(path)!r} are missing from the data")
     return _read(path)
 
 
+@lru_cache(maxsize=256)  # one string for the episodes of one task (a GRPO group)
 def user_system_prompt(source: DataSource, instructions: str, use_tools: bool) -> str:
     """System prompt of tau2's user simulator: guidelines, then the scenario inside ``<scenario>`` tags."""
     guidelines = user_guidelines(source, use_tools).replace("<PERSONA_GUIDELINES>", "")

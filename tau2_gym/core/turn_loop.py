@@ -603,7 +603,7 @@ class TurnLoop:
             self._pending = UserTurnRequest(
                 episode_id=self.episode_id,
                 system_prompt=self._user_prompt,
-                messages=copy_view(self._user_view),
+                messages=list(self._user_view),  # the loop's dicts, read only: no per-turn copy of the history
                 tools=list(tools) if tools is not None else None,
                 task=self.task,
                 seed=self.seed,

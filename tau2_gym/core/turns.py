@@ -30,7 +30,8 @@ class UserTurnRequest:
 
     episode_id: str
     system_prompt: str
-    messages: list[dict[str, Any]]  # user's view, role-flipped, OpenAI chat format, system prompt excluded
+    messages: list[dict[str, Any]]  # user's view, role-flipped, OpenAI chat format, system prompt excluded; the
+    # episode's own dicts in a fresh list: read them, do not change them (copy first)
     tools: Optional[list[dict[str, Any]]]  # OpenAI schemas of the user's tools (None: the user has none)
     task: Task
     seed: Optional[int] = None
@@ -48,7 +49,8 @@ class AgentTurnRequest:
 
     episode_id: str
     system_prompt: str
-    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded
+    messages: list[dict[str, Any]]  # the agent's view, OpenAI chat format, system prompt excluded; the episode's
+    # own dicts in a fresh list: read them, do not change them (copy first)
     tools: list[dict[str, Any]]  # OpenAI tool schemas the agent may call
     task: Task
     seed: Optional[int] = None

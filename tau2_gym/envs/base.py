@@ -12,11 +12,10 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import gymnasium as gym
 
-from tau2_gym.core.db import copy_json
 from tau2_gym.core.domain import LoadedDomain, load_domain
 from tau2_gym.core.messages import ParticipantMessage, ToolMessage
 from tau2_gym.core.records import Record, as_dict
@@ -27,6 +26,7 @@ from tau2_gym.core.turn_loop import TurnLoop, solo_task_error
 from tau2_gym.core.warn import warn
 from tau2_gym.envs.clone import copy_rng
 from tau2_gym.envs.config import EnvConfig
+from tau2_gym.envs.handouts import Handouts
 from tau2_gym.episodes.branch import copy_episode, shallow_copy
 from tau2_gym.episodes.driver import Episode, EpisodeOutcome, EpisodeSetup
 from tau2_gym.episodes.selection import select_tasks
@@ -131,6 +131,8 @@ class EpisodeEnv(gym.Env):
         self._all_tasks: Optional[dict[str, Task]] = None
         self.setup = EpisodeSetup(self.domain, self.episode_settings(), self.judge)
         self.tools = self.setup.tools
+        #: the per-episode copies ``info`` hands out (shared by siblings and clones)
+        self.handouts = Handouts(self.domain, config.task_set)
 
         self.episode: Optional[Episode] = None
         self.task: Optional[Task] = None
@@ -286,7 +288,7 @@ class EpisodeEnv(gym.Env):
         """This episode's private copy of its task, for ``info["task"]``."""
         if self._info_task is None:
             assert self.episode is not None
-            self._info_task = self.episode.task.model_copy(deep=True)
+            self._info_task = self.handouts.task(self.episode.task)
         return self._info_task
 
     def end_reset(self) -> tuple[Any, dict]:
@@ -378,9 +380,9 @@ class EpisodeEnv(gym.Env):
     def info_tools(self) -> list[dict]:
         """This episode's private copy of the tools of this env's side, for ``info["tools"]``."""
         if self._info_tools is None:
-            self._info_tools = copy_json(list(self.side_tools()))
+            self._info_tools = self.handouts.tool_list(self.side_tools())
         return self._info_tools
 
-    def side_tools(self) -> list[dict]:
-        """The tool schemas of this env's side (the agent's, or the customer's for the task)."""
-        return list(self.tools)
+    def side_tools(self) -> Sequence[dict]:
+        """The tool schemas of this env's side (the agent's, or the customer's for the task); read only."""
+        return self.tools

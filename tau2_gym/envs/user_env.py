@@ -9,7 +9,6 @@ import weakref
 from typing import Any, Optional, Sequence
 
 from tau2_gym.core.actions import ActionError, to_assistant_message
-from tau2_gym.core.db import copy_json
 from tau2_gym.core.messages import Message, ToolCall, ToolMessage, UserMessage, dumps_arguments
 from tau2_gym.core.results_file import results_info
 from tau2_gym.core.settings import EpisodeSettings
@@ -299,7 +298,7 @@ class UserEnv(EpisodeEnv):
         episode = self.episode
         assert episode is not None
         if self._info_agent_tools is None:
-            self._info_agent_tools = copy_json(list(self.agent_tools))
+            self._info_agent_tools = self.handouts.tool_list(self.agent_tools)
         return {
             "domain": self.config.domain,
             "role": "user",

@@ -9,11 +9,17 @@ A vector step runs in three phases:
 
 1. every sub-env takes its action (``Tau2Env.begin_step``; tool calls execute at once);
 2. the pending customer turns of all episodes (``Tau2Env.pending_user_turn``) are answered together -- one
-   ``user.generate_batch(requests)`` per round (an OpenAI-compatible simulator sends them concurrently, a local
-   HF model batches them), rounds repeating while customers make tool calls;
+   ``user.generate_batch(requests)`` per round (a local HF model batches them, a scripted user answers inline),
+   rounds repeating while customers make tool calls;
 3. each sub-env's transition is collected (``Tau2Env.end_step``: observation, the tau2 reward at the end, info).
 
 Resets run the same three phases (``begin_reset`` / ``end_reset``), sharing the batches with the steps.
+
+A simulator that ``answers_concurrently`` (one behind a server: ``OpenAIUserSimulator``) is asked the way a rollout
+asks it: each sub-env's step is a coroutine on the vector env's own event loop that runs the same three phases for
+its episode and awaits ``user.agenerate`` -- the async client, its connection pool and concurrency gate, its
+retries -- so every request of the step is in flight together and each episode finishes its step as soon as its
+reply is in, while the others still wait for theirs.
 
 Trajectories, rewards and RNG streams are those of N separate ``Tau2Env`` s under Gymnasium's
 ``SyncVectorEnv`` with the same seeds (the tests pin that). Autoreset follows Gymnasium's documented modes
@@ -41,6 +47,7 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
@@ -54,6 +61,7 @@ from tau2_gym.core.records import Record
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.turns import UserSimulatorError
 from tau2_gym.envs import entry_point
+from tau2_gym.llm.loop import LoopThread
 
 logger = logging.getLogger("tau2_gym")
 
@@ -150,8 +158,10 @@ class Tau2VectorEnv(VectorEnv):
             ``config=``, ``render_mode=``), e.g. ``user=``, ``task_split=``, ``max_steps=``.
 
     ``envs`` are the sub-envs (``Tau2Env`` instances driven by this object -- don't step them yourself).
-    ``user_batches`` / ``user_requests`` count the batched user calls made so far. :meth:`clone_slot` and
-    :meth:`copy_slot` branch a sub-env's live episode (out to a standalone env, or into other sub-envs).
+    ``user_batches`` / ``user_requests`` count the rounds of customer turns (for a concurrent simulator, one per
+    step or reset: its requests are all in flight together) and the customer requests made so far.
+    :meth:`clone_slot` and :meth:`copy_slot` branch a sub-env's live episode (out to a standalone env, or into other
+    sub-envs).
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["ansi", "human"]}
@@ -205,6 +215,16 @@ class Tau2VectorEnv(VectorEnv):
         self._autoreset_envs: list[bool] = [False] * self.num_envs
         self.user_batches = 0
         self.user_requests = 0
+        self._loop: Optional[LoopThread] = None  # where sub-envs await a concurrent simulator (made on first use)
+        gate = getattr(getattr(self.user, "config", None), "max_concurrency", None)
+        if getattr(self.user, "answers_concurrently", False) and isinstance(gate, int) and gate < self.num_envs:
+            logger.warning(
+                "%d sub-envs but the user simulator sends at most max_concurrency=%d requests at once: the other "
+                "customers wait their turn (build it with max_concurrency=%d for every episode's request in flight)",
+                self.num_envs,
+                gate,
+                self.num_envs,
+            )
 
     # ------------------------------------------------------------------ properties
 
@@ -284,6 +304,10 @@ class Tau2VectorEnv(VectorEnv):
 
         Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
         """
+        if getattr(self.user, "answers_concurrently", False):
+            if self._loop is None:
+                self._loop = LoopThread("tau2-vector-env")
+            return self._loop.run(self._aadvance(step_idx, actions, reset_idx, seeds, options, unreadable))
         envs = self.envs
         for k, i in enumerate(reset_idx):  # phase 1
             envs[i].begin_reset(
@@ -295,6 +319,57 @@ class Tau2VectorEnv(VectorEnv):
         results = {i: envs[i].end_step() for i in step_idx}  # phase 3
         resets = {i: envs[i].end_reset() for i in reset_idx}
         return results, resets
+
+    async def _aadvance(
+        self,
+        step_idx: Sequence[int],
+        actions: Sequence[Any],
+        reset_idx: Sequence[int],
+        seeds: Optional[Sequence[Optional[int]]],
+        options: Optional[Sequence[Optional[dict]]],
+        unreadable: Optional[str],
+    ) -> tuple[dict[int, tuple], dict[int, tuple]]:
+        """:meth:`_advance` for a simulator that :attr:`answers_concurrently`: each sub-env's reset or step is a
+        coroutine that awaits its customer (``user.agenerate``), as a rollout's episode does, so one episode's work
+        runs while the others' requests are in flight. The same transitions as the three phases."""
+        envs = self.envs
+        results: dict[int, tuple] = {}
+        resets: dict[int, tuple] = {}
+
+        async def reset(k: int, i: int) -> None:
+            env = envs[i]
+            env.begin_reset(seed=None if seeds is None else seeds[k], options=None if options is None else options[k])
+            await self._converse(env)
+            resets[i] = env.end_reset()
+
+        async def step(i: int, action: Any) -> None:
+            env = envs[i]
+            env.begin_step(action, unreadable=unreadable)
+            await self._converse(env)
+            results[i] = env.end_step()
+
+        jobs = [reset(k, i) for k, i in enumerate(reset_idx)] + [step(i, a) for i, a in zip(step_idx, actions)]
+        if jobs:
+            self.user_batches += 1
+        failed = [x for x in await asyncio.gather(*jobs, return_exceptions=True) if x is not None]
+        if failed:  # a caller's error (e.g. a bad reset option): raised once every other episode has moved on
+            raise failed[0]
+        # in index order, as the phases give them
+        return {i: results[i] for i in step_idx}, {i: resets[i] for i in reset_idx}
+
+    async def _converse(self, env: Any) -> None:
+        """Answer ``env``'s customer turns until it waits for the agent (or its episode is over)."""
+        request = env.pending_user_turn()
+        while request is not None:
+            self.user_requests += 1
+            try:
+                reply: Any = await self.user.agenerate(request)
+            except Exception as exc:  # noqa: BLE001 - the episode ends as user_error, the others go on
+                if not isinstance(exc, UserSimulatorError):
+                    logger.warning("user simulator %s raised %s: %s", type(self.user).__name__, type(exc).__name__, exc)
+                reply = exc
+            env.answer_user(reply)
+            request = env.pending_user_turn()
 
     # ------------------------------------------------------------------ Gymnasium API
 
@@ -593,6 +668,9 @@ class Tau2VectorEnv(VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:  # noqa: ARG002 - Gymnasium's VectorEnv.close_extras signature
         for slot in self.envs:
             slot.close()
+        if self._loop is not None:
+            self._loop.close()  # the simulator's client on that loop is closed inside it
+            self._loop = None
         if self._owns_user and hasattr(self.user, "close"):
             try:
                 self.user.close()

@@ -120,7 +120,7 @@ def copy_episode(episode: Episode, episode_id: Optional[str] = None) -> Episode:
         if name == "trajectory":
             value = [_copy_message(m, mapping, memo) for m in value]
         elif name in ("_agent_view", "_user_view"):
-            value = list(value)  # entries are built once and never changed in place (copies are handed out)
+            value = list(value)  # entries are built once and never changed in place (handed out read only)
         elif name == "_clock":
             value = value.copy()
         elif name == "_pending":

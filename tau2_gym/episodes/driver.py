@@ -180,12 +180,11 @@ class Episode(TurnLoop):
     # ------------------------------------------------------------------ the agent's side
 
     def agent_request(self, extra: Optional[dict] = None) -> AgentTurnRequest:
-        """What a policy needs for the agent's next turn."""
-        view = self.agent_messages()
+        """What a policy needs for the agent's next turn (the view's dicts are the episode's own: read only)."""
         return AgentTurnRequest(
             episode_id=self.episode_id,
-            system_prompt=view[0]["content"],
-            messages=view[1:],
+            system_prompt=self.agent_prompt,
+            messages=self.agent_view(),
             tools=list(self.setup.tools),
             task=self.task,
             seed=self.seed,

@@ -32,15 +32,15 @@ import random
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Generic, Optional, Sequence, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 from tau2_gym.core.config import describe
 from tau2_gym.core.messages import Requestor, ToolCall
 from tau2_gym.llm import http as chat_http
 from tau2_gym.llm.cache import ResponseCache, open_cache
 from tau2_gym.llm.cost import load_price_table, message_cost
+from tau2_gym.llm.loop import LoopThread
 
 __all__ = [
     "LLMConfig",
@@ -403,8 +403,8 @@ class _Tries:
 class ChatClient:
     """Chat completions for one role (``who``: "agent", "user simulator", "judge", named in errors and logs).
 
-    Thread-safe; ``acomplete`` is concurrent up to ``max_concurrency`` requests per event loop and ``batch`` up
-    to as many threads. ``auto_cache=False`` makes ``cache='auto'`` mean no cache (a policy under training: its
+    Thread-safe; ``acomplete`` is concurrent up to ``max_concurrency`` requests per event loop, ``batch`` on the
+    client's own loop. ``auto_cache=False`` makes ``cache='auto'`` mean no cache (a policy under training: its
     replies change as it learns); an explicit path still caches.
     """
 
@@ -414,7 +414,7 @@ class ChatClient:
         self._openai: Any = None
         self._sync: Any = None
         self._lock = threading.Lock()
-        self._executor: Optional[ThreadPoolExecutor] = None
+        self._batch_loop = LoopThread(f"tau2-llm-{who.replace(' ', '-')}")
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, asyncio.Semaphore, Any]] = (
             weakref.WeakKeyDictionary()
         )
@@ -592,10 +592,9 @@ class ChatClient:
         return _as_dict(response)
 
     def close(self) -> None:
-        """Release the thread pool and the sync HTTP client (async clients die with their loop)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
+        """Release the batch loop (its async client is closed inside it) and the sync HTTP client (other async
+        clients die with their loop)."""
+        self._batch_loop.close()
         if self._sync is not None:
             self._sync.close()
             self._sync = None
@@ -827,21 +826,21 @@ class ChatClient:
                 except BadReply as exc:
                     await asyncio.sleep(tries.after_error(exc))
 
-    def batch(self, fn: Callable[[Item], T], items: Sequence[Item]) -> list[Union[T, Exception]]:
-        """``fn`` over ``items`` in up to ``max_concurrency`` threads; one result or exception each, in order
-        (one bad item must not sink the others)."""
-        if len(items) <= 1:  # nothing to overlap
-            return [_outcome(fn, item) for item in items]
-        if self._executor is None:
-            with self._lock:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="tau2-llm")
-        futures = [self._executor.submit(_outcome, fn, item) for item in items]
-        return [fut.result() for fut in futures]  # ty: ignore[invalid-explicit-return] - ty 0.0.104 loses T via submit
+    def batch(self, fn: Callable[[Item], Awaitable[T]], items: Sequence[Item]) -> list[Union[T, Exception]]:
+        """``await fn(item)`` for all ``items`` at once, for a synchronous caller: on the client's own event loop
+        (:class:`~tau2_gym.llm.loop.LoopThread`, kept for the client's life), so a batch travels like a rollout's
+        requests -- the async transport, its kept-alive connections, the ``max_concurrency`` gate, the retries of
+        :meth:`acomplete`. One result or exception each, in order (one bad item must not sink the others)."""
+        if not items:
+            return []
+        return self._batch_loop.run(_gather(fn, items))
 
 
-def _outcome(fn: Callable[[Item], T], item: Item) -> Union[T, Exception]:
-    try:
-        return fn(item)
-    except Exception as exc:  # noqa: BLE001 - returned, not raised
-        return exc
+async def _gather(fn: Callable[[Item], Awaitable[T]], items: Sequence[Item]) -> list[Union[T, Exception]]:
+    async def one(item: Item) -> Union[T, Exception]:
+        try:
+            return await fn(item)
+        except Exception as exc:  # noqa: BLE001 - returned, not raised
+            return exc
+
+    return list(await asyncio.gather(*(one(item) for item in items)))

@@ -67,3 +67,31 @@ def test_vector_env_infos_do_not_share_task_or_tools():
     infos["tools"][0][0]["function"]["name"] = "renamed"
     assert infos["tools"][1][0]["function"]["name"] != "renamed"
     vec.close()
+
+
+def test_info_copies_are_equal_private_and_made_from_every_domains_loaded_tasks():
+    """The copies ``info`` hands out (parsed from each loaded task's JSON, envs.handouts) equal a deep copy of the
+    task -- every value, the fields set -- and share no object with it; a task passed to reset, which its owner may
+    change between resets, is copied as it is at that reset."""
+    from tau2_gym.core.domain import domain_names, load_domain
+    from tau2_gym.envs.handouts import Handouts
+
+    for name in domain_names():
+        domain = load_domain(name)
+        handouts = Handouts(domain, None)
+        for task in domain.tasks(None, None)[:60]:
+            copy, deep = handouts.task(task), task.model_copy(deep=True)
+            assert copy == task and copy.model_dump() == deep.model_dump(), (name, task.id)
+            assert copy.model_dump(exclude_unset=True) == task.model_dump(exclude_unset=True), (name, task.id)
+            assert copy is not task and copy.user_scenario is not task.user_scenario
+            if task.evaluation_criteria is not None and task.evaluation_criteria.actions:
+                assert copy.evaluation_criteria.actions is not task.evaluation_criteria.actions
+    env = gym.make("tau2/airline-v0", user="oracle").unwrapped
+    mine = env.tasks[0].model_copy(deep=True)
+    _, info = env.reset(seed=0, options={"task": mine})
+    assert info["task"] == mine and info["task"] is not mine
+    mine.description = None  # the owner changes it between resets: the next copy shows the change
+    _, info = env.reset(seed=0, options={"task": mine})
+    assert info["task"].description is None
+    tools = env.info_tools()
+    assert tools == list(env.tools) and all(a is not b for a, b in zip(tools, env.tools))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Mapping
 
 import gymnasium as gym
@@ -502,3 +504,115 @@ def test_one_env_equals_gymnasium_sync_vector_env(agent):
         return out
 
     assert strip_times(mine) == strip_times(theirs)
+
+
+# ------------------------------------------------------------------------------------ customers awaited concurrently
+
+
+class OutOfOrderUser(UserSimulator):
+    """The oracle user asked through ``agenerate``, its replies coming back in an order unrelated to the sub-envs'
+    (a delay drawn from the request), as replies from a server do."""
+
+    def __init__(self, concurrent: bool = True) -> None:
+        self.inner = OracleUser()
+        self.answers_concurrently = concurrent
+        self.awaited = 0
+
+    def generate(self, request):
+        return self.inner.generate(request)
+
+    async def agenerate(self, request):
+        self.awaited += 1
+        await asyncio.sleep((hash((request.episode_id, request.turn)) % 7) * 1e-4)
+        return self.inner.generate(request)
+
+
+def test_a_concurrent_user_is_awaited_per_episode_with_the_single_envs_trajectories():
+    """The awaited path (each sub-env a coroutine, replies out of order) gives Gymnasium's SyncVectorEnv's
+    episodes over the single env with the same customer, through episode ends and autoresets."""
+    user = OutOfOrderUser()
+    ours = gym.make_vec("tau2/airline-v0", num_envs=6, max_steps=16, max_errors=4, user=user)
+    sync = gym.make_vec(
+        "tau2/airline-v0", num_envs=6, vectorization_mode="sync", max_steps=16, max_errors=4, user=OutOfOrderUser()
+    )
+    try:
+        mine, theirs = drive(ours, 30, seed=11), drive(sync, 30, seed=11)
+    finally:
+        ours.close()
+        sync.close()
+    assert user.awaited == ours.unwrapped.user_requests > 0
+    assert len(mine["episodes"]) >= 12 and mine["episodes"] == theirs["episodes"]
+    for key in ("rewards", "terms", "truncs", "obs", "info_keys"):
+        assert mine[key] == theirs[key], key
+
+
+def test_a_concurrent_user_that_fails_ends_only_its_episode():
+    class Failing(OutOfOrderUser):
+        async def agenerate(self, request):
+            if request.task.id == "1":
+                raise ConnectionError("server gone")
+            return await super().agenerate(request)
+
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, user=Failing())
+    _, infos = vec.reset(options=[{"task_id": "0"}, {"task_id": "1"}])
+    assert not infos["_episode_over"][0] and infos["episode_over"][1]
+    assert infos["termination_reason"][1] == "user_error"
+    _, _, term, trunc, infos = vec.step(["hello", "ignored"])
+    assert trunc[1] and "server gone" in infos["error"][1]
+    assert term[0] and infos["termination_reason"][0] == "user_stop"
+    vec.close()
+
+
+def test_an_llm_customer_in_a_vector_env_gets_the_single_envs_requests_and_episodes():
+    """Over the wire: the vector env's requests (sent on its own event loop) and episodes equal those of single envs
+    asking the same stub server one request at a time."""
+    from openai_stub import OpenAIStub
+
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+
+    def reply(body, n):
+        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return "###STOP###" if said >= 2 else f"Reply {said} to: {body['messages'][-1]['content']}"
+
+    def play(make) -> tuple[list, list]:
+        with OpenAIStub(reply) as server:
+            user = OpenAIUserSimulator(model="stub", base_url=server.base_url, api_key_env=None, cache="off")
+            assert user.answers_concurrently
+            logs = make(user)
+            user.close()
+            bodies = sorted(json.dumps(b, sort_keys=True) for b in server.requests)
+        return logs, bodies
+
+    def vector(user):
+        vec = gym.make_vec("tau2/airline-v0", num_envs=3, user=user)
+        log = drive(vec, 6, seed=3, agents=(OracleAgent,))
+        vec.close()
+        return log
+
+    def single(user):
+        sync = gym.make_vec("tau2/airline-v0", num_envs=3, vectorization_mode="sync", user=user)
+        log = drive(sync, 6, seed=3, agents=(OracleAgent,))
+        sync.close()
+        return log
+
+    (mine, mine_bodies), (theirs, their_bodies) = play(vector), play(single)
+    assert mine["episodes"] and mine["episodes"] == theirs["episodes"] and mine["obs"] == theirs["obs"]
+    assert mine_bodies == their_bodies
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("user", ["oracle", "awaited"])
+def test_1024_sub_envs_equal_gymnasium_sync_vector_env(user):
+    """At the field's batch size (1,024 episodes in flight): the same episodes as SyncVectorEnv over single envs,
+    with the batched customer and with the awaited one."""
+    kwargs = dict(num_envs=1024, max_steps=16, max_errors=4)
+    ours = gym.make_vec("tau2/airline-v0", user="oracle" if user == "oracle" else OutOfOrderUser(), **kwargs)
+    sync = gym.make_vec("tau2/airline-v0", vectorization_mode="sync", user="oracle", **kwargs)
+    try:
+        mine, theirs = drive(ours, 12, seed=7), drive(sync, 12, seed=7)
+    finally:
+        ours.close()
+        sync.close()
+    assert len(mine["episodes"]) >= 1024 and mine["episodes"] == theirs["episodes"]
+    for key in ("rewards", "terms", "truncs", "obs", "info_keys"):
+        assert mine[key] == theirs[key], key

@@ -205,7 +205,11 @@ def test_an_agent_caches_only_with_an_explicit_path(tmp_path):
 def test_batch_keeps_order_and_returns_exceptions_in_place():
     with OpenAIStub(lambda body, n: {"status": 400} if body["messages"][-1]["content"] == "b" else "ok") as server:
         client = client_for(server)
-        out = client.batch(lambda text: client.complete(ask(client, text), text_of).value, ["a", "b", "c"])
+
+        async def value(text):
+            return (await client.acomplete(ask(client, text), text_of)).value
+
+        out = client.batch(value, ["a", "b", "c"])
         client.close()
     assert out[0] == out[2] == "ok" and isinstance(out[1], LLMError) and out[1].attempts == 1
 
@@ -250,3 +254,43 @@ def test_describe_is_one_helper_for_every_config():
     text = describe(OpenAIJudgeConfig(api_key="secret"))
     assert "secret" not in text and "api_key = '***'  # Literal API key" in text
     assert "backoff_base = 1.0  # First retry delay" in text
+
+
+def test_a_batch_runs_on_the_clients_loop_from_any_thread_even_one_running_a_loop():
+    """``batch`` is synchronous for its caller -- also inside a running event loop (a notebook) -- and its requests
+    share the client's kept-alive connections across batches; ``close`` ends the loop and a later batch starts it
+    again."""
+    with OpenAIStub(lambda body, n: body["messages"][-1]["content"].upper()) as server:
+        client = client_for(server)
+
+        async def value(text):
+            return (await client.acomplete(ask(client, text), text_of)).value
+
+        async def inside_a_loop():
+            return client.batch(value, ["a", "b"])
+
+        assert asyncio.run(inside_a_loop()) == ["A", "B"]
+        assert client.batch(value, ["c"]) == ["C"] and client.batch(value, []) == []
+        loop = client._batch_loop.loop()
+        client.close()
+        assert loop.is_closed()
+        assert client.batch(value, ["d"]) == ["D"]  # a new loop
+        client.close()
+
+
+def test_the_loop_thread_raises_the_coroutines_error_and_refuses_to_wait_on_itself():
+    from tau2_gym.llm.loop import LoopThread
+
+    async def boom():
+        raise ValueError("inside")
+
+    thread = LoopThread("test-loop")
+    with pytest.raises(ValueError, match="inside"):
+        thread.run(boom())
+
+    async def nested():
+        return thread.run(asyncio.sleep(0))
+
+    with pytest.raises(RuntimeError, match="wait for ever"):
+        thread.run(nested())
+    thread.close()

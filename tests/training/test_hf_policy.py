@@ -328,3 +328,48 @@ def test_prefix_space_tokenizer_falls_back_to_full_renderings():
     assert first == r.turn_suffix_ids(msgs, 3)
     assert r._stop_texts is None  # the fast path was dropped
     assert r.turn_suffix(msgs, 3) == first
+
+
+@pytest.mark.parametrize("template", ["chatml", "qwen2_5", "qwen3"])
+def test_new_turns_rendered_without_the_history_equal_whole_renderings_on_every_turn(template):
+    """The renderer renders each turn's new messages after the policy's last message alone (constant work per turn)
+    once that agreed with whole renderings; on every turn of a long conversation with tool calls the tokens equal
+    the token-level diff of whole renderings, and a template that renders turns by their history (Qwen3's) keeps
+    whole renderings."""
+    if template != "chatml":
+        pytest.importorskip("trl")
+    _, tok = tiny(template)
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    tools = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object", "properties": {}}}}]
+    messages = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Hi, I need help."}]
+    for turn in range(12):
+        if turn % 3 == 1:
+            call = {"id": f"c{turn}", "type": "function", "function": {"name": "get_user", "arguments": "{}"}}
+            mine = {"role": "assistant", "content": None, "tool_calls": [call]}
+            new = [{"role": "tool", "tool_call_id": f"c{turn}", "content": f'{{"user": {turn}}}'}]
+        else:
+            mine = {"role": "assistant", "content": f"Answer {turn}."}
+            new = [{"role": "user", "content": f"Question {turn}?"}]
+        messages += [mine, *new]
+        k = len(messages) - len(new)
+        assert renderer.turn_suffix(messages, k, tools) == renderer.turn_suffix_ids(messages, k, tools), turn
+    assert renderer._window_checks == (None if template == "qwen3" else 0)
+
+
+@pytest.mark.parametrize("template", ["chatml", "qwen2_5", "qwen3"])
+def test_prompts_tokenized_after_a_kept_head_equal_whole_tokenizations(template):
+    """Every episode's first prompt shares its head (system prompt, tools): tokenized once and kept, the rest
+    tokenized per episode -- the same ids as tokenizing the whole rendering, past the checks of the first prompts."""
+    if template != "chatml":
+        pytest.importorskip("trl")
+    _, tok = tiny(template)
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    tools = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object", "properties": {}}}}]
+    for i in range(10):
+        messages = [
+            {"role": "system", "content": "You are an agent. Follow the policy."},
+            {"role": "assistant", "content": "Hi! How can I help you today?"},
+            {"role": "user", "content": f"I need help with reservation {i}."},
+        ]
+        assert renderer.prompt_ids(messages, tools) == renderer.render(messages, tools, add_generation_prompt=True)
+    assert renderer._prompt_checks == 0 and len(renderer._heads) == 1

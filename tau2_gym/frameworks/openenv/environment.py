@@ -185,6 +185,9 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         user = getattr(self._env, "user", None)
         # a scripted customer never blocks: its turns run inline; an LLM customer is awaited
         self._inline = user is None or offline(user) or not hasattr(self._env, "begin_step")
+        # the env's two phases (Tau2Env): the session drives them itself, inline or awaited (an env without them,
+        # the domain mixture, is stepped whole)
+        self._phased = hasattr(self._env, "pending_user_turn")
         self._episode_id: Optional[str] = None
         self._steps = 0
         self._started = False  # a reset succeeded: steps have an episode to act on
@@ -205,9 +208,15 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         index: Optional[int] = None,
         **kwargs: Any,
     ) -> Tau2Observation:
+        env = self._env
         with _caller_errors():
             options = _reset_options(self._loaded.catalog, task_id, task_index, split, index, incremental, kwargs)
-            obs, info = self._env.reset(seed=seed, options=options)
+            if not self._phased:
+                obs, info = env.reset(seed=seed, options=options)
+                return self._after_reset(obs, info, episode_id, incremental)
+            env.begin_reset(seed=seed, options=options)
+        self._answer_inline()
+        obs, info = env.end_reset()
         return self._after_reset(obs, info, episode_id, incremental)
 
     async def reset_async(
@@ -234,7 +243,18 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
     def step(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:  # noqa: ARG002 - OpenEnv's Environment.step signature
         self._check_started()
         self._steps += 1
-        return self._observation(*self._env.step(action.action))
+        env = self._env
+        if not self._phased:
+            return self._observation(*env.step(action.action))
+        env.begin_step(action.action)
+        self._answer_inline()
+        return self._observation(*env.end_step())
+
+    def _answer_inline(self) -> None:
+        """The customer's turns of the current phase, answered here (the driver's ``run_user``)."""
+        env = self._env
+        if env.user is not None and env.episode is not None:
+            env.episode.run_user(env.user)
 
     async def step_async(self, action: Tau2Action, timeout_s: Optional[float] = None, **kwargs: Any) -> Tau2Observation:  # noqa: ARG002 - OpenEnv's Environment.step_async signature
         if self._inline:
@@ -271,12 +291,17 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
         self._episode_id = episode_id
         self._incremental = incremental
         self._sent, self._sent_last = 0, None
-        out = self._observation(obs, 0.0, False, False, info)
-        out.tools = list(info.get("tools") or [])
-        out.reward = None
-        return out
+        return self._observation(obs, None, False, False, info, tools=list(info.get("tools") or []))
 
-    def _observation(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Tau2Observation:
+    def _observation(
+        self,
+        obs: Any,
+        reward: Optional[float],
+        terminated: bool,
+        truncated: bool,
+        info: dict,
+        tools: Optional[list[dict[str, Any]]] = None,
+    ) -> Tau2Observation:
         loop = getattr(self._env, "loop", None)
         offset = 0
         if self._incremental and isinstance(obs, list):
@@ -288,6 +313,7 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
             self._sent, self._sent_last = len(obs), (obs[-1] if obs else None)
         fields: dict[str, Any] = {
             "messages": obs[offset:] if offset else obs,
+            "tools": tools,
             "messages_offset": offset,
             "task_id": info.get("task_id"),
             "episode_id": None if loop is None else loop.episode_id,
@@ -297,10 +323,15 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
             "truncated": bool(truncated),
             "episode_over": bool(info.get("episode_over", False)),
             "done": bool(terminated or truncated),
-            "reward": float(reward),
+            "reward": None if reward is None else float(reward),
+            "metadata": {},
+            "termination_reason": info.get("termination_reason"),
+            "reward_info": None,
+            "tau2_reward": None,
+            "error": None,
+            "evaluation_error": None,
+            "simulation_run": None,
         }
-        if "termination_reason" in info:
-            fields["termination_reason"] = info["termination_reason"]
         if terminated or truncated:
             fields["reward_info"] = as_dict(info.get("reward_info"))
             tau2 = info.get("tau2_reward")
@@ -309,7 +340,8 @@ class Tau2Environment(Environment[Tau2Action, Tau2Observation, Tau2State]):
             fields["evaluation_error"] = info.get("evaluation_error")
             run = info.get("simulation_run")
             fields["simulation_run"] = None if run is None else as_dict(run)
-        return Tau2Observation.model_construct(**fields)  # built from the env's own output: nothing to validate
+        # built from the env's own output: nothing to validate; every field given (no default made per step)
+        return Tau2Observation.model_construct(**fields)
 
     @property
     def state(self) -> Tau2State:

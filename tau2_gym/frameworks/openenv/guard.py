@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from typing import Any, Optional
+import sys
+from typing import Any, Awaitable, Optional
 
 from tau2_gym.frameworks.openenv.models import action_shape_error
 
@@ -102,23 +103,17 @@ class Guard:
                 await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong bearer token"})
             return
         limit, idle = self.max_message_bytes, self.idle_timeout
-        pending: Optional[asyncio.Task] = None
 
         async def guarded_receive() -> dict:
-            nonlocal pending
             while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(receive())
-                    pending.add_done_callback(_consume)
                 if idle is None:
-                    message = await pending
+                    message = await receive()
                 else:
-                    done, _ = await asyncio.wait((pending,), timeout=idle)
-                    if not done:  # idle too long: tell the client, let the app close the session and free its slot
+                    try:  # one timer per message; the server's receive (a queue) is safe to cancel
+                        message = await _within(idle, receive())
+                    except asyncio.TimeoutError:  # idle too long: tell the client, let the app close the session
                         await send(_error_frame(f"session expired after {idle:g} s without a message", "SESSION_ERROR"))
                         return {"type": "websocket.disconnect", "code": 1001}
-                    message = pending.result()
-                pending = None
                 if message["type"] != "websocket.receive":
                     return message
                 problem = _frame_problem(message, limit)
@@ -138,9 +133,13 @@ class Guard:
         await self.app(scope, guarded_receive, guarded_send)
 
 
-def _consume(task: asyncio.Task) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: a receive abandoned by an idle expiry never logs "never retrieved"
+async def _within(seconds: float, awaitable: Awaitable[dict]) -> dict:
+    """``await awaitable``, or ``asyncio.TimeoutError`` after ``seconds`` (``asyncio.timeout``: no task per call;
+    Python 3.10 has only ``wait_for``)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
 
 
 def _frame_problem(message: dict, limit: int) -> Optional[tuple[str, str]]:

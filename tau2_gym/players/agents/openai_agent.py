@@ -166,7 +166,7 @@ class OpenAIAgentPolicy(AgentPolicy):
 
     def generate_batch(self, requests: Sequence[AgentTurnRequest]) -> list[Any]:
         """All requests in flight at once (up to ``max_concurrency``); one action or exception each, in order."""
-        return self.client.batch(self.generate, requests)
+        return self.client.batch(self.agenerate, requests)
 
     def _message(self, reply: Reply[_Parsed]) -> Union[AssistantMessage, dict]:
         content, calls, malformed = reply.value

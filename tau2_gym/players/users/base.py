@@ -26,6 +26,10 @@ class UserSimulator:
     """Base class. Implement :meth:`generate`; override the async/batched entry points when faster."""
 
     implementation: str = "user_simulator"
+    #: how a caller holding many episodes (a vector env) should ask: False -- one :meth:`generate_batch` call per
+    #: round (a local model batches, a scripted user answers inline); True -- await :meth:`agenerate` for each
+    #: episode, all in flight together (requests to a server: each episode goes on as soon as its reply is in)
+    answers_concurrently: bool = False
 
     def generate(self, request: UserTurnRequest) -> UserMessage:
         """Next user message (text, or tool calls with ``requestor='user'``). Raise UserSimulatorError."""

@@ -59,6 +59,7 @@ class OpenAIUserSimulator(UserSimulator):
     """Stateless LLM user over an OpenAI-compatible endpoint; thread-safe, concurrent in batch and async use."""
 
     implementation = "user_simulator"
+    answers_concurrently = True
 
     def __init__(self, config: Optional[OpenAIUserConfig] = None, **overrides: Any) -> None:
         base = config if config is not None else OpenAIUserConfig()
@@ -93,15 +94,16 @@ class OpenAIUserSimulator(UserSimulator):
             raise UserSimulatorError(str(exc)) from exc
 
     def generate_batch(self, requests: Sequence[UserTurnRequest]) -> list[Union[UserMessage, Exception]]:
-        """All requests in flight at once (up to ``max_concurrency``); one message or exception each, in order."""
-        return self.client.batch(self.generate, requests)
+        """All requests in flight at once (up to ``max_concurrency``) on the client's own event loop, through the
+        async transport a rollout uses; one message or exception each, in order."""
+        return self.client.batch(self.agenerate, requests)
 
     def cache_stats(self) -> dict[str, Any]:
         """Hits, misses and entries stored by this simulator's reply cache (``on`` False without one)."""
         return self.client.cache_stats()
 
     def close(self) -> None:
-        """Release the thread pool and the sync HTTP client (async clients die with their loop)."""
+        """Release the batch loop and the sync HTTP client (async clients die with their loop)."""
         self.client.close()
 
     async def aclose(self) -> None:

@@ -211,8 +211,33 @@ class ChatRenderer:
         )
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None) -> list[int]:
-        """The first prompt: the observation with the generation prompt of the policy's first turn."""
-        return self.render(messages, tools, add_generation_prompt=True)
+        """The first prompt: the observation with the generation prompt of the policy's first turn.
+
+        The rendering up to its first end-of-turn token (the system prompt and the tools: the same for every
+        episode of an env) is tokenized once and kept (by its text); each episode tokenizes only what follows --
+        as :meth:`turn_suffix`, checked against whole tokenizations on the first prompts."""
+        if self._stop_texts is None:
+            return self.render(messages, tools, add_generation_prompt=True)
+        text = self.render_text(messages, tools, add_generation_prompt=True)
+        ends = self._stop_positions(text)
+        if not ends:
+            return self.render(messages, tools, add_generation_prompt=True)
+        head = text[: ends[0]]
+        head_ids = self._heads.get(head)
+        if head_ids is None:
+            if len(self._heads) >= 16:  # a few distinct system prompts (per-task policies): keep the recent ones
+                self._heads.pop(next(iter(self._heads)))
+            head_ids = self._heads[head] = self.encode(head)
+        ids = head_ids + self.encode(text[ends[0] :])
+        if self._prompt_checks > 0:
+            ref = self.render(messages, tools, add_generation_prompt=True)
+            if ref != ids:
+                logger.info("tokenizing a prompt in two parts differs for this tokenizer; tokenizing prompts whole")
+                self._prompt_checks, self._heads = 0, {}
+                self._stop_texts = None
+                return ref
+            self._prompt_checks -= 1
+        return ids
 
     def _last_stop(self, ids: Sequence[int]) -> Optional[int]:
         stop = self.stop_ids
@@ -243,6 +268,10 @@ class ChatRenderer:
             raise ValueError(f"k={k} must point inside the {len(messages)} messages")
         if self._stop_texts is None:
             return self.turn_suffix_ids(messages, k, tools)
+        if self._window_checks == 0:
+            window = self._turn_suffix_window(messages, k)
+            if window is not None:
+                return window
         fast = self._turn_suffix_text(messages, k, tools)
         if self._checks_left > 0:  # trust the fast path only once it agreed with the reference a few times
             ref = self.turn_suffix_ids(messages, k, tools)
@@ -254,7 +283,29 @@ class ChatRenderer:
                 self._stop_texts = None
                 return ref
             self._checks_left -= 1
+        if self._window_checks:  # the window is trusted only once it agreed with the full renderings a few times
+            if self._turn_suffix_window(messages, k) == fast:
+                self._window_checks -= 1
+            else:
+                logger.info("this chat template renders new turns differently without the history; rendering it whole")
+                self._window_checks = None
         return fast
+
+    def _turn_suffix_window(self, messages: Sequence[dict[str, Any]], k: int) -> Optional[TurnSuffix]:
+        """:meth:`turn_suffix` from the policy's last message and the turns after it alone -- no system prompt, no
+        tools, no earlier turns: the same work every turn instead of rendering the whole conversation twice (that
+        grew with the episode). None when the template cannot render such a window (it refuses a conversation that
+        opens with the assistant, or the window is not prefix-preserving)."""
+        window = list(messages[k - 1 :])
+        try:
+            before = self.render_text(window[:1], None, add_generation_prompt=False)
+            after = self.render_text(window, None, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - a template's own refusal (raise_exception): keep full renderings
+            return None
+        ends = self._stop_positions(before)
+        if not ends or not after.startswith(before[: ends[-1]]):
+            return None
+        return TurnSuffix(self.encode(after[ends[-1] :]), True)
 
     def turn_suffix_ids(
         self, messages: Sequence[dict[str, Any]], k: int, tools: Optional[Sequence[dict]] = None
@@ -293,11 +344,18 @@ class ChatRenderer:
     # without re-tokenizing the whole conversation every turn. Tokenizers that treat the start of a text
     # specially (a SentencePiece-style prefix space) break that, so the first few turns are computed both
     # ways and the fast path is dropped for good at the first difference.
+    # Rendering itself: a template renders a turn from the turn and its neighbours (roles, the tool-result
+    # grouping), not from the system prompt, the tools or turns long past, so the new turns are rendered after
+    # the policy's last message alone (the window); checked against whole renderings the same way.
 
     def _init_text_split(self) -> None:
         tok = self.tokenizer
         added = getattr(tok, "added_tokens_decoder", None)
         self._stop_texts: Optional[tuple[str, ...]] = None
+        #: agreements of the window rendering still to see before it is trusted (None: this template disagrees)
+        self._window_checks: Optional[int] = None
+        self._prompt_checks = 0
+        self._heads: dict[str, list[int]] = {}  # the ids of a prompt's head (system prompt, tools), by its text
         if not added or not getattr(tok, "is_fast", False):
             return
         texts = []
@@ -308,6 +366,8 @@ class ChatRenderer:
             texts.append(str(token))
         self._stop_texts = tuple(texts)
         self._checks_left = FAST_PATH_CHECKS
+        self._window_checks = FAST_PATH_CHECKS
+        self._prompt_checks = FAST_PATH_CHECKS
 
     def _stop_positions(self, text: str) -> list[int]:
         """End offsets of every end-of-turn token string in ``text``, in order."""

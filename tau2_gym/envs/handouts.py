@@ -1,0 +1,55 @@
+"""The private copies ``info`` hands out every episode -- the task and the tool schemas -- parsed from JSON text.
+
+The loaded task grades every later episode and the env's tool schemas define its action space, so ``info`` never
+hands out those objects, only copies (the guarantees tests pin it). Deep-copying a task object by object cost more
+than the rest of a reset; its text is kept once instead (per loaded task) and every copy is parsed from it in C. A
+task that is not one of the domain's loaded objects (a ``Task`` passed to ``reset``, which its owner may change
+between resets), or whose text does not give back every value, is deep-copied. Tool lists are copied container by
+container, their strings shared.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from tau2_gym.core.db import copy_json
+from tau2_gym.core.domain import LoadedDomain
+from tau2_gym.core.tasks import Task
+
+__all__ = ["Handouts"]
+
+
+class Handouts:
+    """Per-episode copies of tasks and of one tool list; shared by an env and its siblings and clones."""
+
+    def __init__(self, domain: LoadedDomain, task_set: Optional[str]) -> None:
+        self._domain = domain
+        self._task_set = task_set
+        self._loaded: Optional[dict[str, Task]] = None
+        self._task_text: dict[str, Optional[str]] = {}  # None: deep-copied
+
+    def task(self, task: Task) -> Task:
+        """A private copy of ``task``: equal to it, fields set as in it, sharing no object with it."""
+        if self._loaded is None:
+            self._loaded = {t.id: t for t in self._domain.tasks(self._task_set, None)}
+        if self._loaded.get(task.id) is not task:  # not a loaded task: its owner may change it
+            return task.model_copy(deep=True)
+        if task.id not in self._task_text:
+            self._task_text[task.id] = self._text_of(task)
+        text = self._task_text[task.id]
+        if text is None:
+            return task.model_copy(deep=True)
+        return type(task).model_validate_json(text)
+
+    @staticmethod
+    def _text_of(task: Task) -> Optional[str]:
+        """The task's JSON (its set fields), or None when parsing it back does not give the task's every value --
+        a value made at load time by a default factory (a history message's timestamp) would be made anew."""
+        text = task.model_dump_json(exclude_unset=True)
+        return text if type(task).model_validate_json(text).model_dump() == task.model_dump() else None
+
+    @staticmethod
+    def tool_list(tools: Sequence[dict]) -> list[dict]:
+        """A private copy of a tool list: its containers copied, its strings shared (immutable) -- half the memory
+        of parsing a text copy, which every live episode holds."""
+        return copy_json(list(tools))
