@@ -64,7 +64,11 @@ def child(n: int, url: str, calls: int) -> dict:
 
     from tau2_gym.training.hf.tiny import tiny_tokenizer
     from tau2_gym.training.trl import make_rollout_func
-    from tau2_gym.training.trl.dataset import task_prompt
+
+    try:
+        from tau2_gym.training.trl.dataset import task_prompt
+    except ImportError:  # a checkout from before training.trl became a package
+        from tau2_gym.training.trl import task_prompt
 
     tok = tiny_tokenizer()
     policy = StubPolicy(tok.encode(ACTION, add_special_tokens=False) + [tok.eos_token_id])
@@ -166,7 +170,11 @@ def main() -> None:
                 )
             )
             for label, tree in trees:
-                r = _spawn(["--child", str(n), "--url", server.base_url, "--calls", str(args.calls)], tree)
+                try:
+                    r = _spawn(["--child", str(n), "--url", server.base_url, "--calls", str(args.calls)], tree)
+                except RuntimeError as exc:  # the other rows still print
+                    rows.append((f"N={n} {label}: failed", str(exc).strip().splitlines()[-1][:80], "-", "-"))
+                    continue
                 rate = r["requests"] / r["wall"]
                 rows.append(
                     (

@@ -24,7 +24,7 @@ from tau2_gym.core.messages import AnyMessage, ToolMessage, from_openai, message
 from tau2_gym.core.prompts import user_guidelines
 from tau2_gym.core.records import json_default
 from tau2_gym.core.tasks import Action, EnvAssertion, RewardType, Task
-from tau2_gym.core.termination import TerminationReason
+from tau2_gym.core.termination import SCORED, TerminationReason
 
 if TYPE_CHECKING:
     from tau2_gym.core.domain import LoadedDomain
@@ -362,7 +362,7 @@ class ScoringSimulation(_Model):
     @model_validator(mode="after")
     def _resolve_requestors(self) -> ScoringSimulation:
         if self.messages is None:
-            if self.termination_reason.value in ("user_stop", "agent_stop"):
+            if self.termination_reason in SCORED:
                 raise ValueError(
                     f"messages are required: a simulation that ended with "
                     f"{self.termination_reason.value!r} is scored from them"

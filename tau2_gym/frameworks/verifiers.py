@@ -40,6 +40,7 @@ from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
 from tau2_gym.core.domain import load_domain
 from tau2_gym.core.records import as_dict
+from tau2_gym.core.termination import INFRASTRUCTURE, TerminationReason
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
 from tau2_gym.runner.collect import select_for_run
 from tau2_gym.runner.config import RolloutConfig, trial_seeds
@@ -66,8 +67,6 @@ TASKSET_ID = "tau2-gym-env"
 _ROLLOUT_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(RolloutConfig)}
 #: the verifiers stop condition of upstream's step-limit truncation
 TRUNCATED = "max_turns"
-#: tau2 endings the infrastructure caused: the episode is masked (an EnvError), not scored
-INFRA_ENDINGS = ("user_error",)
 
 
 class Tau2TasksetConfig(vf.TasksetConfig):
@@ -267,7 +266,7 @@ class Tau2Harness(vf.Harness[Tau2HarnessConfig]):
             run = await runner.run_once(task, trial=0, seed=trial_seeds(data.seed, 1)[0])
         except Exception as exc:
             if trace.stop_condition is not None:  # verifiers refused the turn (its limits, a @stop): a truncation
-                trace.state.termination_reason = "max_steps"
+                trace.state.termination_reason = TerminationReason.MAX_STEPS.value
                 return ProgramResult(exit_code=0, stdout="", stderr="")
             raise vf.EnvError(
                 f"tau2 episode of task {data.tau2_task_id!r} failed: {type(exc).__name__}: {exc}"
@@ -275,7 +274,7 @@ class Tau2Harness(vf.Harness[Tau2HarnessConfig]):
         finally:
             await policy.aclose()
         reason = run.get("termination_reason")
-        if reason in INFRA_ENDINGS:
+        if reason in INFRASTRUCTURE:  # masked (an EnvError), not scored
             error = (run.get("info") or {}).get("error")
             raise vf.EnvError(f"tau2 episode of task {data.tau2_task_id!r} ended as {reason}: {error}")
         reward, raw = _reward_mode(data.reward_mode, run)

@@ -9,7 +9,6 @@ including one that runs an event loop of its own (a notebook).
 
 from __future__ import annotations
 
-from tau2_gym.core.termination import TerminationReason
 import asyncio
 import os
 import threading

@@ -62,7 +62,15 @@ __all__ = ["replay", "ReplayReport", "SimulationReplay", "ReplayInputError", "co
 IDENTICAL, DIVERGED, ERROR = "identical", "diverged", "error"
 #: endings the env itself produces; any other recorded ending happened outside it
 REPLAYABLE_ENDINGS = frozenset(
-    {"user_stop", "agent_stop", "max_steps", "too_many_errors", "agent_error", "user_error", "timeout"}
+    {
+        TerminationReason.USER_STOP,
+        TerminationReason.AGENT_STOP,
+        TerminationReason.MAX_STEPS,
+        TerminationReason.TOO_MANY_ERRORS,
+        TerminationReason.AGENT_ERROR,
+        TerminationReason.USER_ERROR,
+        TerminationReason.TIMEOUT,
+    }
 )
 _RECORDED_AGENT_ERROR = "replay: the record ends with an agent_error here (its action could not be used)"
 _RECORDED_USER_ERROR = "replay: the record ends with a user_error here (the user simulator failed)"
@@ -485,7 +493,7 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
             raise _Unreplayable(f"message {i} ({msg.role}) is empty: neither text nor tool calls")
     out.recorded_messages = len(raw_messages)
 
-    env = envs.get(settings, agent_can_stop=settings.solo or ending == "agent_stop")
+    env = envs.get(settings, agent_can_stop=settings.solo or ending == TerminationReason.AGENT_STOP)
     task = tasks.get(out.task_id, env)
     if isinstance(task, Exception):
         raise task
@@ -496,13 +504,13 @@ def _drive(sim: dict, out: SimulationReplay, settings: _FileSettings, envs: _Env
     if any(isinstance(m, SystemMessage) for m in played):
         raise _Unreplayable("the trajectory holds a system message after its opening; tau2 trajectories have none")
     if env.user is not None:  # solo: no user
-        env.user.load(user_turns, _RECORDED_USER_ERROR if ending == "user_error" else None)
+        env.user.load(user_turns, _RECORDED_USER_ERROR if ending == TerminationReason.USER_ERROR else None)
     elif user_turns:
         raise _Unreplayable("a solo-mode record (no user) holds user messages")
     # the agent's last message of an agent_error record is the action the env refused (kept for the record)
     refused = (
         agent_turns.pop()
-        if ending == "agent_error" and recorded and agent_turns and recorded[-1] is agent_turns[-1]
+        if ending == TerminationReason.AGENT_ERROR and recorded and agent_turns and recorded[-1] is agent_turns[-1]
         else None
     )
 
