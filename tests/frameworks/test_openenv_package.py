@@ -25,12 +25,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-import yaml
 from datautil import REPO
 
 pytest.importorskip(
     "openenv.validation", reason="needs the openenv extra (OpenEnv 0.10): pip install tau2-gym[openenv]"
 )
+
+import yaml  # comes with the openenv extra
 
 from openenv.cli._cli_utils import validate_env_structure
 from openenv.validation import CheckStatus, Lane, Level, Verdict, apply_policy, load_policy
