@@ -247,11 +247,7 @@ def run_profile(args: argparse.Namespace) -> int:
     except (ValueError, DataError) as exc:
         return _err(str(exc))
     except KeyboardInterrupt:
-        print(
-            f"interrupted; finished episodes are saved in {output} -- run the same command again to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return rollout.interrupted(output)
     finally:
         rollout.close_players(policy, user)
     prof = profile_from_report(report, config, buckets=edges, keep=keep)

@@ -529,6 +529,15 @@ def start_lines(args: argparse.Namespace, policy: Any, user: Any) -> list[str]:
     return lines
 
 
+def interrupted(output: Any) -> int:
+    """Ctrl-C during a run: what was finished is on disk and the same command resumes it (exit 130)."""
+    print(
+        f"interrupted; finished episodes are saved in {output} -- run the same command again to resume",
+        file=sys.stderr,
+    )
+    return 130
+
+
 def server_error_line(exc: ServerCheckError) -> str:
     hint = _SERVER_FLAGS.get(exc.who)
     return f"error: {exc}" + (f" ({hint})" if hint else "")
@@ -593,11 +602,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            f"interrupted; finished episodes are saved in {output} -- run the same command again to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return interrupted(output)
     finally:
         close_players(policy, user)
     print(summary(report, args.num_trials))
