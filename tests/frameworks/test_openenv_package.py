@@ -32,7 +32,6 @@ pytest.importorskip(
 )
 
 import yaml  # comes with the openenv extra
-
 from openenv.cli._cli_utils import validate_env_structure
 from openenv.validation import CheckStatus, Lane, Level, Verdict, apply_policy, load_policy
 from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser

@@ -401,7 +401,7 @@ def test_upstream_written_file_rescored_like_upstream_evaluate_trajs(tmp_path, u
             for a, b in zip(mine["simulations"], theirs["simulations"]):
                 assert upstream_shaped(a["reward_info"]) == b["reward_info"], (name, a["task_id"])
             # the same file without its run metadata, its messages in the OpenAI chat format: the same scores
-            from test_eval_lenient import strip_metadata
+            from test_eval_incomplete_files import strip_metadata
 
             from tau2_gym.core.messages import messages_from_dicts, to_openai_messages
 

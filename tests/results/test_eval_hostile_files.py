@@ -21,7 +21,7 @@ def test_deeply_nested_and_huge_integer_files_are_unreadable_and_others_still_sc
     tmp_path,
     capsys,
     mock_domain,
-    mock_cases,  # noqa: F811 - the fixture imported from test_eval_cli
+    mock_cases,  # noqa: F811 - the fixture imported from test_eval
 ):
     good = write(tmp_path / "good.json", results_26_3(mock_domain, mock_cases[:2]))
     deep = tmp_path / "deep.json"
@@ -37,7 +37,7 @@ def test_deeply_nested_and_huge_integer_files_are_unreadable_and_others_still_sc
 
 
 @pytest.mark.parametrize("bad", [1, "x", None])
-def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys, mock_domain, mock_cases, bad):  # noqa: F811 - the fixture imported from test_eval_cli
+def test_simulations_that_are_not_objects_are_counted_as_errors(tmp_path, capsys, mock_domain, mock_cases, bad):  # noqa: F811 - the fixture imported from test_eval
     raw = results_26_3(mock_domain, mock_cases[:2])
     raw["simulations"].insert(1, bad)
     src = write(tmp_path / "run.json", raw)
@@ -51,7 +51,7 @@ def test_output_under_a_file_or_unwritable_folder_fails_before_scoring(
     tmp_path,
     capsys,
     mock_domain,
-    mock_cases,  # noqa: F811 - the fixture imported from test_eval_cli
+    mock_cases,  # noqa: F811 - the fixture imported from test_eval
     monkeypatch,
 ):
     import tau2_gym.cli.eval as ev
