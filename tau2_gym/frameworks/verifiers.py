@@ -284,7 +284,7 @@ class Tau2Harness(vf.Harness[Tau2HarnessConfig]):
         state.termination_reason = reason
         state.reward_info = as_dict(run.get("reward_info"))
         state.simulation_run = as_dict(run)
-        trace.stop(TRUNCATED if reason == "max_steps" else str(reason))
+        trace.stop(TRUNCATED if reason == TerminationReason.MAX_STEPS else str(reason))
         return ProgramResult(exit_code=0, stdout="", stderr="")
 
 
