@@ -187,3 +187,95 @@ def lockstep_ceiling(n: int, url: str, rounds: int, make_user: Callable[[str, in
         return {"wall": wall, "cpu": cpu, "requests": n * rounds}
 
     return asyncio.run(run())
+
+
+# ------------------------------------------------------------------ lockstep clients against a stub LLM customer
+
+
+def stub_user(url: str, n: int) -> Any:
+    """The LLM customer of the lockstep benches: ``OpenAIUserSimulator`` against the stub, every request in flight."""
+    try:  # a checkout from before the layered layout (tried first: an editable install may resolve both)
+        from tau2_gym.users.openai_user import OpenAIUserSimulator
+    except ImportError:
+        from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+    return OpenAIUserSimulator(model="stub", base_url=url, max_concurrency=n, cache="off", max_retries=0)
+
+
+def add_lockstep_arguments(parser: Any) -> None:
+    """The options every lockstep bench takes (sizes, latencies, the stub's script, --compare) and its child modes."""
+    parser.add_argument("--sizes", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--latency", type=float, nargs="*", default=[0.2, 1.0], help="seconds; one, or one per size")
+    parser.add_argument("--turns", type=int, default=6, help="customer turns before the stub says ###STOP###")
+    parser.add_argument("--ceiling-rounds", type=int, default=20, help="rounds of the stub-ceiling client")
+    parser.add_argument("--compare", default=None, help="another checkout's root, measured in the same run")
+    parser.add_argument("--child", type=int, default=None)
+    parser.add_argument("--ceiling", type=int, default=None)
+    parser.add_argument("--url", default=None)
+
+
+def spawn_json(script: str, args: list[str], tree: Any) -> dict:
+    """Run ``script`` with ``args`` in a child process importing ``tree``'s package; its last stdout line as JSON."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run(
+        [sys.executable, script, *args], capture_output=True, text=True, env=env, cwd=tree, timeout=7200
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args} in {tree} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def lockstep_against_stub(
+    script: str, args: Any, child_args: list[str], describe: Callable[[str, dict], list[tuple]]
+) -> list[tuple]:
+    """Per size: the stub's lockstep ceiling, then ``script --child N`` for this checkout (and ``--compare``'s), each
+    as customer requests/s against the limit (N / latency) and the ceiling, plus ``describe(prefix, result)``'s
+    rows. The stub answers after the size's latency and stops the conversation after ``args.turns`` turns."""
+    from pathlib import Path
+
+    from openai_stub import AsyncOpenAIStub
+
+    root = Path(script).resolve().parents[1]
+    latencies = args.latency if len(args.latency) == len(args.sizes) else [args.latency[0]] * len(args.sizes)
+    latency = {"s": 0.0}
+
+    def reply(body: dict, k: int) -> dict:
+        said = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        then = "###STOP###" if said >= args.turns else f"Yes, and one more thing ({said})."
+        return {"delay": latency["s"], "then": then}
+
+    trees = [("this checkout", root)] + ([("--compare", Path(args.compare).resolve())] if args.compare else [])
+    rows: list[tuple] = []
+    print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
+    with AsyncOpenAIStub(reply) as server:
+        for n, lat in zip(args.sizes, latencies):
+            latency["s"] = lat
+            limit = n / lat
+            url = ["--url", server.base_url]
+            ceil = spawn_json(script, ["--ceiling", str(n), *url, "--ceiling-rounds", str(args.ceiling_rounds)], root)
+            top = ceil["requests"] / ceil["wall"]
+            rows.append(
+                (
+                    f"N={n}, {lat * 1000:.0f} ms: stub ceiling, raw lockstep client (% of limit {limit:,.0f}/s)",
+                    f"{top:,.0f}/s ({top / limit:.1%})",
+                    "-",
+                    "-",
+                )
+            )
+            for label, tree in trees:
+                try:
+                    r = spawn_json(script, ["--child", str(n), *url, *child_args], tree)
+                except RuntimeError as exc:  # the other rows still print
+                    rows.append((f"N={n} {label}: failed", str(exc).strip().splitlines()[-1][:80], "-", "-"))
+                    continue
+                rate = r["requests"] / r["wall"]
+                rows.append(
+                    (
+                        f"N={n} {label}: customer requests/s (% of limit; % of stub ceiling)",
+                        f"{rate:,.0f} ({rate / limit:.1%}; {rate / top:.1%})",
+                        "-",
+                        "-",
+                    )
+                )
+                rows += describe(f"N={n} {label}", r)
+                print(f"N={n} {label} done (load average {os.getloadavg()[0]:.2f})", flush=True)
+    return rows

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,13 +30,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ACTION, lockstep_ceiling, print_table  # noqa: E402 - after sys.path gets the helpers' folder
-
-
-def _user(url: str, n: int):
-    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
-
-    return OpenAIUserSimulator(model="stub", base_url=url, max_concurrency=n, cache="off", max_retries=0)
+from _common import (  # noqa: E402 - after sys.path gets the helpers' folder
+    ACTION,
+    add_lockstep_arguments,
+    lockstep_against_stub,
+    lockstep_ceiling,
+    print_table,
+    stub_user,
+)
 
 
 class StubPolicy:
@@ -83,7 +83,7 @@ def child(n: int, url: str, calls: int) -> dict:
         state=SimpleNamespace(global_step=0),
         chat_template_kwargs=None,
     )
-    user = _user(url, n)
+    user = stub_user(url, n)
     rollout = make_rollout_func(env_kwargs={"user": user, "max_steps": 400}, max_new_tokens=64)
     from tau2_gym.core.domain import load_domain
     from tau2_gym.training.export import training_split
@@ -110,97 +110,35 @@ def child(n: int, url: str, calls: int) -> dict:
     }
 
 
-def _spawn(args: list[str], tree: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    proc = subprocess.run(
-        [sys.executable, __file__, *args], capture_output=True, text=True, env=env, cwd=tree, timeout=7200
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{args} in {tree} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="*", default=[256, 1024])
-    parser.add_argument("--latency", type=float, nargs="*", default=[0.2, 1.0], help="seconds; one, or one per size")
-    parser.add_argument("--turns", type=int, default=6, help="customer turns before the stub says ###STOP###")
+    add_lockstep_arguments(parser)
     parser.add_argument("--calls", type=int, default=16, help="rollout calls (episodes per slot)")
-    parser.add_argument("--ceiling-rounds", type=int, default=20, help="rounds of the stub-ceiling client")
-    parser.add_argument("--compare", default=None, help="another checkout's root, measured in the same run")
-    parser.add_argument("--child", type=int, default=None)
-    parser.add_argument("--ceiling", type=int, default=None)
-    parser.add_argument("--url", default=None)
     args = parser.parse_args()
     if args.child is not None:
         print(json.dumps(child(args.child, args.url, args.calls)))
         return
     if args.ceiling is not None:
-        print(json.dumps(lockstep_ceiling(args.ceiling, args.url, args.ceiling_rounds, _user)))
+        print(json.dumps(lockstep_ceiling(args.ceiling, args.url, args.ceiling_rounds, stub_user)))
         return
-    latencies = args.latency if len(args.latency) == len(args.sizes) else [args.latency[0]] * len(args.sizes)
 
-    from openai_stub import AsyncOpenAIStub
+    def describe(prefix: str, r: dict) -> list[tuple]:
+        return [
+            (
+                f"{prefix}: CPU per episode / per agent step",
+                f"{r['cpu'] / r['episodes'] * 1e3:,.2f} ms / {r['cpu'] / max(1, r['steps']) * 1e6:,.0f} µs",
+                "-",
+                "-",
+            ),
+            (
+                f"{prefix}: episodes/s (endings)",
+                f"{r['episodes'] / r['wall']:,.1f} ({r['episodes']} in {r['wall']:.1f} s; {r['reasons']})",
+                "-",
+                "-",
+            ),
+        ]
 
-    latency = {"s": 0.0}
-
-    def reply(body: dict, k: int) -> dict:
-        said = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-        return {
-            "delay": latency["s"],
-            "then": "###STOP###" if said >= args.turns else f"Yes, and one more thing ({said}).",
-        }
-
-    trees = [("this checkout", ROOT)] + ([("--compare", Path(args.compare).resolve())] if args.compare else [])
-    rows = []
-    print(f"load average at start: {os.getloadavg()[0]:.2f}", flush=True)
-    with AsyncOpenAIStub(reply) as server:
-        for n, lat in zip(args.sizes, latencies):
-            latency["s"] = lat
-            limit = n / lat
-            cmd = ["--ceiling", str(n), "--url", server.base_url, "--ceiling-rounds", str(args.ceiling_rounds)]
-            ceil = _spawn(cmd, ROOT)
-            top = ceil["requests"] / ceil["wall"]
-            rows.append(
-                (
-                    f"N={n}, {lat * 1000:.0f} ms: stub ceiling, raw lockstep client (% of limit {limit:,.0f}/s)",
-                    f"{top:,.0f}/s ({top / limit:.1%})",
-                    "-",
-                    "-",
-                )
-            )
-            for label, tree in trees:
-                try:
-                    r = _spawn(["--child", str(n), "--url", server.base_url, "--calls", str(args.calls)], tree)
-                except RuntimeError as exc:  # the other rows still print
-                    rows.append((f"N={n} {label}: failed", str(exc).strip().splitlines()[-1][:80], "-", "-"))
-                    continue
-                rate = r["requests"] / r["wall"]
-                rows.append(
-                    (
-                        f"N={n} {label}: customer requests/s (% of limit; % of stub ceiling)",
-                        f"{rate:,.0f} ({rate / limit:.1%}; {rate / top:.1%})",
-                        "-",
-                        "-",
-                    )
-                )
-                rows.append(
-                    (
-                        f"N={n} {label}: CPU per episode / per agent step",
-                        f"{r['cpu'] / r['episodes'] * 1e3:,.2f} ms / {r['cpu'] / max(1, r['steps']) * 1e6:,.0f} µs",
-                        "-",
-                        "-",
-                    )
-                )
-                rows.append(
-                    (
-                        f"N={n} {label}: episodes/s (endings)",
-                        f"{r['episodes'] / r['wall']:,.1f} ({r['episodes']} in {r['wall']:.1f} s; {r['reasons']})",
-                        "-",
-                        "-",
-                    )
-                )
-                print(f"N={n} {label} done (load average {os.getloadavg()[0]:.2f})", flush=True)
+    rows = lockstep_against_stub(__file__, args, ["--calls", str(args.calls)], describe)
     print_table("TRL rollout_func with an LLM customer (stub policy; limit = N / latency)", rows)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 

@@ -38,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
-from tau2_gym.core.db import BaseData, same_json
+from tau2_gym.core.db import BaseData, json_strings, same_json
 from tau2_gym.domains.airline.rules import (
     DAY_BEFORE_NOW,
     FLOWN,
@@ -923,19 +923,6 @@ BUILDERS: dict[str, Callable[..., _Part]] = {
 # ----------------------------------------------------------------------------------------------- a draft, assembled
 
 
-def _strings(value: Any) -> Iterator[str]:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            yield v
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
-
-
 _TOKEN = re.compile(r"#?\w+")
 
 
@@ -943,7 +930,7 @@ def _named_entities(world: _World, value: Any) -> dict[str, set[str]]:
     """The DB keys a JSON value names (whole strings or word tokens), by table."""
     db = world.db
     found: dict[str, set[str]] = {}
-    for s in _strings(value):
+    for s in json_strings(value):
         for token in {s, *_TOKEN.findall(s)}:
             for table in TABLES:
                 if token in db[table]:

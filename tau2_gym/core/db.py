@@ -56,6 +56,22 @@ def plain(value: Any) -> Any:
     return value
 
 
+def json_strings(value: Any) -> Iterator[str]:
+    """Every string of a JSON value, object keys included (depth first): where ids can hide in a task or a record."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            yield v
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                if isinstance(k, str):
+                    yield k
+                stack.append(item)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
 def dumps_sorted(value: Any) -> str:
     """tau2's canonical serialisation for hashing: ``json.dumps(value, sort_keys=True, default=str)``."""
     return json.dumps(value, sort_keys=True, default=str)
@@ -410,6 +426,7 @@ __all__ = [
     "DBState",
     "Table",
     "copy_json",
+    "json_strings",
     "plain",
     "dumps_sorted",
     "merge_update",

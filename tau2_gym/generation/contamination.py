@@ -22,29 +22,15 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from tau2_gym.core.db import json_strings
 
 __all__ = ["Contamination", "EntityIndex", "TEST_SPLIT", "contamination_check", "task_entities"]
 
 TEST_SPLIT = "test"
 _TOKEN = re.compile(r"#?\w+")
 Hook = Optional[Callable[[dict], Mapping[str, Iterable[Any]]]]
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string of a JSON value: string values and object keys, depth first."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            yield v
-        elif isinstance(v, dict):
-            for k, item in v.items():
-                if isinstance(k, str):
-                    yield k
-                stack.append(item)
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
 
 
 @dataclass(frozen=True)
@@ -90,7 +76,7 @@ class EntityIndex:
         keys = self.keys
         if not keys:
             return found
-        for s in _strings(value):
+        for s in json_strings(value):
             if s in keys:
                 found.setdefault(keys[s], set()).add(s)
             for token in _TOKEN.findall(s):
@@ -156,7 +142,7 @@ class Contamination:
             shared = {str(v) for v in items or ()} & values
             if shared:
                 out.setdefault(str(kind), set()).update(shared)
-        for s in _strings(task):  # a JSON value equal to a declared entity of another kind (telecom's scenarios)
+        for s in json_strings(task):  # a JSON value equal to a declared entity of another kind (telecom's scenarios)
             if s in values:
                 out.setdefault("values", set()).add(s)
         return {k: sorted(v) for k, v in sorted(out.items())}
