@@ -63,6 +63,7 @@ __all__ = [
     "acollect",
     "run_collection",
     "prepare_run",
+    "close_loop_clients",
     "trial_seeds",
     "log_path",
     "read_log",
@@ -305,7 +306,7 @@ async def prepare_run(
         try:
             await check_servers(policy, user, judge)
         except BaseException:
-            await _close_loop_clients(policy, user, judge)
+            await close_loop_clients(policy, user, judge)
             raise
     return policy, user, judge, selected
 
@@ -332,13 +333,13 @@ async def acollect(
     try:
         interrupted = await run_collection(collection, local_executor(runner, cfg.concurrency))
     finally:
-        await _close_loop_clients(policy, user)
+        await close_loop_clients(policy, user)
         report = collection.report(interrupted)
     return report
 
 
-async def _close_loop_clients(*objs: Any) -> None:
-    """Close the HTTP clients the policy/user opened on this event loop (they cannot outlive it)."""
+async def close_loop_clients(*objs: Any) -> None:
+    """Close the HTTP clients players (policy, user, judge) opened on this event loop (they cannot outlive it)."""
     for obj in objs:
         aclose = getattr(obj, "aclose", None)
         if aclose is not None and inspect.iscoroutinefunction(aclose):

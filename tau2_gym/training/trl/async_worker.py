@@ -62,6 +62,7 @@ from tau2_gym.episodes.selection import select_tasks
 from tau2_gym.players.agents.base import AgentPolicy, AgentTurnRequest
 from tau2_gym.players.agents.openai_agent import OpenAIAgentConfig, OpenAIAgentPolicy
 from tau2_gym.runner.checks import check_servers
+from tau2_gym.runner.collect import close_loop_clients
 from tau2_gym.runner.config import RolloutConfig
 from tau2_gym.runner.episode_runner import EpisodeRunner
 from tau2_gym.runner.players import build_player
@@ -401,18 +402,7 @@ class Tau2RolloutWorker:
         try:
             await check_servers(self.user, self.judge)
         finally:
-            await self._close_clients(self.user, self.judge)
-
-    @staticmethod
-    async def _close_clients(*players: Any) -> None:
-        """Close the HTTP clients players opened on the current event loop (they cannot outlive it)."""
-        for player in players:
-            aclose = getattr(player, "aclose", None)
-            if aclose is not None and asyncio.iscoroutinefunction(aclose):
-                try:
-                    await aclose()
-                except Exception as exc:  # noqa: BLE001 - closing never fails the worker
-                    logger.debug("closing %s's client: %s", type(player).__name__, exc)
+            await close_loop_clients(self.user, self.judge)
 
     def _thread_main(self) -> None:
         try:
@@ -443,7 +433,7 @@ class Tau2RolloutWorker:
             for fut in pending:
                 fut.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            await self._close_clients(self.policy, self.user, self.judge)
+            await close_loop_clients(self.policy, self.user, self.judge)
 
     async def _group(self, group_id: int, gate: asyncio.Semaphore) -> None:
         cfg = self.config
