@@ -26,7 +26,7 @@ from tau2_gym.core.turn_loop import TurnLoop, solo_task_error
 from tau2_gym.core.warn import warn
 from tau2_gym.envs.clone import copy_rng
 from tau2_gym.envs.config import EnvConfig
-from tau2_gym.envs.handouts import Handouts
+from tau2_gym.envs.handouts import Handouts, ToolHandout
 from tau2_gym.episodes.branch import copy_episode, shallow_copy
 from tau2_gym.episodes.driver import Episode, EpisodeOutcome, EpisodeSetup
 from tau2_gym.episodes.selection import select_tasks
@@ -138,6 +138,7 @@ class EpisodeEnv(gym.Env):
         self.task: Optional[Task] = None
         self._info_task: Optional[Task] = None
         self._info_tools: Optional[list[dict]] = None
+        self._tool_handouts: dict[str, ToolHandout] = {}  # this env's own: never shared with a sibling or a clone
         self._cursor = 0
         self._final: Optional[Transition] = None
         self._after_end = False  # this step came after the episode's end: it repeats the final transition
@@ -199,6 +200,7 @@ class EpisodeEnv(gym.Env):
         new = shallow_copy(self)
         new._np_random = new._np_random_seed = None  # seeded at its first reset, as a freshly made env
         new.episode = new.task = new._info_task = new._info_tools = new._final = None
+        new._tool_handouts = {}
         new._cursor = new._env_steps = 0
         return new
 
@@ -221,6 +223,7 @@ class EpisodeEnv(gym.Env):
         """
         new = shallow_copy(self)  # not copy.copy: that goes through __getstate__ (made for pickling)
         new._np_random = copy_rng(self._np_random)
+        new._tool_handouts = {}
         space = shallow_copy(self.action_space)
         space._np_random = copy_rng(getattr(self.action_space, "_np_random", None))
         new.action_space = space
@@ -378,10 +381,18 @@ class EpisodeEnv(gym.Env):
         write_json_atomic(Path(path), self.results(simulation_runs))
 
     def info_tools(self) -> list[dict]:
-        """This episode's private copy of the tools of this env's side, for ``info["tools"]``."""
+        """A private copy of the tools of this env's side, for ``info["tools"]``: this env's copy from an earlier
+        episode while it still equals them (:class:`~tau2_gym.envs.handouts.ToolHandout`)."""
         if self._info_tools is None:
-            self._info_tools = self.handouts.tool_list(self.side_tools())
+            self._info_tools = self.handout_tools("tools", self.side_tools())
         return self._info_tools
+
+    def handout_tools(self, name: str, tools: Sequence[dict]) -> list[dict]:
+        """A private copy of ``tools`` for ``info[name]``: this env's earlier copy while it still equals them."""
+        handout = self._tool_handouts.get(name)
+        if handout is None:
+            handout = self._tool_handouts[name] = ToolHandout()
+        return handout.get(tools)
 
     def side_tools(self) -> Sequence[dict]:
         """The tool schemas of this env's side (the agent's, or the customer's for the task); read only."""

@@ -5,18 +5,19 @@ hands out those objects, only copies (the guarantees tests pin it). Deep-copying
 than the rest of a reset; its text is kept once instead (per loaded task) and every copy is parsed from it in C. A
 task that is not one of the domain's loaded objects (a ``Task`` passed to ``reset``, which its owner may change
 between resets), or whose text does not give back every value, is deep-copied. Tool lists are copied container by
-container, their strings shared.
+container, their strings shared; an env hands its copy out again while it still equals the tools
+(:class:`ToolHandout`): a copy per reset gave the garbage collector a few hundred long-lived containers per episode.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from tau2_gym.core.db import copy_json
+from tau2_gym.core.db import copy_json, same_json
 from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.tasks import Task
 
-__all__ = ["Handouts"]
+__all__ = ["Handouts", "ToolHandout"]
 
 
 class Handouts:
@@ -53,3 +54,20 @@ class Handouts:
         """A private copy of a tool list: its containers copied, its strings shared (immutable) -- half the memory
         of parsing a text copy, which every live episode holds."""
         return copy_json(list(tools))
+
+
+class ToolHandout:
+    """One env's ``info`` copy of a tool list: made at the env's first reset and handed out again at later resets
+    while it equals the tools (JSON-exact), so a caller that changed it gets a fresh copy and never sees its change
+    come back as the env's tools. Never shared between envs: siblings and clones get their own."""
+
+    __slots__ = ("_copy",)
+
+    def __init__(self) -> None:
+        self._copy: Optional[list[dict]] = None
+
+    def get(self, tools: Sequence[dict]) -> list[dict]:
+        held = self._copy
+        if held is None or len(held) != len(tools) or not all(map(same_json, held, tools)):
+            held = self._copy = Handouts.tool_list(tools)
+        return held

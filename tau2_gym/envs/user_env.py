@@ -298,7 +298,7 @@ class UserEnv(EpisodeEnv):
         episode = self.episode
         assert episode is not None
         if self._info_agent_tools is None:
-            self._info_agent_tools = self.handouts.tool_list(self.agent_tools)
+            self._info_agent_tools = self.handout_tools("agent_tools", self.agent_tools)
         return {
             "domain": self.config.domain,
             "role": "user",

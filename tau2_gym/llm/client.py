@@ -25,6 +25,7 @@ its own exception (raised to the caller as is, never retried).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import os
@@ -513,12 +514,21 @@ class ChatClient:
             try:
                 import openai
             except ImportError as exc:
-                raise ImportError(
-                    f"the {self.who} client needs the 'openai' package: pip install 'tau2-gym[openai]' "
-                    "(or pip install openai)"
-                ) from exc
+                raise self._missing_sdk() from exc
             self._openai = openai
         return self._openai
+
+    def require_sdk(self) -> None:
+        """Raise :meth:`sdk`'s ImportError now if the ``openai`` package is not installed, without importing it:
+        a process that only makes async calls (aiohttp) never loads the SDK's hundreds of modules, which every
+        full garbage collection would walk."""
+        if self._openai is None and importlib.util.find_spec("openai") is None:
+            raise self._missing_sdk()
+
+    def _missing_sdk(self) -> ImportError:
+        return ImportError(
+            f"the {self.who} client needs the 'openai' package: pip install 'tau2-gym[openai]' (or pip install openai)"
+        )
 
     def _client_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"api_key": self.api_key() or "EMPTY", "timeout": self.config.timeout, "max_retries": 0}

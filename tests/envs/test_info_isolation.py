@@ -95,3 +95,36 @@ def test_info_copies_are_equal_private_and_made_from_every_domains_loaded_tasks(
     assert info["task"].description is None
     tools = env.info_tools()
     assert tools == list(env.tools) and all(a is not b for a, b in zip(tools, env.tools))
+
+
+def test_an_env_hands_its_tool_copy_out_again_until_a_caller_changes_it():
+    """The copy is made once per env and handed out while it equals the tools (JSON-exact: False -> 0 counts as
+    a change); whatever a caller did to it never comes back as the tools; siblings and clones hold their own."""
+    env = gym.make("tau2/airline-v0", user="oracle").unwrapped
+    _, first = env.reset(seed=0)
+    _, second = env.reset(seed=1)
+    assert second["tools"] is first["tools"] and second["tools"] == list(env.tools)
+    second["tools"][0]["function"]["name"] = "renamed"
+    _, third = env.reset(seed=2)
+    assert third["tools"] is not second["tools"] and third["tools"] == list(env.tools)
+    holder, key = _first_bool(third["tools"])
+    holder[key] = int(holder[key])  # == sees no change; the JSON does (true -> 1)
+    _, fourth = env.reset(seed=3)
+    assert fourth["tools"] is not third["tools"] and fourth["tools"] == list(env.tools)
+    sibling, clone = env.sibling(), env.clone()
+    _, theirs = sibling.reset(seed=0)
+    assert theirs["tools"] is not env.info_tools() and theirs["tools"] == list(env.tools)
+    clone.reset(seed=0)
+    assert clone.info_tools() is not env.info_tools() and clone.info_tools() == list(env.tools)
+
+
+def _first_bool(value):
+    """(container, key) of the first boolean inside a JSON value."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        if type(v) is bool:
+            return value, k
+        found = _first_bool(v)
+        if found is not None:
+            return found
+    return None

@@ -339,3 +339,28 @@ def test_user_from_spec_builds_an_openai_user_against_a_local_server():
     assert user_from_spec("openai:org/model@v2").config.model == "org/model@v2"
     with pytest.raises(ValueError, match="unknown user simulator spec"):
         user_from_spec("nope:x")
+
+
+_ASYNC_ONLY = """
+import sys, gymnasium as gym, tau2_gym
+from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+sim = OpenAIUserSimulator(model="stub-model", base_url=sys.argv[1], max_concurrency=2, cache="off", max_retries=0)
+vec = gym.make_vec("tau2/airline-v0", num_envs=2, user=sim)
+obs, infos = vec.reset(seed=0)
+vec.close()
+print(obs[0][-1]["content"], "openai" in sys.modules)
+"""
+
+
+def test_async_requests_never_import_the_openai_sdk():
+    """A process whose customer requests all go through aiohttp (here a vector env's) does not load the SDK --
+    its modules would sit in every full garbage collection -- though the constructor still checks it is there."""
+    import subprocess
+
+    pytest.importorskip("aiohttp")
+    with OpenAIStub(["Hello, I need help."]) as server:
+        out = subprocess.run(
+            [sys.executable, "-c", _ASYNC_ONLY, server.base_url], capture_output=True, text=True, timeout=300
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Hello,", "I", "need", "help.", "False"]

@@ -132,7 +132,7 @@ class OpenAIAgentPolicy(AgentPolicy):
         base = config if config is not None else OpenAIAgentConfig()
         self.config = dataclasses.replace(base, **overrides) if overrides else base
         self.client = ChatClient(self.config, who="agent", auto_cache=False)
-        self.client.sdk()  # a missing openai package is said now, not at the first agent turn
+        self.client.require_sdk()  # a missing openai package is said now, not at the first agent turn
         self._warned_tokens = False
 
     def __repr__(self) -> str:

@@ -65,7 +65,7 @@ class OpenAIUserSimulator(UserSimulator):
         base = config if config is not None else OpenAIUserConfig()
         self.config = dataclasses.replace(base, **overrides) if overrides else base
         self.client = ChatClient(self.config, who="user simulator")
-        self.client.sdk()  # a missing openai package is said now, not at the first user turn
+        self.client.require_sdk()  # a missing openai package is said now, not at the first user turn
 
     def __repr__(self) -> str:
         return f"OpenAIUserSimulator({self.config!r})"
