@@ -11,9 +11,11 @@ container, their strings shared; an env hands its copy out again while it still 
 
 from __future__ import annotations
 
+import json
+import operator
 from typing import Optional, Sequence
 
-from tau2_gym.core.db import copy_json, same_json
+from tau2_gym.core.db import copy_json
 from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.tasks import Task
 
@@ -58,16 +60,28 @@ class Handouts:
 
 class ToolHandout:
     """One env's ``info`` copy of a tool list: made at the env's first reset and handed out again at later resets
-    while it equals the tools (JSON-exact), so a caller that changed it gets a fresh copy and never sees its change
-    come back as the env's tools. Never shared between envs: siblings and clones get their own."""
+    of the same tools while its JSON is still what it was made as, so a caller that changed it gets a fresh copy
+    and never sees its change come back as the env's tools. Never shared between envs: siblings and clones get
+    their own."""
 
-    __slots__ = ("_copy",)
+    __slots__ = ("_copy", "_source", "_text")
 
     def __init__(self) -> None:
         self._copy: Optional[list[dict]] = None
+        self._source: Optional[Sequence[dict]] = None
+        self._text = ""
 
     def get(self, tools: Sequence[dict]) -> list[dict]:
         held = self._copy
-        if held is None or len(held) != len(tools) or not all(map(same_json, held, tools)):
+        # the JSON text, not ==: True == 1 and 1 == 1.0, but a schema that says 1 is not the schema that said true
+        if held is None or not self._copied_from(tools) or json.dumps(held) != self._text:
             held = self._copy = Handouts.tool_list(tools)
+            self._source, self._text = tools, json.dumps(held)
         return held
+
+    def _copied_from(self, tools: Sequence[dict]) -> bool:
+        """Whether ``tools`` holds the schema objects the copy was made from (a list rebuilt per task may)."""
+        source = self._source
+        return source is tools or (
+            source is not None and len(source) == len(tools) and all(map(operator.is_, source, tools))
+        )

@@ -128,3 +128,14 @@ def _first_bool(value):
         if found is not None:
             return found
     return None
+
+
+def test_a_user_env_hands_out_its_copies_again_for_the_same_task_tools():
+    env = gym.make("tau2/telecom-user-v0").unwrapped
+    task = env.tasks[0].id
+    _, first = env.reset(seed=0, options={"task_id": task})
+    _, second = env.reset(seed=1, options={"task_id": task})
+    assert first["tools"] and second["tools"] is first["tools"] and second["agent_tools"] is first["agent_tools"]
+    second["agent_tools"].pop()
+    _, third = env.reset(seed=2, options={"task_id": task})
+    assert third["agent_tools"] is not second["agent_tools"] and third["agent_tools"] == list(env.agent_tools)
