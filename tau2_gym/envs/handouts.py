@@ -61,7 +61,8 @@ class Handouts:
 class ToolHandout:
     """One env's ``info`` copy of a tool list: made at the env's first reset and handed out again at later resets
     of the same tools while its JSON is still what it was made as, so a caller that changed it gets a fresh copy
-    and never sees its change come back as the env's tools. Never shared between envs: siblings and clones get
+    and never sees its change come back as the env's tools. Consecutive episodes of one env may so hold the same
+    list: copy it before changing it for one episode only. Never shared between envs: siblings and clones get
     their own."""
 
     __slots__ = ("_copy", "_source", "_text")

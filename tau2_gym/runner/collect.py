@@ -171,6 +171,9 @@ class Collection:
     log already holds (a resume skips it), the log itself, progress, and the report at the end.
 
     ``runner`` describes the run (its signature in the log header, the results file's info block).
+
+    With a log, finished episodes live there only: the report reads them back. Held as objects through a long run,
+    they would sit in every full garbage collection, whose pauses stall all episodes in flight.
     """
 
     def __init__(self, config: RolloutConfig, tasks: Sequence[Task], runner: EpisodeRunner) -> None:
@@ -182,12 +185,13 @@ class Collection:
             (t.id, trial, seed): k for k, (t, trial, seed) in enumerate(units)
         }
         self.out_path, self.log_path = output_paths(config)
-        self.records: dict[tuple, dict] = {}
+        self.records: dict[tuple, dict] = {}  # the finished episodes of a run without a log
         self.log: Optional[EpisodeLog] = None
+        logged: dict[tuple, dict] = {}
         if self.log_path is not None:
-            self.log, self.records = open_log(config, self.log_path, runner.signature())
+            self.log, logged = open_log(config, self.log_path, runner.signature())
         failed = TerminationReason.INFRASTRUCTURE_ERROR
-        done = {k for k, r in self.records.items() if r.get("termination_reason") != failed}
+        done = {k for k, r in logged.items() if r.get("termination_reason") != failed}
         self.todo: list[Unit] = [(t, trial, seed) for t, trial, seed in units if (t.id, trial, seed) not in done]
         self.resumed = len(units) - len(self.todo)
         self.ran = self.failed = 0
@@ -200,17 +204,20 @@ class Collection:
 
     def count(self, batch: list[dict]) -> None:
         for run in batch:
-            self.records[record_key(run)] = run
+            if self.log is None:
+                self.records[record_key(run)] = run
             self.ran += 1
             self.failed += run.get("termination_reason") == TerminationReason.INFRASTRUCTURE_ERROR
             self.progress.add(run)
 
     def report(self, interrupted: bool, extra_info: Optional[dict] = None) -> RolloutReport:
         """Close the log and progress, write the results file from what the log holds, and say what ran."""
+        records = self.records
         if self.log is not None:
             self.log.close()
+            _, records = read_log(self.log.path)
         self.progress.close()
-        runs = sorted((r for k, r in self.records.items() if k in self.order), key=lambda r: self.order[record_key(r)])
+        runs = sorted((r for k, r in records.items() if k in self.order), key=lambda r: self.order[record_key(r)])
         results = self.runner.results(runs)
         results["info"].update(extra_info or {})
         if self.out_path is not None:

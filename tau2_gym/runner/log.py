@@ -8,8 +8,9 @@ import logging
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
+from tau2_gym.core.records import json_default
 from tau2_gym.core.termination import TerminationReason
 from tau2_gym.runner.config import RolloutConfig
 
@@ -121,7 +122,7 @@ class EpisodeLog:
             fsync_dir(self.path.parent)
 
     def _write(self, records: Sequence[dict]) -> None:
-        data = b"".join(json.dumps(r, default=str).encode("utf-8") + b"\n" for r in records)
+        data = b"".join(json.dumps(r, default=_log_default).encode("utf-8") + b"\n" for r in records)
         view = memoryview(data)
         while view:
             n = os.write(self.fd, view)
@@ -136,6 +137,15 @@ class EpisodeLog:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def _log_default(obj: Any) -> Any:
+    """Records and mappings as objects (as the results file writes them: the report reads the log back), any
+    other value as its text."""
+    try:
+        return json_default(obj)
+    except TypeError:
+        return str(obj)
 
 
 def fsync_dir(path: Path) -> None:

@@ -354,3 +354,47 @@ def test_results_carry_upstreams_v1_0_1_keys(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not a git working tree: "unknown", as upstream
     other = collect(["create_task_1"], "oracle", domain="mock", progress=False)
     assert other.results["info"]["git_commit"] == "unknown"
+
+
+def test_with_a_log_finished_episodes_live_in_the_log_and_the_report_reads_them_back(tmp_path, monkeypatch):
+    """No finished episode is held as objects during a logged run (a long run's records would sit in every full
+    garbage collection); the report, read back from the log, equals the report of the same run kept in memory."""
+    from tau2_gym.runner import collect as collect_module
+
+    held = []
+    count = collect_module.Collection.count
+
+    def counting(self, batch):
+        count(self, batch)
+        held.append(len(self.records))
+
+    monkeypatch.setattr(collect_module.Collection, "count", counting)
+    logged = collect(
+        ["0", "1", "2"], "oracle", domain="airline", num_trials=2, output=str(tmp_path / "r.json"), progress=False
+    )
+    assert held and set(held) == {0}
+    held.clear()
+    kept = collect(["0", "1", "2"], "oracle", domain="airline", num_trials=2, progress=False)
+    assert held[-1] == 6
+
+    volatile = {"id", "timestamp", "start_time", "end_time", "duration"}
+
+    def stable(value):
+        if isinstance(value, dict):
+            return {k: stable(v) for k, v in value.items() if k not in volatile}
+        return [stable(v) for v in value] if isinstance(value, list) else value
+
+    assert keys(logged.simulations) == keys(kept.simulations)
+    assert [stable(r) for r in logged.simulations] == [stable(r) for r in kept.simulations]
+    assert json.loads((tmp_path / "r.json").read_text())["simulations"] == logged.results["simulations"]
+
+
+def test_the_log_writes_records_inside_a_record_as_objects(tmp_path):
+    from tau2_gym.core.records import Record
+    from tau2_gym.runner.log import EpisodeLog
+
+    log = EpisodeLog(tmp_path / "x.jsonl")
+    log.write([{"task_id": "0", "trial": 0, "seed": 1, "reward_info": Record({"reward": 1.0}), "when": Path("p")}])
+    log.close()
+    _, records = read_log(tmp_path / "x.jsonl")
+    assert records[("0", 0, 1)]["reward_info"] == {"reward": 1.0} and records[("0", 0, 1)]["when"] == "p"
