@@ -337,6 +337,9 @@ class PolicyRunner:
                     )
                 for ep, gen, ctx in zip(active, generations, contexts):
                     self._policy_turn(ep, gen, ctx)
+                # the contexts are whole token sequences: not held through the customers' round, where every
+                # young-generation garbage collection would walk them
+                del contexts, generations
                 self._step(drivers, [e for e in active if e.pending is not None])
         return [e.traj for e in episodes]
 

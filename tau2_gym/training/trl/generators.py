@@ -115,7 +115,8 @@ class TRLVLLMGenerator:
         if width == 0:
             return []
         limit = self._global_max(max(max_new_tokens, default=1))
-        prompts = [list(c) for c in contexts] + [list(self._filler)] * (width - n)
+        # the runner hands out fresh lists: copied only when they are not lists
+        prompts = [c if type(c) is list else list(c) for c in contexts] + [list(self._filler)] * (width - n)
         backend = self.backend
         with self._lock:
             saved = backend.max_completion_length
