@@ -11,6 +11,7 @@ container, their strings shared; an env hands its copy out again while it still 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 from typing import Optional, Sequence
@@ -65,19 +66,20 @@ class ToolHandout:
     list: copy it before changing it for one episode only. Never shared between envs: siblings and clones get
     their own."""
 
-    __slots__ = ("_copy", "_source", "_text")
+    __slots__ = ("_copy", "_source", "_digest")
 
     def __init__(self) -> None:
         self._copy: Optional[list[dict]] = None
         self._source: Optional[Sequence[dict]] = None
-        self._text = ""
+        self._digest = b""
 
     def get(self, tools: Sequence[dict]) -> list[dict]:
         held = self._copy
-        # the JSON text, not ==: True == 1 and 1 == 1.0, but a schema that says 1 is not the schema that said true
-        if held is None or not self._copied_from(tools) or json.dumps(held) != self._text:
+        # the JSON text decides, not ==: True == 1 and 1 == 1.0, but a schema that says 1 is not the one that said
+        # true; its digest is kept, not the text (every live env holds one)
+        if held is None or not self._copied_from(tools) or _digest(held) != self._digest:
             held = self._copy = Handouts.tool_list(tools)
-            self._source, self._text = tools, json.dumps(held)
+            self._source, self._digest = tools, _digest(held)
         return held
 
     def _copied_from(self, tools: Sequence[dict]) -> bool:
@@ -86,3 +88,7 @@ class ToolHandout:
         return source is tools or (
             source is not None and len(source) == len(tools) and all(map(operator.is_, source, tools))
         )
+
+
+def _digest(value: list[dict]) -> bytes:
+    return hashlib.blake2b(json.dumps(value).encode(), digest_size=16).digest()

@@ -98,7 +98,7 @@ def test_info_copies_are_equal_private_and_made_from_every_domains_loaded_tasks(
 
 
 def test_an_env_hands_its_tool_copy_out_again_until_a_caller_changes_it():
-    """The copy is made once per env and handed out while it equals the tools (JSON-exact: False -> 0 counts as
+    """The copy is made once per env and handed out while it equals the tools (JSON-exact: true -> 1 counts as
     a change); whatever a caller did to it never comes back as the tools; siblings and clones hold their own."""
     env = gym.make("tau2/airline-v0", user="oracle").unwrapped
     _, first = env.reset(seed=0)
