@@ -12,7 +12,7 @@ container, their strings shared; an env hands its copy out again while it still 
 from __future__ import annotations
 
 import hashlib
-import json
+import marshal
 import operator
 from typing import Optional, Sequence
 
@@ -61,23 +61,23 @@ class Handouts:
 
 class ToolHandout:
     """One env's ``info`` copy of a tool list: made at the env's first reset and handed out again at later resets
-    of the same tools while its JSON is still what it was made as, so a caller that changed it gets a fresh copy
-    and never sees its change come back as the env's tools. Consecutive episodes of one env may so hold the same
-    list: copy it before changing it for one episode only. Never shared between envs: siblings and clones get
-    their own."""
+    of the same tools while its content, types included, is still what it was made as, so a caller that changed it
+    gets a fresh copy and never sees its change come back as the env's tools. Consecutive episodes of one env may
+    so hold the same list: copy it before changing it for one episode only. Never shared between envs: siblings and
+    clones get their own."""
 
     __slots__ = ("_copy", "_source", "_digest")
 
     def __init__(self) -> None:
         self._copy: Optional[list[dict]] = None
         self._source: Optional[Sequence[dict]] = None
-        self._digest = b""
+        self._digest: Optional[bytes] = None
 
     def get(self, tools: Sequence[dict]) -> list[dict]:
         held = self._copy
-        # the JSON text decides, not ==: True == 1 and 1 == 1.0, but a schema that says 1 is not the one that said
-        # true; its digest is kept, not the text (every live env holds one)
-        if held is None or not self._copied_from(tools) or _digest(held) != self._digest:
+        # the serialized form decides, not ==: True == 1 and 1 == 1.0, but a schema that says 1 is not the one that
+        # said true; its digest is kept, not the bytes (every live env holds one)
+        if held is None or self._digest is None or not self._copied_from(tools) or _digest(held) != self._digest:
             held = self._copy = Handouts.tool_list(tools)
             self._source, self._digest = tools, _digest(held)
         return held
@@ -90,5 +90,13 @@ class ToolHandout:
         )
 
 
-def _digest(value: list[dict]) -> bytes:
-    return hashlib.blake2b(json.dumps(value).encode(), digest_size=16).digest()
+def _digest(value: list[dict]) -> Optional[bytes]:
+    """A digest of the list's content with its types (``True``, ``1`` and ``1.0`` differ), from marshal's binary
+    form: no text escaping, as JSON has. Format 2, the last without back-references, which marshal writes or not by
+    reference counts (a caller holding an inner dict would change the bytes). None when marshal cannot write the
+    list (a caller put another kind of object in it): a change."""
+    try:
+        data = marshal.dumps(value, 2)
+    except ValueError:
+        return None
+    return hashlib.blake2b(data, digest_size=16).digest()

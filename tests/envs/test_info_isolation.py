@@ -98,12 +98,13 @@ def test_info_copies_are_equal_private_and_made_from_every_domains_loaded_tasks(
 
 
 def test_an_env_hands_its_tool_copy_out_again_until_a_caller_changes_it():
-    """The copy is made once per env and handed out while it equals the tools (JSON-exact: true -> 1 counts as
+    """The copy is made once per env and handed out while it equals the tools (type-exact: true -> 1 counts as
     a change); whatever a caller did to it never comes back as the tools; siblings and clones hold their own."""
     env = gym.make("tau2/airline-v0", user="oracle").unwrapped
     _, first = env.reset(seed=0)
+    held = first["tools"][0]["function"]  # a caller keeping a reference inside the copy changes nothing
     _, second = env.reset(seed=1)
-    assert second["tools"] is first["tools"] and second["tools"] == list(env.tools)
+    assert second["tools"] is first["tools"] and second["tools"] == list(env.tools) and held is not None
     second["tools"][0]["function"]["name"] = "renamed"
     _, third = env.reset(seed=2)
     assert third["tools"] is not second["tools"] and third["tools"] == list(env.tools)
@@ -111,6 +112,11 @@ def test_an_env_hands_its_tool_copy_out_again_until_a_caller_changes_it():
     holder[key] = int(holder[key])  # == sees no change; the JSON does (true -> 1)
     _, fourth = env.reset(seed=3)
     assert fourth["tools"] is not third["tools"] and fourth["tools"] == list(env.tools)
+    fourth["tools"][0]["function"]["note"] = object()  # not a JSON value: a change too, never a failed reset
+    _, fifth = env.reset(seed=4)
+    assert fifth["tools"] is not fourth["tools"] and fifth["tools"] == list(env.tools)
+    _, sixth = env.reset(seed=5)
+    assert sixth["tools"] is fifth["tools"]
     sibling, clone = env.sibling(), env.clone()
     _, theirs = sibling.reset(seed=0)
     assert theirs["tools"] is not env.info_tools() and theirs["tools"] == list(env.tools)
