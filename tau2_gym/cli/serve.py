@@ -50,8 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=1,
-        help="server processes on the one port (default: 1); a process spends about 1 ms of CPU per step, so "
-        "hundreds of sessions behind fast LLMs want one per core",
+        help="server processes on the one port (default: 1); one per core for hundreds of sessions behind fast "
+        "LLMs (docs/performance.md gives a process's steps/s)",
     )
     g.add_argument(
         "--idle-timeout",
