@@ -229,6 +229,37 @@ def test_completion_budget_ends_the_episode_as_max_tokens():
     assert len(traj.completion_ids) == 100 and len(traj.turns) > 2
 
 
+def test_each_turn_continues_the_episodes_one_context_and_a_generator_that_changes_it_is_refused():
+    """Sequence mode hands the generator the episode's own append-only list (the same object every turn, grown by
+    the turn and the env's tokens); a generator that appends to it gets a clear error instead of a corrupt
+    trajectory."""
+    runner, gen, _, _ = scripted_runner(tasks=TASKS[:1])
+    seen = []
+    inner = gen.generate
+
+    def watching(contexts, limits):
+        seen.append((contexts[0], len(contexts[0])))
+        return inner(contexts, limits)
+
+    gen.generate = watching
+    (traj,) = runner.run([make_env()], [{"task_id": TASKS[0]}])
+    assert len(seen) == len(traj.turns) > 1
+    assert all(ctx is seen[0][0] for ctx, _ in seen)  # one list per episode, never a copy per turn
+    lengths = [n for _, n in seen]
+    assert lengths == [len(traj.prompt_ids) + t.start for t in traj.turns]  # each turn starts where it was handed
+    assert seen[0][0] is not traj.prompt_ids and seen[0][0] is not traj.completion_ids  # cut out at the end
+
+    def appending(contexts, limits):
+        out = inner(contexts, limits)
+        for ctx, g in zip(contexts, out):
+            ctx.extend(g.token_ids)  # a backend writing into the prompt it was given
+        return out
+
+    gen.generate = appending
+    with pytest.raises(RuntimeError, match="the generator changed the context of episode 0"):
+        runner.run([make_env()], [{"task_id": TASKS[0]}])
+
+
 def test_malformed_tool_call_markup_ends_the_episode_as_agent_error():
     model, tok = tiny()
     bad = '<tool_call>{"name": "get_users", "arguments": {</tool_call>'

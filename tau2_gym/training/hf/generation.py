@@ -37,7 +37,10 @@ class Generator(Protocol):
     stop_ids: frozenset[int]
 
     def generate(self, contexts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> list[Generation]:
-        """One generation per context; row ``i`` stops at a stop id or after ``max_new_tokens[i]`` tokens."""
+        """One generation per context; row ``i`` stops at a stop id or after ``max_new_tokens[i]`` tokens.
+
+        The contexts are the runner's own lists (an episode's sequence, appended to after the call): read them,
+        copy one before changing it."""
         ...
 
     def keep_going(self, active: bool) -> bool:

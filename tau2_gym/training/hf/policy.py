@@ -178,6 +178,19 @@ class _Episode:
     tools: list[dict]
     done: bool = False
     pending: Any = None  # (action, stopped, turn) between generation and the env step
+    # sequence mode: the prompt, then the completion so far -- the context every turn continues, one list appended
+    # to and handed to the generator as it is (a copy per turn grew with the episode, and each was walked by the
+    # young garbage collections of its turn); the trajectory's prompt_ids and completion_ids are cut from it at
+    # the end. None in per-turn mode.
+    tokens: Optional[list[int]] = None
+    prompt_len: int = 0
+
+    def settle(self) -> None:
+        """Cut the trajectory's ``prompt_ids`` and ``completion_ids`` from the one sequence (sequence mode)."""
+        tokens = self.tokens
+        if tokens is not None:
+            self.traj.prompt_ids, self.traj.completion_ids = tokens[: self.prompt_len], tokens[self.prompt_len :]
+            self.tokens = None
 
 
 class _EnvList:
@@ -337,10 +350,12 @@ class PolicyRunner:
                     )
                 for ep, gen, ctx in zip(active, generations, contexts):
                     self._policy_turn(ep, gen, ctx)
-                # the contexts are whole token sequences: not held through the customers' round, where every
+                # per-turn contexts are fresh renderings: not held through the customers' round, where every
                 # young-generation garbage collection would walk them
                 del contexts, generations
                 self._step(drivers, [e for e in active if e.pending is not None])
+        for e in episodes:
+            e.settle()
         return [e.traj for e in episodes]
 
     # ------------------------------------------------------------------ episode steps
@@ -352,14 +367,17 @@ class PolicyRunner:
                 f"obs_format='messages' (got {type(obs).__name__})"
             )
         tools = list(info.get("tools") or [])
+        prompt = self.renderer.prompt_ids(obs, tools)
         traj = Trajectory(
             task_id=info.get("task_id"),
-            prompt_ids=self.renderer.prompt_ids(obs, tools),
+            prompt_ids=prompt if mode == PER_TURN else [],
             messages=obs,
             tools=tools,
             sample_mode=mode,
         )
         ep = _Episode(index, traj, obs, tools)
+        if mode != PER_TURN:
+            ep.tokens, ep.prompt_len = prompt, len(prompt)
         if info.get("episode_over"):  # ended during reset: the next step returns the terminal transition
             ep.pending = ("", True, None)
         elif self.max_turns is not None and self.max_turns < 1:
@@ -367,17 +385,18 @@ class PolicyRunner:
         return ep
 
     def _context(self, ep: _Episode) -> list[int]:
-        """The tokens the policy's next turn is generated after: the append-only sequence so far, or (per turn)
-        the template's rendering of the current observation -- the first one is the trajectory's prompt."""
+        """The tokens the policy's next turn is generated after: the append-only sequence so far (the episode's own
+        list, read-only to the generator), or (per turn) the template's rendering of the current observation -- the
+        first one is the trajectory's prompt."""
         traj = ep.traj
-        if traj.sample_mode == PER_TURN:
+        if ep.tokens is None:
             return list(traj.prompt_ids) if not traj.samples else self.renderer.prompt_ids(ep.messages, ep.tools)
-        return traj.prompt_ids + traj.completion_ids
+        return ep.tokens
 
     def _turn_limit(self, ep: _Episode) -> int:
         limit = self.max_new_tokens
         if self.max_completion_tokens is not None:
-            used = 0 if ep.traj.sample_mode == PER_TURN else len(ep.traj.completion_ids)
+            used = 0 if ep.tokens is None else len(ep.traj.env_mask)  # one mask entry per completion token
             limit = min(limit, self.max_completion_tokens - used)
         return limit
 
@@ -389,7 +408,13 @@ class PolicyRunner:
 
     def _policy_turn(self, ep: _Episode, gen: Generation, context: Sequence[int]) -> None:
         """Record the generated turn and decide the env action (stepped later, with the other episodes)."""
-        traj = ep.traj
+        traj, sequence = ep.traj, ep.tokens
+        if sequence is not None and len(sequence) != ep.prompt_len + len(traj.env_mask):
+            raise RuntimeError(
+                f"the generator changed the context of episode {ep.index} it was handed (now {len(sequence)} "
+                f"tokens, was {ep.prompt_len + len(traj.env_mask)}): contexts are the runner's own lists; copy one "
+                "before changing it"
+            )
         tokens = list(gen.token_ids)
         if not tokens and gen.finish_reason == "length":  # no budget left for another turn
             self._stop(ep, MAX_TOKENS)
@@ -398,19 +423,19 @@ class PolicyRunner:
         logprobs = [float(x) for x in gen.logprobs[: len(tokens)]]
         if len(logprobs) != len(tokens):
             raise RuntimeError(f"the generator returned {len(gen.logprobs)} logprobs for {len(tokens)} tokens")
+        text = self.tokenizer.decode(tokens[:-1] if stopped else tokens, skip_special_tokens=False)
+        parsed = self._parse(text, context, ep.tools)  # before the context grows by this turn
         sample = None
-        if traj.sample_mode == PER_TURN:  # one sample per LLM call: this turn's prompt and tokens
+        if sequence is None:  # per turn: one sample per LLM call, this turn's prompt and tokens
             sample = len(traj.samples)
             traj.samples.append(Sample(list(context), tokens, [1] * len(tokens), logprobs))
             start, end = 0, len(tokens)
         else:
-            start = len(traj.completion_ids)
-            traj.completion_ids.extend(tokens)
+            start = len(traj.env_mask)
+            sequence.extend(tokens)
             traj.env_mask.extend([1] * len(tokens))
             traj.logprobs.extend(logprobs)
-            end = len(traj.completion_ids)
-        text = self.tokenizer.decode(tokens[:-1] if stopped else tokens, skip_special_tokens=False)
-        parsed = self._parse(text, context, ep.tools)
+            end = len(traj.env_mask)
         turn = TurnRecord(
             start=start,
             end=end,
@@ -439,7 +464,8 @@ class PolicyRunner:
         if terminated or truncated or turn is None:
             self._finish(ep, obs, reward, truncated, info)
             return
-        if traj.sample_mode == PER_TURN:  # the next prompt is rendered from the observation itself
+        tokens = ep.tokens
+        if tokens is None:  # per turn: the next prompt is rendered from the observation itself
             ep.messages = obs
             traj.messages = obs
             if self.max_turns is not None and len(traj.turns) >= self.max_turns:
@@ -462,15 +488,15 @@ class PolicyRunner:
                 "Pass a prefix-preserving chat_template to avoid this."
             )
         env_ids = closing + suffix.ids
-        traj.completion_ids.extend(env_ids)
+        tokens.extend(env_ids)
         traj.env_mask.extend([0] * len(env_ids))
         traj.logprobs.extend([0.0] * len(env_ids))
         turn.env_tokens, turn.exact_suffix = len(env_ids), suffix.exact
         ep.messages = obs
         traj.messages = obs
-        if self.max_completion_tokens is not None and len(traj.completion_ids) >= self.max_completion_tokens:
+        if self.max_completion_tokens is not None and len(traj.env_mask) >= self.max_completion_tokens:
             cut = self.max_completion_tokens
-            del traj.completion_ids[cut:], traj.env_mask[cut:], traj.logprobs[cut:]
+            del tokens[ep.prompt_len + cut :], traj.env_mask[cut:], traj.logprobs[cut:]
             self._stop(ep, MAX_TOKENS)
         elif self.max_turns is not None and len(traj.turns) >= self.max_turns:
             self._stop(ep, MAX_TURNS)

@@ -115,7 +115,7 @@ class TRLVLLMGenerator:
         if width == 0:
             return []
         limit = self._global_max(max(max_new_tokens, default=1))
-        # the runner hands out fresh lists: copied only when they are not lists
+        # the runner's own lists, passed as they are (TRL and vLLM only read a prompt); other sequences copied
         prompts = [c if type(c) is list else list(c) for c in contexts] + [list(self._filler)] * (width - n)
         backend = self.backend
         with self._lock:
