@@ -32,6 +32,7 @@ model's thoughts never reach the customer, the scorer or the judge.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -324,6 +325,12 @@ def has_response_parser(tokenizer: Any) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _parameter_names(fn: Callable[..., Any]) -> frozenset[str]:
+    """The parameter names of a tokenizer class's ``parse_response`` (read once per class: it is asked every turn)."""
+    return frozenset(inspect.signature(fn).parameters)
+
+
 def _parse_transformers(text: str, tokenizer: Any, prefix: Optional[str], tools: Optional[list]) -> ParsedCall:
     if not has_response_parser(tokenizer):
         raise _SetupError(
@@ -331,7 +338,7 @@ def _parse_transformers(text: str, tokenizer: Any, prefix: Optional[str], tools:
             "(transformers >= 5) or response_schema; pass parser='hermes' or 'json' for this model"
         )
     fn = tokenizer.parse_response
-    params = inspect.signature(fn).parameters
+    params = _parameter_names(getattr(fn, "__func__", fn))
     kwargs: dict[str, Any] = {}
     if "prefix" in params:  # newer API: the prompt tells the parser what the template pre-wrote
         kwargs["prefix"] = prefix if prefix is not None else ""

@@ -102,10 +102,13 @@ class Trajectory:
     samples: list[Sample] = field(default_factory=list)  # per-turn mode: one per policy turn, in order
 
     def training_samples(self) -> list[Sample]:
-        """The episode as training samples: the one append-only sequence, or one sample per policy turn (every
-        sample of an episode shares its reward)."""
+        """The episode as training samples, in lists of their own: the one append-only sequence, or one sample per
+        policy turn (every sample of an episode shares its reward)."""
         if self.sample_mode == PER_TURN:
-            return list(self.samples)
+            return [
+                Sample(list(s.prompt_ids), list(s.completion_ids), list(s.env_mask), list(s.logprobs))
+                for s in self.samples
+            ]
         return [Sample(list(self.prompt_ids), list(self.completion_ids), list(self.env_mask), list(self.logprobs))]
 
     @property

@@ -70,11 +70,11 @@ def _rows(t: Trajectory, stop_id: int, slots: Optional[int]) -> list[tuple[list,
     masked one-token rows to ``slots`` rows when given."""
     rows: list[tuple[list, list, list, list, Optional[int]]] = []
     per_turn = t.sample_mode == PER_TURN
-    for i, s in enumerate(t.training_samples()):
-        completion, mask, logprobs = list(s.completion_ids), list(s.env_mask), list(s.logprobs)
+    for i, s in enumerate(t.training_samples()):  # lists of their own: handed to TRL as they are
+        completion, mask, logprobs = s.completion_ids, s.env_mask, s.logprobs
         if not completion:  # TRL reads each completion's last token
             completion, mask, logprobs = [stop_id], [0], [0.0]
-        rows.append((list(s.prompt_ids), completion, mask, logprobs, i if per_turn else None))
+        rows.append((s.prompt_ids, completion, mask, logprobs, i if per_turn else None))
     if per_turn and not rows:  # ended before the policy's first turn
         rows.append((list(t.prompt_ids), [stop_id], [0], [0.0], None))
     if slots is not None:
