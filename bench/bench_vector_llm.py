@@ -18,6 +18,11 @@ and per request, and the episodes finished per second.
 ``--compare DIR`` measures another checkout of tau2-gym in the same run (its package on ``PYTHONPATH``), e.g. the
 commit before a change, against the same server and workload. ``--profile`` prints the child's top functions
 (every thread; needs ``pip install yappi``).
+
+``--shards K`` asks whether sub-envs in several processes would pay: the child starts K processes, each a vector
+env of N/K sub-envs, and steps them in lockstep (one step of every process per step) over pipes. Only each
+process's count of finished episodes comes back, not observations or infos, so the figure is that design's
+headroom, not a vector env's: the CPU per agent step sums every process.
 """
 
 from __future__ import annotations
@@ -80,6 +85,61 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
     return out
 
 
+def _shard(conn, url: str, n: int, first_seed: int) -> None:
+    """One process of ``--shards``: a vector env of ``n`` sub-envs, reset and stepped on the parent's word."""
+    import gymnasium as gym
+
+    import tau2_gym  # noqa: F401 - registers the ids
+
+    vec = gym.make_vec("tau2/airline-v0", num_envs=n, user=stub_user(url, n), max_steps=400)
+    conn.send("ready")
+    c0 = time.process_time()
+    while (command := conn.recv()) != "stop":
+        if command == "reset":
+            vec.reset(seed=first_seed)
+            conn.send(0)
+        else:
+            _, _, terms, truncs, _ = vec.step([ACTION] * n)
+            conn.send(int((terms | truncs).sum()))
+    conn.send((vec.unwrapped.user_requests, time.process_time() - c0))
+    vec.close()
+
+
+def child_sharded(n: int, url: str, episodes_per_env: int, shards: int) -> dict:
+    """:func:`child` with the sub-envs in ``shards`` processes (see the module docstring)."""
+    import multiprocessing
+
+    if n % shards:
+        raise SystemExit(f"--shards {shards} must divide N={n}")
+    ctx = multiprocessing.get_context("spawn")
+    size, pipes, procs = n // shards, [], []
+    for k in range(shards):
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_shard, args=(theirs, url, size, k * size), daemon=True)
+        proc.start()
+        pipes.append(mine)
+        procs.append(proc)
+    for pipe in pipes:
+        pipe.recv()
+    c0, t0 = time.process_time(), time.perf_counter()
+    target, finished, steps, command = n * episodes_per_env, 0, 0, "reset"
+    while finished < target:
+        for pipe in pipes:
+            pipe.send(command)
+        finished += sum(pipe.recv() for pipe in pipes)
+        if command == "step":
+            steps += n
+        command = "step"
+    wall = time.perf_counter() - t0
+    for pipe in pipes:
+        pipe.send("stop")
+    ends = [pipe.recv() for pipe in pipes]
+    for proc in procs:
+        proc.join(timeout=60)
+    cpu = time.process_time() - c0 + sum(e[1] for e in ends)
+    return {"wall": wall, "cpu": cpu, "steps": steps, "episodes": finished, "requests": sum(e[0] for e in ends)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     add_lockstep_arguments(parser)
@@ -87,9 +147,15 @@ def main() -> None:
         "--episodes-per-env", type=int, default=16, help="episodes per sub-env (the rollout bench's 16 per slot)"
     )
     parser.add_argument("--profile", action="store_true", help="print the child's top functions (needs yappi)")
+    parser.add_argument(
+        "--shards", type=int, default=1, help="sub-envs in this many processes, observations not sent back (see above)"
+    )
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.url, args.episodes_per_env, args.profile)))
+        if args.shards > 1:
+            print(json.dumps(child_sharded(args.child, args.url, args.episodes_per_env, args.shards)))
+        else:
+            print(json.dumps(child(args.child, args.url, args.episodes_per_env, args.profile)))
         return
     if args.ceiling is not None:
         print(json.dumps(lockstep_ceiling(args.ceiling, args.url, args.ceiling_rounds, stub_user)))
@@ -100,6 +166,16 @@ def main() -> None:
             print(f"\n{prefix}: top functions by own CPU time, µs per agent step (own, cumulative, calls)")
             for own, cum, calls, name in r["profile"]:
                 print(f"  {own:8.1f} {cum:9.1f} {calls:9d}  {name}")
+        rss = []
+        if "kib_per_episode" in r:  # not with --shards
+            rss.append(
+                (
+                    f"{prefix}: RSS per live episode (growth over the loaded env, end of run)",
+                    f"{r['kib_per_episode']:,.1f} KiB",
+                    "-",
+                    "-",
+                )
+            )
         return [
             (
                 f"{prefix}: CPU per agent step / per request",
@@ -107,12 +183,7 @@ def main() -> None:
                 "-",
                 "-",
             ),
-            (
-                f"{prefix}: RSS per live episode (growth over the loaded env, end of run)",
-                f"{r.get('kib_per_episode', float('nan')):,.1f} KiB",
-                "-",
-                "-",
-            ),
+            *rss,
             (
                 f"{prefix}: episodes/s",
                 f"{r['episodes'] / r['wall']:,.1f} ({r['episodes']} in {r['wall']:.1f} s)",
@@ -121,9 +192,11 @@ def main() -> None:
             ),
         ]
 
-    child_args = ["--episodes-per-env", str(args.episodes_per_env)] + (["--profile"] if args.profile else [])
+    child_args = ["--episodes-per-env", str(args.episodes_per_env), "--shards", str(args.shards)]
+    child_args += ["--profile"] if args.profile else []
     rows = lockstep_against_stub(__file__, args, child_args, describe)
-    print_table("Vector env with an LLM customer (stub server; limit = N / latency)", rows)
+    shards = f"; sub-envs in {args.shards} processes, observations not sent back" if args.shards > 1 else ""
+    print_table(f"Vector env with an LLM customer (stub server; limit = N / latency{shards})", rows)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
