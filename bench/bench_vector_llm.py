@@ -53,12 +53,16 @@ def _rss() -> int:
         return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
 
 
-def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
+def _vector_env(url: str, n: int):
     import gymnasium as gym
 
     import tau2_gym  # noqa: F401 - registers the ids
 
-    vec = gym.make_vec("tau2/airline-v0", num_envs=n, user=stub_user(url, n), max_steps=400)
+    return gym.make_vec("tau2/airline-v0", num_envs=n, user=stub_user(url, n), max_steps=400)
+
+
+def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
+    vec = _vector_env(url, n)
     if profile:
         import yappi
 
@@ -87,11 +91,7 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
 
 def _shard(conn, url: str, n: int, first_seed: int) -> None:
     """One process of ``--shards``: a vector env of ``n`` sub-envs, reset and stepped on the parent's word."""
-    import gymnasium as gym
-
-    import tau2_gym  # noqa: F401 - registers the ids
-
-    vec = gym.make_vec("tau2/airline-v0", num_envs=n, user=stub_user(url, n), max_steps=400)
+    vec = _vector_env(url, n)
     conn.send("ready")
     c0 = time.process_time()
     while (command := conn.recv()) != "stop":

@@ -104,12 +104,13 @@ def test_an_env_hands_its_tool_copy_out_again_until_a_caller_changes_it():
     _, first = env.reset(seed=0)
     held = first["tools"][0]["function"]  # a caller keeping a reference inside the copy changes nothing
     _, second = env.reset(seed=1)
-    assert second["tools"] is first["tools"] and second["tools"] == list(env.tools) and held is not None
+    assert second["tools"] is first["tools"] and second["tools"] == list(env.tools)
+    assert second["tools"][0]["function"] is held
     second["tools"][0]["function"]["name"] = "renamed"
     _, third = env.reset(seed=2)
     assert third["tools"] is not second["tools"] and third["tools"] == list(env.tools)
     holder, key = _first_bool(third["tools"])
-    holder[key] = int(holder[key])  # == sees no change; the JSON does (true -> 1)
+    holder[key] = int(holder[key])  # == sees no change; the digest does (true -> 1)
     _, fourth = env.reset(seed=3)
     assert fourth["tools"] is not third["tools"] and fourth["tools"] == list(env.tools)
     fourth["tools"][0]["function"]["note"] = object()  # not a JSON value: a change too, never a failed reset

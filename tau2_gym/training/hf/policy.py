@@ -409,7 +409,7 @@ class PolicyRunner:
             prefix = self.tokenizer.decode(list(context[-_PREFIX_TAIL:]), skip_special_tokens=False)
         return parse_turn(text, self.parser, self.tokenizer, prefix=prefix, tools=tools)
 
-    def _policy_turn(self, ep: _Episode, gen: Generation, context: Sequence[int]) -> None:
+    def _policy_turn(self, ep: _Episode, gen: Generation, context: list[int]) -> None:
         """Record the generated turn and decide the env action (stepped later, with the other episodes)."""
         traj, sequence = ep.traj, ep.tokens
         if sequence is not None and len(sequence) != ep.prompt_len + len(traj.env_mask):
@@ -431,7 +431,8 @@ class PolicyRunner:
         sample = None
         if sequence is None:  # per turn: one sample per LLM call, this turn's prompt and tokens
             sample = len(traj.samples)
-            traj.samples.append(Sample(list(context), tokens, [1] * len(tokens), logprobs))
+            # the context is this turn's own list (a fresh rendering, or a copy of the prompt): kept, not copied
+            traj.samples.append(Sample(context, tokens, [1] * len(tokens), logprobs))
             start, end = 0, len(tokens)
         else:
             start = len(traj.env_mask)
