@@ -36,6 +36,13 @@ Differences from ``SyncVectorEnv`` worth knowing:
   per-env dicts -- because their nested fields are ``None`` in some episodes and dicts in others;
 * ``reset(options=[...])`` also accepts one options dict per sub-env (e.g. a task id each).
 
+``processes=K`` puts the sub-envs in K worker processes (:mod:`tau2_gym.envs.shards`), each a vector env of its
+block with its own customer client, stepped together: more than one core for one lockstep step. The Gymnasium
+surface is the same, and so are the episodes (the tests pin it); sub-env objects then live in the workers, so
+``envs[i]``, :meth:`~Tau2VectorEnv.clone_slot` and :meth:`~Tau2VectorEnv.set_slot` are refused and
+:meth:`~Tau2VectorEnv.copy_slot` works within one worker's block (``call``/``get_attr``/``set_attr`` reach every
+sub-env). A concurrent customer's ``max_concurrency`` is the total: each worker gets its share (at least one).
+
 Gymnasium's own ``SyncVectorEnv`` / ``AsyncVectorEnv`` batch every nested info dict field by field, which
 fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``) and another is scored
 (a dict) in the same step. Wrap the single envs with :class:`KeepRecordsWhole` there::
@@ -48,6 +55,7 @@ fails when one episode ends prematurely (``reward_info["db_check"]`` is ``None``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any, Callable, Optional, Sequence, SupportsFloat, Union
 
@@ -61,6 +69,7 @@ from tau2_gym.core.records import Record
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.turns import UserSimulatorError
 from tau2_gym.envs import entry_point
+from tau2_gym.envs.shards import ShardSet, split_sizes
 from tau2_gym.llm.loop import LoopThread
 
 logger = logging.getLogger("tau2_gym")
@@ -154,6 +163,7 @@ class Tau2VectorEnv(VectorEnv):
         copy_observations: give every observation private message dicts. Default False: a step's observation
             is a new list, but the message dicts in it are shared with the episode's earlier observations
             (treat them as read-only) -- copying the whole history on every step made long episodes O(T^2).
+        processes: worker processes holding the sub-envs (default 1: all in this one; see the module docstring).
         **kwargs: the single env's arguments (:class:`~tau2_gym.envs.config.Tau2EnvConfig` fields,
             ``config=``, ``render_mode=``), e.g. ``user=``, ``task_split=``, ``max_steps=``.
 
@@ -174,11 +184,15 @@ class Tau2VectorEnv(VectorEnv):
         autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.NEXT_STEP,
         copy_observations: bool = False,
         max_episode_steps: Optional[int] = None,
+        processes: int = 1,
         **kwargs: Any,
     ) -> None:
         super().__init__()
         if int(num_envs) < 1:
             raise ValueError(f"num_envs={num_envs!r} must be >= 1")
+        whole = isinstance(processes, (int, np.integer)) and not isinstance(processes, bool)
+        if not whole or not 1 <= processes <= num_envs:
+            raise ValueError(f"processes={processes!r} must be an int from 1 to num_envs={num_envs}")
         if max_episode_steps is not None:
             raise ValueError(
                 "max_episode_steps (a TimeLimit) is not used by tau2 envs; pass max_steps=N "
@@ -196,7 +210,13 @@ class Tau2VectorEnv(VectorEnv):
         user_spec = config.user if config is not None else kwargs.get("user", "oracle")
         self._owns_user = user_spec is None or isinstance(user_spec, str)  # we built it, so we close it
         template.copy_observations = copy_observations
-        self.envs: list[Any] = [template.sibling() for _ in range(self.num_envs)]  # fresh RNGs, as N made envs
+        self._shards: Optional[ShardSet] = None
+        self.envs: Any
+        if processes > 1:
+            self.envs = _InWorkers(self.num_envs, int(processes))
+            self._shards = ShardSet(self.num_envs, int(processes), domain, kwargs, copy_observations, _share_gate)
+        else:
+            self.envs = [template.sibling() for _ in range(self.num_envs)]  # fresh RNGs, as N made envs
         self.template = template
         self.user = template.user
         self.tools = template.tools
@@ -217,7 +237,8 @@ class Tau2VectorEnv(VectorEnv):
         self.user_requests = 0
         self._loop: Optional[LoopThread] = None  # where sub-envs await a concurrent simulator (made on first use)
         gate = getattr(getattr(self.user, "config", None), "max_concurrency", None)
-        if getattr(self.user, "answers_concurrently", False) and isinstance(gate, int) and gate < self.num_envs:
+        concurrent = getattr(self.user, "answers_concurrently", False)
+        if concurrent and isinstance(gate, int) and gate < self.num_envs and self._shards is None:
             logger.warning(
                 "%d sub-envs but the user simulator sends at most max_concurrency=%d requests at once: the other "
                 "customers wait their turn (build it with max_concurrency=%d for every episode's request in flight)",
@@ -230,18 +251,19 @@ class Tau2VectorEnv(VectorEnv):
 
     @property  # as SyncVectorEnv's (VectorEnv declares one int)
     def np_random_seed(self) -> tuple[Optional[int], ...]:  # ty: ignore[incompatible-property-override] - one per env
-        return tuple(slot.np_random_seed for slot in self.envs)
+        return self.get_attr("np_random_seed")
 
     @property  # as SyncVectorEnv's (VectorEnv declares one Generator)
     def np_random(self) -> tuple[np.random.Generator, ...]:  # ty: ignore[incompatible-property-override] - one per env
-        return tuple(slot.np_random for slot in self.envs)
+        return self.get_attr("np_random")
 
     @property
     def config(self) -> Any:
         return self.template.config
 
     def __repr__(self) -> str:
-        return f"Tau2VectorEnv({self.domain_name!r}, num_envs={self.num_envs})"
+        workers = "" if self._shards is None else f", processes={len(self._shards.sizes)}"
+        return f"Tau2VectorEnv({self.domain_name!r}, num_envs={self.num_envs}{workers})"
 
     # ------------------------------------------------------------------ phases
 
@@ -304,6 +326,13 @@ class Tau2VectorEnv(VectorEnv):
 
         Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
         """
+        if self._shards is not None:
+            results, resets, batches, requests = self._shards.advance(
+                step_idx, actions, reset_idx, seeds, options, unreadable
+            )
+            self.user_batches += batches
+            self.user_requests += requests
+            return results, resets
         if getattr(self.user, "answers_concurrently", False):
             if self._loop is None:
                 self._loop = LoopThread("tau2-vector-env")
@@ -538,10 +567,14 @@ class Tau2VectorEnv(VectorEnv):
     # ------------------------------------------------------------------ the rest of the VectorEnv API
 
     def render(self) -> tuple[Any, ...]:
+        if self._shards is not None:
+            return tuple(x for part in self._shards.broadcast("render") for x in part)
         return tuple(slot.render() for slot in self.envs)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call (or read) ``name`` on every sub-env."""
+        if self._shards is not None:
+            return tuple(x for part in self._shards.broadcast("call", name, args, kwargs) for x in part)
         out = []
         for slot in self.envs:
             attr = getattr(slot, name)
@@ -549,6 +582,8 @@ class Tau2VectorEnv(VectorEnv):
         return tuple(out)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
+        if self._shards is not None:
+            return tuple(x for part in self._shards.broadcast("get_attr", name) for x in part)
         return tuple(getattr(slot, name) for slot in self.envs)
 
     def set_attr(self, name: str, values: Any) -> None:
@@ -556,6 +591,12 @@ class Tau2VectorEnv(VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs {self.num_envs} values; got {len(values)}")
+        if self._shards is not None:
+            starts, sizes = self._shards.starts, self._shards.sizes
+            self._shards._ask(
+                {k: (name, list(values[s : s + size])) for k, (s, size) in enumerate(zip(starts, sizes))}, "set_attr"
+            )
+            return
         for slot, value in zip(self.envs, values):
             setattr(slot, name, value)
 
@@ -567,6 +608,7 @@ class Tau2VectorEnv(VectorEnv):
         the domain, tasks and user simulator shared). Step it like any env; this vector env is unchanged.
 
         Call it between vector steps: then every sub-env is at its agent's turn (or its episode is over)."""
+        self._in_this_process("clone_slot")
         return self.envs[self._slot_index(index)].clone(episode_id=episode_id)
 
     def copy_slot(self, src: int, dst: Union[int, Sequence[int]]) -> None:
@@ -577,12 +619,14 @@ class Tau2VectorEnv(VectorEnv):
         A copy also takes ``src``'s RNG state: reset it with a seed of its own if later episodes should differ."""
         src = self._slot_index(src)
         targets = [dst] if isinstance(dst, (int, np.integer)) else list(dst)
-        source = self.envs[src]
+        targets = [j for j in map(self._slot_index, targets) if j != src]
+        if self._shards is not None:
+            self._shards.copy_slot(src, targets)
+        else:
+            source = self.envs[src]
+            for j in targets:
+                self.envs[j] = source.clone()
         for j in targets:
-            j = self._slot_index(j)
-            if j == src:
-                continue
-            self.envs[j] = source.clone()
             if hasattr(self, "_obs"):
                 obs = self._obs[src]
                 self._obs[j] = list(obs) if isinstance(obs, list) else obs
@@ -597,6 +641,7 @@ class Tau2VectorEnv(VectorEnv):
         Its user turns are then answered in this vector env's batches, so ``env`` must use this vector env's
         user simulator object (``user=vec.user``). With :meth:`step_slots`, this is how a search runs its branches
         with batched user turns (:func:`tau2_gym.training.search.search_turn` with ``vector=``)."""
+        self._in_this_process("set_slot")
         i = self._slot_index(index)
         base = env.unwrapped
         if base.user is not self.user:
@@ -645,8 +690,17 @@ class Tau2VectorEnv(VectorEnv):
             raise IndexError(f"sub-env index {i} out of range for num_envs={self.num_envs}")
         return i % self.num_envs
 
+    def _in_this_process(self, what: str) -> None:
+        if self._shards is not None:
+            raise ValueError(
+                f"{what} needs the sub-env objects in this process; this vector env keeps them in "
+                f"{len(self._shards.sizes)} worker processes (build it with processes=1)"
+            )
+
     def simulation_runs(self) -> list[Optional[dict]]:
         """Each sub-env's last finished episode as a tau2 SimulationRun dict (None if none finished yet)."""
+        if self._shards is not None:
+            return [run for part in self._shards.broadcast("simulation_runs") for run in part]
         return [slot.simulation_run() for slot in self.envs]
 
     def results(self, simulation_runs: Optional[Sequence[Any]] = None) -> dict[str, Any]:
@@ -666,8 +720,11 @@ class Tau2VectorEnv(VectorEnv):
         write_json_atomic(Path(path), self.results(simulation_runs))
 
     def close_extras(self, **kwargs: Any) -> None:  # noqa: ARG002 - Gymnasium's VectorEnv.close_extras signature
-        for slot in self.envs:
-            slot.close()
+        if self._shards is not None:
+            self._shards.close()
+        else:
+            for slot in self.envs:
+                slot.close()
         if self._loop is not None:
             self._loop.close()  # the simulator's client on that loop is closed inside it
             self._loop = None
@@ -676,6 +733,39 @@ class Tau2VectorEnv(VectorEnv):
                 self.user.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+
+class _InWorkers:
+    """``envs`` of a vector env whose sub-envs live in worker processes: their number, not the objects."""
+
+    def __init__(self, n: int, processes: int) -> None:
+        self.n = n
+        self.processes = processes
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(
+            f"the sub-envs live in {self.processes} worker processes: reach them with call/get_attr/set_attr "
+            "(or build the vector env with processes=1)"
+        )
+
+
+def _share_gate(kwargs: dict, k: int, parts: int) -> None:
+    """Worker ``k`` of ``parts`` gets its share of a concurrent customer's ``max_concurrency`` gate (at least one
+    request), so the workers together keep the caller's limit."""
+    config = kwargs.get("config")
+    user = kwargs.get("user") if config is None else config.user
+    share = getattr(user, "with_max_concurrency", None)
+    gate = getattr(getattr(user, "config", None), "max_concurrency", None)
+    if share is None or not isinstance(gate, int):
+        return
+    own = share(max(1, split_sizes(gate, parts)[k]))
+    if config is None:
+        kwargs["user"] = own
+    else:
+        kwargs["config"] = dataclasses.replace(config, user=own)
 
 
 def _index(idx: list[int], n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -70,6 +70,16 @@ class OpenAIUserSimulator(UserSimulator):
     def __repr__(self) -> str:
         return f"OpenAIUserSimulator({self.config!r})"
 
+    def __reduce__(self) -> tuple:
+        # it travels as its settings (to a vector env's worker processes): the client's loop, locks and
+        # connections are the sending process's own
+        return (type(self), (self.config,))
+
+    def with_max_concurrency(self, n: int) -> OpenAIUserSimulator:
+        """The same simulator with a gate of ``n`` requests in flight (how a vector env splits the gate
+        between its worker processes)."""
+        return type(self)(dataclasses.replace(self.config, max_concurrency=n))
+
     def request_kwargs(self, request: UserTurnRequest) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments for one request (public so callers can log/inspect)."""
         return self.client.request_kwargs(

@@ -242,7 +242,10 @@ def _drivers(envs: Any) -> Any:
 def envs_reasoning_history(envs: Any) -> str:
     """The ``reasoning_history`` the envs show their observations with (their config's; ``"drop"`` if unknown)."""
     inner = getattr(envs, "unwrapped", envs)
-    first = inner.envs[0] if hasattr(inner, "envs") and hasattr(inner, "num_envs") else next(iter(envs), None)
+    if hasattr(inner, "envs") and hasattr(inner, "num_envs"):  # a vector env: its sub-envs' settings
+        first = getattr(inner, "template", None) or inner.envs[0]
+    else:
+        first = next(iter(envs), None)
     config = getattr(getattr(first, "unwrapped", first), "config", None)
     return getattr(config, "reasoning_history", DROP)
 

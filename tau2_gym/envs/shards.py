@@ -1,0 +1,340 @@
+"""Sub-envs in worker processes: how one :class:`~tau2_gym.envs.vector.Tau2VectorEnv` uses more than one core.
+
+A vector env steps in lockstep: a step lasts about the LLM's latency plus the env-side work of every episode,
+which one process does serially (tool calls, customer requests and replies, observations, infos). With
+``processes=K`` the sub-envs are split into K contiguous blocks, each a ``Tau2VectorEnv`` of its own in a worker
+process with its own user-simulator client; the parent keeps the Gymnasium surface (seeds, autoreset, the batched
+infos) and routes each reset and step to the workers that hold its sub-envs, all at once.
+
+What crosses the pipes: actions, seeds and options out; per sub-env the transition back. An observation is sent
+as what it adds to the last one sent for its sub-env (an episode's history grows by appending; the sender checks
+that the earlier part is unchanged, else sends it whole), so a step costs the pipe the new messages, not the whole
+history. With ``copy_observations=True`` observations are sent whole: unpickled objects are the private copies that
+option asks for.
+
+Workers are started with ``spawn`` (safe beside threads, CUDA and the LLM clients' event loops), so a script that
+builds such an env needs Python's usual ``if __name__ == "__main__":`` guard. A worker that dies makes the next
+call raise a ``RuntimeError`` naming it; the env is then closed. Ctrl-C reaches the parent only.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import signal
+import traceback
+from multiprocessing.connection import Connection, wait
+from typing import Any, Optional, Sequence
+
+__all__ = ["ShardSet", "split_sizes"]
+
+
+def split_sizes(n: int, k: int) -> list[int]:
+    """``n`` sub-envs in ``k`` contiguous blocks whose sizes differ by at most one (the first ones larger)."""
+    base, extra = divmod(n, k)
+    return [base + (1 if j < extra else 0) for j in range(k)]
+
+
+# ---------------------------------------------------------------------------------------------- the worker side
+
+
+class _Worker:
+    """A worker's vector env and the state of the observations it has sent (see the module docstring)."""
+
+    def __init__(self, vec: Any, whole: bool) -> None:
+        self.vec = vec
+        self.whole = whole
+        self.sent: list[Any] = [None] * vec.num_envs
+
+    def _encode(self, i: int, obs: Any) -> tuple[int, Any]:
+        """``(k, tail)``: the observation is the last one sent with its first ``k`` entries kept and ``tail``
+        appended; ``k = -1``: ``tail`` is the whole observation."""
+        prev, self.sent[i] = self.sent[i], obs
+        if not self.whole and type(obs) is list and type(prev) is list:
+            k = len(prev)
+            if len(obs) >= k and obs[:k] == prev:  # identical entries compare by identity, so this is cheap
+                return k, obs[k:]
+        return -1, obs
+
+    def advance(
+        self,
+        step_idx: list[int],
+        actions: list[Any],
+        reset_idx: list[int],
+        seeds: Optional[list],
+        options: Optional[list],
+        unreadable: Optional[str],
+    ) -> tuple:
+        vec = self.vec
+        batches, requests = vec.user_batches, vec.user_requests
+        results, resets = vec._advance(step_idx, actions, reset_idx, seeds, options, unreadable)
+        encode = self._encode
+        return (
+            [(i, encode(i, obs), reward, term, trunc, info) for i, (obs, reward, term, trunc, info) in results.items()],
+            [(i, encode(i, obs), info) for i, (obs, info) in resets.items()],
+            vec.user_batches - batches,
+            vec.user_requests - requests,
+        )
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> tuple:
+        return self.vec.call(name, *args, **kwargs)
+
+    def get_attr(self, name: str) -> tuple:
+        return self.vec.get_attr(name)
+
+    def set_attr(self, name: str, values: list) -> None:
+        self.vec.set_attr(name, values)
+
+    def render(self) -> tuple:
+        return self.vec.render()
+
+    def simulation_runs(self) -> list:
+        return self.vec.simulation_runs()
+
+    def copy_slot(self, src: int, dst: list[int]) -> None:
+        self.vec.copy_slot(src, dst)
+        for j in dst:
+            self.sent[j] = self.sent[src]
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a RuntimeError carrying its type, text and traceback."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any failure to travel gets the stand-in
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return RuntimeError(f"{type(exc).__name__}: {exc}\n{text}")
+
+
+def _serve(conn: Connection, size: int, domain: str, kwargs: dict, copy_observations: bool) -> None:
+    """A worker process: build the block's vector env, then answer the parent's commands until ``close``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes the workers
+    from tau2_gym.envs.vector import Tau2VectorEnv
+
+    try:
+        vec = Tau2VectorEnv(size, domain, copy_observations=copy_observations, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - the parent raises it
+        conn.send(("error", _portable(exc)))
+        return
+    worker = _Worker(vec, whole=copy_observations)
+    conn.send(("ok", None))
+    try:
+        while True:
+            try:
+                command, args = conn.recv()
+            except EOFError:  # the parent is gone
+                return
+            if command == "close":
+                break
+            try:
+                reply: tuple = ("ok", getattr(worker, command)(*args))
+            except BaseException as exc:  # noqa: BLE001 - sent to the parent, which raises it
+                reply = ("error", _portable(exc))
+            conn.send(reply)
+    finally:
+        vec.close()
+    conn.send(("ok", None))
+
+
+# ---------------------------------------------------------------------------------------------- the parent side
+
+
+class ShardSet:
+    """The worker processes of one vector env, and the routing of sub-env indices to them.
+
+    ``kwargs`` are each worker's ``Tau2VectorEnv`` arguments; ``user_for(k, K)`` (optional) gives worker ``k`` of
+    ``K`` its user simulator (a concurrent one's gate split between the workers).
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        processes: int,
+        domain: str,
+        kwargs: dict,
+        copy_observations: bool,
+        user_for: Any = None,
+    ) -> None:
+        self.sizes = split_sizes(num_envs, processes)
+        self.starts = [sum(self.sizes[:k]) for k in range(processes)]
+        self.shard_of = [k for k, size in enumerate(self.sizes) for _ in range(size)]
+        self.mirror: list[Any] = [None] * num_envs  # the parent's copy of each sub-env's last observation
+        self.conns: list[Connection] = []
+        self.procs: list[Any] = []
+        self.closed = False
+        ctx = multiprocessing.get_context("spawn")
+        try:
+            for k, size in enumerate(self.sizes):
+                own = dict(kwargs)
+                if user_for is not None:
+                    user_for(own, k, processes)
+                try:
+                    pickle.dumps(own)  # said here, in words, rather than as the spawn's pickling error
+                except Exception as exc:
+                    raise TypeError(
+                        f"processes={processes}: the env arguments must be sent to the worker processes, and "
+                        f"pickling them failed ({type(exc).__name__}: {exc}); pass the user simulator as a spec "
+                        "(user='llm', a dict) or an object that pickles"
+                    ) from exc
+                parent, child = ctx.Pipe()
+                args = (child, size, domain, own, copy_observations)
+                proc = ctx.Process(target=_serve, args=args, name=f"tau2-vector-{k}", daemon=True)
+                proc.start()
+                child.close()
+                self.conns.append(parent)
+                self.procs.append(proc)
+            for k in range(processes):
+                self._reply(k, "start")
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ transport
+
+    def _reply(self, k: int, command: str) -> Any:
+        """Worker ``k``'s answer; its error raised here; a dead worker a RuntimeError (and every worker closed)."""
+        try:
+            status, value = self.conns[k].recv()
+        except (EOFError, OSError) as exc:
+            proc = self.procs[k]
+            proc.join(1)
+            self.close()
+            raise RuntimeError(
+                f"vector-env worker {k} (pid {proc.pid}) exited with code {proc.exitcode} during {command}; "
+                "the vector env is closed"
+            ) from exc
+        if status == "error":
+            raise value
+        return value
+
+    def _ask(self, jobs: dict[int, tuple], command: str) -> dict[int, Any]:
+        """Send ``command`` with ``jobs[k]`` to each worker k, then collect every reply (as they arrive); the first
+        worker error is raised once all have answered, so the workers stay in step with the parent."""
+        if self.closed:
+            raise RuntimeError("the vector env is closed")
+        for k, args in jobs.items():
+            try:
+                self.conns[k].send((command, args))
+            except (BrokenPipeError, OSError):
+                self._reply(k, command)  # raises the worker's exit
+        out: dict[int, Any] = {}
+        failure: Optional[BaseException] = None
+        waiting: dict[Any, int] = {self.conns[k]: k for k in jobs}
+        while waiting:
+            for conn in wait(list(waiting)):
+                k = waiting.pop(conn)
+                try:
+                    out[k] = self._reply(k, command)
+                except RuntimeError as exc:
+                    if self.closed:
+                        raise
+                    failure = failure or exc
+                except Exception as exc:  # noqa: BLE001 - the worker's error, raised below
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+        return out
+
+    def broadcast(self, command: str, *args: Any) -> list[Any]:
+        """``command`` on every worker; the replies in worker order."""
+        replies = self._ask({k: args for k in range(len(self.conns))}, command)
+        return [replies[k] for k in range(len(self.conns))]
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(worker, index in the worker) of sub-env ``i``."""
+        k = self.shard_of[i]
+        return k, i - self.starts[k]
+
+    # ------------------------------------------------------------------ the vector env's calls
+
+    def advance(
+        self,
+        step_idx: Sequence[int],
+        actions: Sequence[Any],
+        reset_idx: Sequence[int],
+        seeds: Optional[Sequence[Optional[int]]],
+        options: Optional[Sequence[Optional[dict]]],
+        unreadable: Optional[str],
+    ) -> tuple[dict[int, tuple], dict[int, tuple], int, int]:
+        """``Tau2VectorEnv._advance`` over the workers: ``(results, resets, batches, requests)``, the last two
+        the rounds and customer requests the workers made."""
+        jobs: dict[int, tuple[list, list, list, Optional[list], Optional[list], Optional[str]]] = {}
+
+        def job(i: int) -> tuple:
+            k, local = self.locate(i)
+            entry = jobs.get(k)
+            if entry is None:
+                no_seeds, no_options = seeds is None, options is None
+                entry = jobs[k] = ([], [], [], None if no_seeds else [], None if no_options else [], unreadable)
+            return entry, local
+
+        for i, action in zip(step_idx, actions):
+            entry, local = job(i)
+            entry[0].append(local)
+            entry[1].append(action)
+        for n, i in enumerate(reset_idx):
+            entry, local = job(i)
+            entry[2].append(local)
+            if seeds is not None:
+                entry[3].append(seeds[n])
+            if options is not None:
+                entry[4].append(options[n])
+        replies = self._ask(jobs, "advance")
+        results: dict[int, tuple] = {}
+        resets: dict[int, tuple] = {}
+        batches = requests = 0
+        for k, (stepped, reset, b, r) in replies.items():
+            start = self.starts[k]
+            for local, obs, reward, term, trunc, info in stepped:
+                i = start + local
+                results[i] = (self._decode(i, obs), reward, term, trunc, info)
+            for local, obs, info in reset:
+                i = start + local
+                resets[i] = (self._decode(i, obs), info)
+            batches += b
+            requests += r
+        return {i: results[i] for i in step_idx}, {i: resets[i] for i in reset_idx}, batches, requests
+
+    def _decode(self, i: int, encoded: tuple[int, Any]) -> Any:
+        k, tail = encoded
+        whole = tail if k < 0 else self.mirror[i][:k] + tail
+        self.mirror[i] = whole
+        return list(whole) if type(whole) is list else whole  # the caller's list; the mirror stays the parent's
+
+    def copy_slot(self, src: int, dst: Sequence[int]) -> None:
+        k, local = self.locate(src)
+        targets = []
+        for j in dst:
+            kj, lj = self.locate(j)
+            if kj != k:
+                raise ValueError(
+                    f"copy_slot({src}, {j}): sub-envs {src} and {j} live in different worker processes "
+                    f"({k} and {kj}); copy within one worker's block, or build the vector env with processes=1"
+                )
+            targets.append(lj)
+        self._ask({k: (local, targets)}, "copy_slot")
+        for j in dst:
+            self.mirror[j] = self.mirror[src]
+
+    def close(self) -> None:
+        """Ask every worker to close its env, then end the processes (terminated if they do not exit)."""
+        if self.closed:
+            return
+        self.closed = True
+        for conn in self.conns:
+            try:
+                conn.send(("close", ()))
+            except (BrokenPipeError, OSError):
+                pass
+        for conn, proc in zip(self.conns, self.procs):
+            if proc.is_alive() and conn.poll(10):
+                try:
+                    conn.recv()
+                except (EOFError, OSError):
+                    pass
+            proc.join(5)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(5)
+            conn.close()
