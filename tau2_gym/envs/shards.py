@@ -107,13 +107,11 @@ def _portable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}\n{text}")
 
 
-def _serve(conn: Connection, size: int, domain: str, kwargs: dict, copy_observations: bool) -> None:
+def _serve(conn: Connection, build: Any, size: int, domain: str, kwargs: dict, copy_observations: bool) -> None:
     """A worker process: build the block's vector env, then answer the parent's commands until ``close``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and closes the workers
-    from tau2_gym.envs.vector import Tau2VectorEnv
-
     try:
-        vec = Tau2VectorEnv(size, domain, copy_observations=copy_observations, **kwargs)
+        vec = build(size, domain, copy_observations=copy_observations, **kwargs)
     except BaseException as exc:  # noqa: BLE001 - the parent raises it
         conn.send(("error", _portable(exc)))
         return
@@ -143,12 +141,14 @@ def _serve(conn: Connection, size: int, domain: str, kwargs: dict, copy_observat
 class ShardSet:
     """The worker processes of one vector env, and the routing of sub-env indices to them.
 
-    ``kwargs`` are each worker's ``Tau2VectorEnv`` arguments; ``user_for(k, K)`` (optional) gives worker ``k`` of
-    ``K`` its user simulator (a concurrent one's gate split between the workers).
+    ``build(size, domain, copy_observations=..., **kwargs)`` makes a worker's in-process vector env (the class
+    itself, sent by reference); ``user_for(kwargs, k, K)`` (optional) gives worker ``k`` of ``K`` its user simulator
+    (a concurrent one's gate split between the workers).
     """
 
     def __init__(
         self,
+        build: Any,
         num_envs: int,
         processes: int,
         domain: str,
@@ -178,7 +178,7 @@ class ShardSet:
                         "(user='llm', a dict) or an object that pickles"
                     ) from exc
                 parent, child = ctx.Pipe()
-                args = (child, size, domain, own, copy_observations)
+                args = (child, build, size, domain, own, copy_observations)
                 proc = ctx.Process(target=_serve, args=args, name=f"tau2-vector-{k}", daemon=True)
                 proc.start()
                 child.close()
