@@ -25,6 +25,20 @@ def median_time(fn: Callable[[], Any], repeat: int = 200, warmup: int = 5) -> fl
     return statistics.median(times)
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux ``/proc``): how a bench adds a vector env's
+    worker processes to its own CPU time."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_pids(vec: Any) -> list[int]:
+    """The pids of a vector env's worker processes (none when its sub-envs live in its own process)."""
+    shards = getattr(vec.unwrapped, "_shards", None)
+    return [] if shards is None else [p.pid for p in shards.procs]
+
+
 def reference_python() -> Optional[str]:
     py = os.environ.get("TAU2_REFERENCE_PYTHON")
     return py if py and os.path.exists(py) else None

@@ -13,7 +13,8 @@ in a child process), answering after the latency and saying ``###STOP###`` after
 
 Printed per N: customer requests/s as a share of the limit (N / latency) and of the stub's own ceiling for a
 lockstep client (measured in the same run, as in ``bench_vector_llm.py``), and the child's CPU time per episode and
-per agent step. ``--calls`` is the number of rollout calls (episodes per slot; 16 as the rollout bench).
+per agent step (with ``--processes K``, the vector env's K worker processes included). ``--calls`` is the number of
+rollout calls (episodes per slot; 16 as the rollout bench).
 ``--compare DIR`` measures another checkout in the same run.
 """
 
@@ -33,10 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402 - after sys.path gets the helpers' folder
     ACTION,
     add_lockstep_arguments,
+    cpu_of,
     lockstep_against_stub,
     lockstep_ceiling,
     print_table,
     stub_user,
+    worker_pids,
 )
 
 
@@ -59,7 +62,7 @@ class _Accelerator:
     device = "cpu"
 
 
-def child(n: int, url: str, calls: int) -> dict:
+def child(n: int, url: str, calls: int, processes: int) -> dict:
     from types import SimpleNamespace
 
     from tau2_gym.training.hf.tiny import tiny_tokenizer
@@ -84,21 +87,23 @@ def child(n: int, url: str, calls: int) -> dict:
         chat_template_kwargs=None,
     )
     user = stub_user(url, n)
-    rollout = make_rollout_func(env_kwargs={"user": user, "max_steps": 400}, max_new_tokens=64)
+    extra = {} if processes == 1 else {"processes": processes}
+    rollout = make_rollout_func(env_kwargs={"user": user, "max_steps": 400}, max_new_tokens=64, **extra)
     from tau2_gym.core.domain import load_domain
     from tau2_gym.training.export import training_split
 
     ids, _ = training_split(load_domain("airline"), "train")
     prompts = [task_prompt("airline", ids[i % len(ids)]) for i in range(n)]
-    c0, t0 = time.process_time(), time.perf_counter()
+    vec = rollout._vector("airline", n)  # built before the clock starts, with its workers
+    workers = worker_pids(vec)
+    c0, t0, w0 = time.process_time(), time.perf_counter(), sum(map(cpu_of, workers))
     episodes = steps = 0
     for call in range(calls):
         trainer.state.global_step = call
         out = rollout(prompts, trainer)
         episodes += len(out["prompt_ids"])
         steps += sum(len(t.turns) for t in rollout.last_trajectories)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    vec = next(iter(rollout._vectors.values()))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0 + sum(map(cpu_of, workers)) - w0
     reasons = sorted({t.termination_reason for t in rollout.last_trajectories})
     return {
         "wall": wall,
@@ -114,9 +119,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     add_lockstep_arguments(parser)
     parser.add_argument("--calls", type=int, default=16, help="rollout calls (episodes per slot)")
+    parser.add_argument("--processes", type=int, default=1, help="worker processes of the vector env (processes=K)")
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.child, args.url, args.calls)))
+        print(json.dumps(child(args.child, args.url, args.calls, args.processes)))
         return
     if args.ceiling is not None:
         print(json.dumps(lockstep_ceiling(args.ceiling, args.url, args.ceiling_rounds, stub_user)))
@@ -138,7 +144,8 @@ def main() -> None:
             ),
         ]
 
-    rows = lockstep_against_stub(__file__, args, ["--calls", str(args.calls)], describe)
+    child_args = ["--calls", str(args.calls)] + (["--processes", str(args.processes)] if args.processes > 1 else [])
+    rows = lockstep_against_stub(__file__, args, child_args, describe)
     print_table("TRL rollout_func with an LLM customer (stub policy; limit = N / latency)", rows)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 

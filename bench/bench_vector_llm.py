@@ -1,7 +1,7 @@
 """Vector-env rollout with an LLM customer behind a local stub server: customer requests/s against the limit.
 
     python bench/bench_vector_llm.py [--sizes 256 1024] [--latency 0.2 1.0] [--episodes-per-env 16]
-                                     [--compare /path/to/other/checkout] [--profile]
+                                     [--processes K] [--compare /path/to/other/checkout] [--profile]
 
 ``gym.make_vec("tau2/airline-v0", N, user=OpenAIUserSimulator(...))``: every agent step is a text turn, so every
 step waits for N customer replies. The stub server (tests' ``AsyncOpenAIStub``, in this process; each measured
@@ -19,10 +19,8 @@ and per request, and the episodes finished per second.
 commit before a change, against the same server and workload. ``--profile`` prints the child's top functions
 (every thread; needs ``pip install yappi``).
 
-``--shards K`` asks whether sub-envs in several processes would pay: the child starts K processes, each a vector
-env of N/K sub-envs, and steps them in lockstep (one step of every process per step) over pipes. Only each
-process's count of finished episodes comes back, not observations or infos, so the figure is that design's
-headroom, not a vector env's: the CPU per agent step sums every process.
+``--processes K`` builds the vector env with its sub-envs in K worker processes (``processes=K``); the CPU per agent
+step then sums the child and its workers (read from ``/proc``).
 """
 
 from __future__ import annotations
@@ -41,10 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402 - after sys.path gets the helpers' folder
     ACTION,
     add_lockstep_arguments,
+    cpu_of,
     lockstep_against_stub,
     lockstep_ceiling,
     print_table,
     stub_user,
+    worker_pids,
 )
 
 
@@ -53,16 +53,14 @@ def _rss() -> int:
         return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
 
 
-def _vector_env(url: str, n: int):
+def child(n: int, url: str, episodes_per_env: int, profile: bool, processes: int) -> dict:
     import gymnasium as gym
 
     import tau2_gym  # noqa: F401 - registers the ids
 
-    return gym.make_vec("tau2/airline-v0", num_envs=n, user=stub_user(url, n), max_steps=400)
-
-
-def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
-    vec = _vector_env(url, n)
+    kwargs = {} if processes == 1 else {"processes": processes}
+    vec = gym.make_vec("tau2/airline-v0", num_envs=n, user=stub_user(url, n), max_steps=400, **kwargs)
+    workers = worker_pids(vec)
     if profile:
         import yappi
 
@@ -70,15 +68,17 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
         yappi.start()
     rss0 = _rss()
     c0, t0 = time.process_time(), time.perf_counter()
+    w0 = sum(map(cpu_of, workers))
     vec.reset(seed=0)
     target, finished, steps = n * episodes_per_env, 0, 0
     while finished < target:
         _, _, terms, truncs, _ = vec.step([ACTION] * n)
         steps += n
         finished += int((terms | truncs).sum())
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0 + sum(map(cpu_of, workers)) - w0
     out = {"wall": wall, "cpu": cpu, "steps": steps, "episodes": finished, "requests": vec.unwrapped.user_requests}
-    out["kib_per_episode"] = (_rss() - rss0) / 1024 / n  # N live episodes (and their sockets) over the loaded env
+    if not workers:  # N live episodes (and their sockets) over the loaded env
+        out["kib_per_episode"] = (_rss() - rss0) / 1024 / n
     if profile:
         yappi.stop()
         stats = sorted(yappi.get_func_stats(), key=lambda s: -s.tsub)[:30]
@@ -89,57 +89,6 @@ def child(n: int, url: str, episodes_per_env: int, profile: bool) -> dict:
     return out
 
 
-def _shard(conn, url: str, n: int, first_seed: int) -> None:
-    """One process of ``--shards``: a vector env of ``n`` sub-envs, reset and stepped on the parent's word."""
-    vec = _vector_env(url, n)
-    conn.send("ready")
-    c0 = time.process_time()
-    while (command := conn.recv()) != "stop":
-        if command == "reset":
-            vec.reset(seed=first_seed)
-            conn.send(0)
-        else:
-            _, _, terms, truncs, _ = vec.step([ACTION] * n)
-            conn.send(int((terms | truncs).sum()))
-    conn.send((vec.unwrapped.user_requests, time.process_time() - c0))
-    vec.close()
-
-
-def child_sharded(n: int, url: str, episodes_per_env: int, shards: int) -> dict:
-    """:func:`child` with the sub-envs in ``shards`` processes (see the module docstring)."""
-    import multiprocessing
-
-    if n % shards:
-        raise SystemExit(f"--shards {shards} must divide N={n}")
-    ctx = multiprocessing.get_context("spawn")
-    size, pipes, procs = n // shards, [], []
-    for k in range(shards):
-        mine, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_shard, args=(theirs, url, size, k * size), daemon=True)
-        proc.start()
-        pipes.append(mine)
-        procs.append(proc)
-    for pipe in pipes:
-        pipe.recv()
-    c0, t0 = time.process_time(), time.perf_counter()
-    target, finished, steps, command = n * episodes_per_env, 0, 0, "reset"
-    while finished < target:
-        for pipe in pipes:
-            pipe.send(command)
-        finished += sum(pipe.recv() for pipe in pipes)
-        if command == "step":
-            steps += n
-        command = "step"
-    wall = time.perf_counter() - t0
-    for pipe in pipes:
-        pipe.send("stop")
-    ends = [pipe.recv() for pipe in pipes]
-    for proc in procs:
-        proc.join(timeout=60)
-    cpu = time.process_time() - c0 + sum(e[1] for e in ends)
-    return {"wall": wall, "cpu": cpu, "steps": steps, "episodes": finished, "requests": sum(e[0] for e in ends)}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     add_lockstep_arguments(parser)
@@ -147,15 +96,10 @@ def main() -> None:
         "--episodes-per-env", type=int, default=16, help="episodes per sub-env (the rollout bench's 16 per slot)"
     )
     parser.add_argument("--profile", action="store_true", help="print the child's top functions (needs yappi)")
-    parser.add_argument(
-        "--shards", type=int, default=1, help="sub-envs in this many processes, observations not sent back (see above)"
-    )
+    parser.add_argument("--processes", type=int, default=1, help="the vector env's worker processes (processes=K)")
     args = parser.parse_args()
     if args.child is not None:
-        if args.shards > 1:
-            print(json.dumps(child_sharded(args.child, args.url, args.episodes_per_env, args.shards)))
-        else:
-            print(json.dumps(child(args.child, args.url, args.episodes_per_env, args.profile)))
+        print(json.dumps(child(args.child, args.url, args.episodes_per_env, args.profile, args.processes)))
         return
     if args.ceiling is not None:
         print(json.dumps(lockstep_ceiling(args.ceiling, args.url, args.ceiling_rounds, stub_user)))
@@ -167,7 +111,7 @@ def main() -> None:
             for own, cum, calls, name in r["profile"]:
                 print(f"  {own:8.1f} {cum:9.1f} {calls:9d}  {name}")
         rss = []
-        if "kib_per_episode" in r:  # not with --shards
+        if "kib_per_episode" in r:  # not with --processes
             rss.append(
                 (
                     f"{prefix}: RSS per live episode (growth over the loaded env, end of run)",
@@ -192,11 +136,12 @@ def main() -> None:
             ),
         ]
 
-    child_args = ["--episodes-per-env", str(args.episodes_per_env), "--shards", str(args.shards)]
+    child_args = ["--episodes-per-env", str(args.episodes_per_env)]
+    child_args += ["--processes", str(args.processes)] if args.processes > 1 else []
     child_args += ["--profile"] if args.profile else []
     rows = lockstep_against_stub(__file__, args, child_args, describe)
-    shards = f"; sub-envs in {args.shards} processes, observations not sent back" if args.shards > 1 else ""
-    print_table(f"Vector env with an LLM customer (stub server; limit = N / latency{shards})", rows)
+    where = f"; sub-envs in {args.processes} worker processes" if args.processes > 1 else ""
+    print_table(f"Vector env with an LLM customer (stub server; limit = N / latency{where})", rows)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

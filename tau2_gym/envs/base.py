@@ -397,3 +397,30 @@ class EpisodeEnv(gym.Env):
     def side_tools(self) -> Sequence[dict]:
         """The tool schemas of this env's side (the agent's, or the customer's for the task); read only."""
         return self.tools
+
+    def shared_tool_lists(self) -> dict[str, Sequence[dict]]:
+        """The ``info`` keys whose tool copies are made from lists every sibling shares (not from the episode's
+        task), with those lists."""
+        return {"tools": self.tools}
+
+    def handout_recipes(self, info: dict) -> dict[str, tuple[str, str]]:
+        """The values of ``info`` that are this env's copies of what every sibling shares -- a loaded task's copy,
+        a shared tool list's -- as recipes from which a sibling makes its own copy the same way
+        (:meth:`make_handout`): how a vector env's worker process sends them, by name."""
+        out: dict[str, tuple[str, str]] = {}
+        episode = self.episode
+        if episode is not None and info.get("task") is self._info_task and self.handouts.is_loaded(episode.task):
+            out["task"] = ("task", episode.task.id)
+        for name in self.shared_tool_lists():
+            handout = self._tool_handouts.get(name)
+            if handout is not None and name in info and handout.holds(info[name]):
+                out[name] = ("tools", name)
+        return out
+
+    def make_handout(self, recipe: tuple[str, str]) -> Any:
+        """This env's own copy for a recipe of :meth:`handout_recipes` (its tool copies reused while unchanged,
+        as at its own resets)."""
+        kind, name = recipe
+        if kind == "task":
+            return self.handouts.loaded_task(name)
+        return self.handout_tools(name, self.shared_tool_lists()[name])

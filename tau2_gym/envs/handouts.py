@@ -32,11 +32,22 @@ class Handouts:
         self._loaded: Optional[dict[str, Task]] = None
         self._task_text: dict[str, Optional[str]] = {}  # None: deep-copied
 
-    def task(self, task: Task) -> Task:
-        """A private copy of ``task``: equal to it, fields set as in it, sharing no object with it."""
+    def _tasks(self) -> dict[str, Task]:
         if self._loaded is None:
             self._loaded = {t.id: t for t in self._domain.tasks(self._task_set, None)}
-        if self._loaded.get(task.id) is not task:  # not a loaded task: its owner may change it
+        return self._loaded
+
+    def is_loaded(self, task: Task) -> bool:
+        """Whether ``task`` is one of the loaded domain's task objects (not a caller's)."""
+        return self._tasks().get(task.id) is task
+
+    def loaded_task(self, task_id: str) -> Task:
+        """A private copy of the loaded task ``task_id``."""
+        return self.task(self._tasks()[task_id])
+
+    def task(self, task: Task) -> Task:
+        """A private copy of ``task``: equal to it, fields set as in it, sharing no object with it."""
+        if not self.is_loaded(task):  # not a loaded task: its owner may change it
             return task.model_copy(deep=True)
         if task.id not in self._task_text:
             self._task_text[task.id] = self._text_of(task)
@@ -81,6 +92,10 @@ class ToolHandout:
             held = self._copy = Handouts.tool_list(tools)
             self._source, self._digest = tools, _digest(held)
         return held
+
+    def holds(self, value: object) -> bool:
+        """Whether ``value`` is the copy this handout gives out now."""
+        return value is self._copy
 
     def _copied_from(self, tools: Sequence[dict]) -> bool:
         """Whether ``tools`` holds the schema objects the copy was made from (a list rebuilt per task may)."""

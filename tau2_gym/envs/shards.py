@@ -10,7 +10,12 @@ What crosses the pipes: actions, seeds and options out; per sub-env the transiti
 as what it adds to the last one sent for its sub-env (an episode's history grows by appending; the sender checks
 that the earlier part is unchanged, else sends it whole), so a step costs the pipe the new messages, not the whole
 history. With ``copy_observations=True`` observations are sent whole: unpickled objects are the private copies that
-option asks for.
+option asks for. Within an episode, an info value that is the very object of the sub-env's previous info (the
+task copy, the tool list, the policy) is sent as a marker and the parent hands out its own object of the previous
+step again -- as the in-process env hands out the same objects. At a reset, the copies of what every sub-env shares
+(a loaded task, the agent's tool list) are sent as recipes (``EpisodeEnv.handout_recipes``): the parent makes its
+own copies the same way, with a sibling env per sub-env, so a tool list is handed out again while the caller has
+not changed it, as in-process; every other value is sent.
 
 Workers are started with ``spawn`` (safe beside threads, CUDA and the LLM clients' event loops), so a script that
 builds such an env needs Python's usual ``if __name__ == "__main__":`` guard. A worker that dies makes the next
@@ -29,6 +34,32 @@ from typing import Any, Optional, Sequence
 __all__ = ["ShardSet", "split_sizes"]
 
 
+class _Same:
+    """The marker of an info value that is the sub-env's previous one (pickled by name: a few bytes)."""
+
+    def __reduce__(self) -> str:
+        return "SAME"
+
+    def __repr__(self) -> str:
+        return "SAME"
+
+
+SAME = _Same()
+_ABSENT = object()
+
+
+class _Recipe:
+    """An info value the parent makes itself (``EpisodeEnv.make_handout``)."""
+
+    __slots__ = ("recipe",)
+
+    def __init__(self, recipe: tuple[str, str]) -> None:
+        self.recipe = recipe
+
+    def __reduce__(self) -> tuple:
+        return (_Recipe, (self.recipe,))
+
+
 def split_sizes(n: int, k: int) -> list[int]:
     """``n`` sub-envs in ``k`` contiguous blocks whose sizes differ by at most one (the first ones larger)."""
     base, extra = divmod(n, k)
@@ -45,6 +76,7 @@ class _Worker:
         self.vec = vec
         self.whole = whole
         self.sent: list[Any] = [None] * vec.num_envs
+        self.sent_info: list[Optional[dict]] = [None] * vec.num_envs
 
     def _encode(self, i: int, obs: Any) -> tuple[int, Any]:
         """``(k, tail)``: the observation is the last one sent with its first ``k`` entries kept and ``tail``
@@ -55,6 +87,15 @@ class _Worker:
             if len(obs) >= k and obs[:k] == prev:  # identical entries compare by identity, so this is cheap
                 return k, obs[k:]
         return -1, obs
+
+    def _encode_info(self, i: int, info: dict, fresh: bool) -> dict:
+        """``info`` with :data:`SAME` for each value that is the object sent under its key at the previous step of
+        the episode (a reset, ``fresh``, sends every value)."""
+        prev, self.sent_info[i] = (None if fresh else self.sent_info[i]), info
+        if prev is not None:
+            return {key: SAME if prev.get(key, _ABSENT) is value else value for key, value in info.items()}
+        recipes = self.vec.envs[i].handout_recipes(info) if fresh else {}
+        return {key: _Recipe(recipes[key]) if key in recipes else value for key, value in info.items()}
 
     def advance(
         self,
@@ -68,10 +109,13 @@ class _Worker:
         vec = self.vec
         batches, requests = vec.user_batches, vec.user_requests
         results, resets = vec._advance(step_idx, actions, reset_idx, seeds, options, unreadable)
-        encode = self._encode
+        encode, encode_info = self._encode, self._encode_info
         return (
-            [(i, encode(i, obs), reward, term, trunc, info) for i, (obs, reward, term, trunc, info) in results.items()],
-            [(i, encode(i, obs), info) for i, (obs, info) in resets.items()],
+            [
+                (i, encode(i, obs), reward, term, trunc, encode_info(i, info, False))
+                for i, (obs, reward, term, trunc, info) in results.items()
+            ],
+            [(i, encode(i, obs), encode_info(i, info, True)) for i, (obs, info) in resets.items()],
             vec.user_batches - batches,
             vec.user_requests - requests,
         )
@@ -95,6 +139,7 @@ class _Worker:
         self.vec.copy_slot(src, dst)
         for j in dst:
             self.sent[j] = self.sent[src]
+            self.sent_info[j] = self.sent_info[src]
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -142,7 +187,8 @@ class ShardSet:
     """The worker processes of one vector env, and the routing of sub-env indices to them.
 
     ``build(size, domain, copy_observations=..., **kwargs)`` makes a worker's in-process vector env (the class
-    itself, sent by reference); ``user_for(kwargs, k, K)`` (optional) gives worker ``k`` of ``K`` its user simulator
+    itself, sent by reference); ``template``: the parent's env of the same settings, whose siblings make the info
+    copies sent as recipes; ``user_for(kwargs, k, K)`` (optional) gives worker ``k`` of ``K`` its user simulator
     (a concurrent one's gate split between the workers).
     """
 
@@ -154,12 +200,16 @@ class ShardSet:
         domain: str,
         kwargs: dict,
         copy_observations: bool,
+        template: Any,
         user_for: Any = None,
     ) -> None:
         self.sizes = split_sizes(num_envs, processes)
         self.starts = [sum(self.sizes[:k]) for k in range(processes)]
         self.shard_of = [k for k, size in enumerate(self.sizes) for _ in range(size)]
         self.mirror: list[Any] = [None] * num_envs  # the parent's copy of each sub-env's last observation
+        self.info_mirror: list[dict] = [{} for _ in range(num_envs)]  # ... and of its last info
+        self.template = template
+        self.copiers: list[Any] = [None] * num_envs  # a sibling of the template per sub-env, made on first use
         self.conns: list[Connection] = []
         self.procs: list[Any] = []
         self.closed = False
@@ -288,10 +338,10 @@ class ShardSet:
             start = self.starts[k]
             for local, obs, reward, term, trunc, info in stepped:
                 i = start + local
-                results[i] = (self._decode(i, obs), reward, term, trunc, info)
+                results[i] = (self._decode(i, obs), reward, term, trunc, self._decode_info(i, info))
             for local, obs, info in reset:
                 i = start + local
-                resets[i] = (self._decode(i, obs), info)
+                resets[i] = (self._decode(i, obs), self._decode_info(i, info))
             batches += b
             requests += r
         return {i: results[i] for i in step_idx}, {i: resets[i] for i in reset_idx}, batches, requests
@@ -301,6 +351,18 @@ class ShardSet:
         whole = tail if k < 0 else self.mirror[i][:k] + tail
         self.mirror[i] = whole
         return list(whole) if type(whole) is list else whole  # the caller's list; the mirror stays the parent's
+
+    def _decode_info(self, i: int, info: dict) -> dict:
+        prev = self.info_mirror[i]
+        info = {key: prev[key] if value is SAME else value for key, value in info.items()}
+        for key, value in info.items():
+            if type(value) is _Recipe:
+                copier = self.copiers[i]
+                if copier is None:
+                    copier = self.copiers[i] = self.template.sibling()
+                info[key] = copier.make_handout(value.recipe)
+        self.info_mirror[i] = info
+        return dict(info)  # the caller's dict; the values are the previous step's objects, as in-process
 
     def copy_slot(self, src: int, dst: Sequence[int]) -> None:
         k, local = self.locate(src)
@@ -316,6 +378,8 @@ class ShardSet:
         self._ask({k: (local, targets)}, "copy_slot")
         for j in dst:
             self.mirror[j] = self.mirror[src]
+            self.info_mirror[j] = self.info_mirror[src]
+            self.copiers[j] = None  # as a clone, its own tool copies from its next reset on
 
     def close(self) -> None:
         """Ask every worker to close its env, then end the processes (terminated if they do not exit)."""

@@ -275,6 +275,9 @@ class UserEnv(EpisodeEnv):
         system = user_system_prompt(self.domain, episode.task, tools is not None)
         return [{"role": "system", "content": system}, *user_view(episode.trajectory)]
 
+    def shared_tool_lists(self) -> dict[str, Sequence[dict]]:
+        return {"agent_tools": self.agent_tools}  # the customer's tools ("tools") follow the episode's task
+
     def side_tools(self) -> list[dict]:
         """The user tool schemas offered for this episode's task (a task may restrict them: upstream's
         ``user_tools``), as a user simulator is sent them; the action space spans the whole user toolkit."""

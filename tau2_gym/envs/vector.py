@@ -215,7 +215,7 @@ class Tau2VectorEnv(VectorEnv):
         if processes > 1:
             self.envs = _InWorkers(self.num_envs, int(processes))
             self._shards = ShardSet(
-                type(self), self.num_envs, int(processes), domain, kwargs, copy_observations, _share_gate
+                type(self), self.num_envs, int(processes), domain, kwargs, copy_observations, template, _share_gate
             )
         else:
             self.envs = [template.sibling() for _ in range(self.num_envs)]  # fresh RNGs, as N made envs

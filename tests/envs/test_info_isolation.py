@@ -146,3 +146,27 @@ def test_a_user_env_hands_out_its_copies_again_for_the_same_task_tools():
     second["agent_tools"].pop()
     _, third = env.reset(seed=2, options={"task_id": task})
     assert third["agent_tools"] is not second["agent_tools"] and third["agent_tools"] == list(env.agent_tools)
+
+
+def test_handout_recipes_name_only_copies_of_shared_values_and_a_sibling_makes_equal_copies():
+    """What a vector env's worker sends by name: a loaded task's copy and the agent's tool copy; a caller's own
+    task and a user env's task-dependent tools are not named (their values travel whole)."""
+    from tau2_gym.core.tasks import Task
+
+    env = gym.make("tau2/airline-v0").unwrapped
+    _, info = env.reset(seed=0, options={"task_id": "8"})
+    recipes = env.handout_recipes(info)
+    assert recipes == {"task": ("task", "8"), "tools": ("tools", "tools")}
+    sibling = env.sibling()
+    for key, recipe in recipes.items():
+        copy = sibling.make_handout(recipe)
+        assert copy == info[key] and copy is not info[key]
+    assert sibling.make_handout(recipes["tools"]) is sibling.make_handout(recipes["tools"])  # reused while unchanged
+    own = Task.model_validate(info["task"].model_dump())
+    _, info = env.reset(options={"task": own})
+    assert "task" not in env.handout_recipes(info)
+    user_env = gym.make("tau2/airline-user-v0", agent="oracle").unwrapped
+    _, info = user_env.reset(seed=0, options={"task_id": "8"})
+    recipes = user_env.handout_recipes(info)
+    assert set(recipes) == {"task", "agent_tools"}
+    assert user_env.sibling().make_handout(recipes["agent_tools"]) == info["agent_tools"]

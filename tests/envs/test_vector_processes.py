@@ -136,12 +136,22 @@ def test_observations_travel_as_what_they_add_and_stay_the_callers_to_change():
         obs, _ = vec.reset(seed=0)
         shards = vec.unwrapped._shards
         obs[0].append({"role": "user", "content": "a caller's own note"})  # the caller's list, not the mirror
-        obs2, *_ = vec.step(["Hello, how can I help?"] * 2)
+        obs2, *_, infos2 = vec.step(["Hello, how can I help?"] * 2)
         assert obs2[0][: len(obs[0]) - 1] == obs[0][:-1] and obs2[0][-1] != obs[0][-1]
         assert shards.mirror[0] == obs2[0] and shards.mirror[0] is not obs2[0]
         assert obs2[0][1] is shards.mirror[0][1]  # earlier messages were not sent again
     finally:
         vec.close()
+    # within an episode the info values are the previous step's objects, as the in-process env hands them out
+    same = []
+    for processes in (2, 1):
+        vec = gym.make_vec("tau2/airline-v0", num_envs=2, processes=processes, **KW)
+        infos = [vec.reset(seed=0)[1]] + [vec.step([f"Hello ({k})"] * 2)[-1] for k in range(6)]
+        vec.close()
+        same.append(
+            [[a[key][i] is b[key][i] for a, b in zip(infos, infos[1:]) for i in (0, 1)] for key in ("task", "tools")]
+        )
+    assert same[0] == same[1] and any(same[0][0]) and not all(same[0][0])
     copied = gym.make_vec("tau2/airline-v0", num_envs=2, processes=2, copy_observations=True, **KW)
     try:
         a, _ = copied.reset(seed=0)

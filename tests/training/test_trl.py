@@ -294,3 +294,44 @@ def test_vllm_generator_uses_trls_backend_per_turn():
     assert out[0].token_ids == reply and out[0].finish_reason == "stop" and out[0].logprobs == [-0.5] * len(reply)
     assert out[1].token_ids == reply[:3] and out[1].finish_reason == "length"
     assert gen.keep_going(True) and not gen.keep_going(False)
+
+
+def test_rollout_func_with_its_vector_env_in_worker_processes_gives_the_same_rows():
+    """``processes=2``: the same rows (tokens, masks, rewards) as the in-process vector env; ``close`` ends the
+    workers and a later call builds them again."""
+    from types import SimpleNamespace
+
+    from tau2_gym.training.hf.tiny import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    reply = tok.encode("Hello there", add_special_tokens=False) + [tok.eos_token_id]
+
+    def trainer():
+        return SimpleNamespace(
+            use_vllm=True,
+            vllm_generation=FakeVLLMBackend(reply),
+            accelerator=FakeAccelerator(),
+            eos_token_ids=[tok.eos_token_id],
+            processing_class=tok,
+            max_completion_length=512,
+            args=SimpleNamespace(seed=0, max_completion_length=512),
+            state=SimpleNamespace(global_step=0),
+            chat_template_kwargs=None,
+        )
+
+    prompts = [task_prompt("mock", t) for t in ("create_task_1", "create_task_1", "update_task_1")]
+    rows = {}
+    for processes in (1, 2):
+        rollout = make_rollout_func(max_new_tokens=16, max_turns=3, processes=processes)
+        rows[processes] = rollout(prompts, trainer())
+        vec = next(iter(rollout._vectors.values()))
+        workers = [] if vec.unwrapped._shards is None else vec.unwrapped._shards.procs
+        assert len(workers) == (0 if processes == 1 else 2) and all(p.is_alive() for p in workers)
+        if processes == 2:
+            rollout.close()
+            assert not any(p.is_alive() for p in workers) and not rollout._vectors
+            assert rollout(prompts, trainer()) == rows[2]  # built again
+            rollout.close()
+    assert rows[1]["completion_ids"] and rows[1] == rows[2]
+    with pytest.raises(ValueError, match="processes=0"):
+        make_rollout_func(processes=0)

@@ -88,6 +88,13 @@ class Tau2RolloutConfig:
         default=True,
         metadata={"help": "run one domain's prompts in a Tau2VectorEnv (customers answered in one batch per round)."},
     )
+    processes: int = field(
+        default=1,
+        metadata={
+            "help": "worker processes of each vector env: more cores for the env side of a lockstep step "
+            "(1: all in the trainer's process; capped at the batch size)."
+        },
+    )
     split: Optional[str] = field(
         default="train",
         metadata={"help": "the split every prompt's task must belong to (recorded per episode; training_split)."},
@@ -122,6 +129,8 @@ class Tau2RolloutConfig:
         if self.env_kwargs["obs_format"] != "messages":
             raise ValueError("the rollout function needs obs_format='messages'")
         self.max_new_tokens = int(self.max_new_tokens)
+        if isinstance(self.processes, bool) or not isinstance(self.processes, int) or self.processes < 1:
+            raise ValueError(f"processes={self.processes!r} must be an int >= 1")
         self.group_seed = bool(self.group_seed)
         self.allow_test_split = bool(self.allow_test_split)
 
@@ -263,6 +272,8 @@ class Tau2Rollout:
 
             kwargs = self._kwargs()
             solo = bool(kwargs.pop("solo", False))
+            if self.config.processes > 1:
+                kwargs["processes"] = min(self.config.processes, n)
             vec = self._vectors[key] = gym.make_vec(env_id(domain, solo), num_envs=n, **kwargs)
         return vec
 
@@ -399,6 +410,14 @@ class Tau2Rollout:
                 self.episodes,
             )
         return out
+
+    def close(self) -> None:
+        """Close the envs this function built (a vector env's worker processes end with it); a later call builds
+        them again."""
+        for env in [*self._vectors.values(), *(e for pool in self._pools.values() for e in pool)]:
+            env.close()
+        self._vectors.clear()
+        self._pools.clear()
 
 
 def make_rollout_func(
