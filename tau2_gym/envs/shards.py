@@ -225,7 +225,7 @@ class ShardSet:
                     raise TypeError(
                         f"processes={processes}: the env arguments must be sent to the worker processes, and "
                         f"pickling them failed ({type(exc).__name__}: {exc}); pass the user simulator as a spec "
-                        "(user='llm', a dict) or an object that pickles"
+                        "(user='openai:MODEL@URL') or an object that pickles"
                     ) from exc
                 parent, child = ctx.Pipe()
                 args = (child, build, size, domain, own, copy_observations)
@@ -271,17 +271,22 @@ class ShardSet:
         out: dict[int, Any] = {}
         failure: Optional[BaseException] = None
         waiting: dict[Any, int] = {self.conns[k]: k for k in jobs}
-        while waiting:
-            for conn in wait(list(waiting)):
-                k = waiting.pop(conn)
-                try:
-                    out[k] = self._reply(k, command)
-                except RuntimeError as exc:
-                    if self.closed:
-                        raise
-                    failure = failure or exc
-                except Exception as exc:  # noqa: BLE001 - the worker's error, raised below
-                    failure = failure or exc
+        try:
+            while waiting:
+                for conn in wait(list(waiting)):
+                    k = waiting.pop(conn)
+                    try:
+                        out[k] = self._reply(k, command)
+                    except RuntimeError as exc:
+                        if self.closed:
+                            raise
+                        failure = failure or exc
+                    except Exception as exc:  # noqa: BLE001 - the worker's error, raised below
+                        failure = failure or exc
+        except BaseException:
+            if waiting:  # interrupted (Ctrl-C) with replies outstanding: the pipes no longer match the commands
+                self.close()
+            raise
         if failure is not None:
             raise failure
         return out

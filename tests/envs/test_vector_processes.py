@@ -238,3 +238,39 @@ def test_a_worker_that_dies_is_named_and_the_env_closed_not_hung():
     with pytest.raises(RuntimeError, match="closed"):
         vec.step(["Hello"] * 4)
     vec.close()
+
+
+def test_an_interrupted_step_closes_the_env_instead_of_reading_stale_replies_later(monkeypatch):
+    """Ctrl-C while the workers step: their replies are still coming, so the next command would read the old
+    step's replies; the env is closed instead, and says so."""
+    from tau2_gym.envs import shards as shards_module
+
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, processes=2, **KW)
+    vec.reset(seed=0)
+    procs = vec.unwrapped._shards.procs
+
+    def interrupted(conns):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shards_module, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        vec.step(["Hello"] * 2)
+    monkeypatch.undo()
+    assert not any(p.is_alive() for p in procs)
+    with pytest.raises(RuntimeError, match="closed"):
+        vec.step(["Hello"] * 2)
+    vec.close()
+
+
+def test_the_gate_of_a_customer_in_the_settings_object_is_split_too():
+    from tau2_gym.envs.config import Tau2EnvConfig
+    from tau2_gym.players.users.openai_user import OpenAIUserSimulator
+
+    user = OpenAIUserSimulator(model="stub", base_url="http://127.0.0.1:9/v1", api_key_env=None, max_concurrency=5)
+    vec = gym.make_vec("tau2/airline-v0", num_envs=3, processes=2, config=Tau2EnvConfig(domain="airline", user=user))
+    try:
+        assert [u.config.max_concurrency for u in vec.unwrapped.get_attr("user")] == [3, 3, 2]
+        assert user.config.max_concurrency == 5  # the caller's object is left as it was
+    finally:
+        vec.close()
+        user.close()
