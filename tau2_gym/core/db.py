@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import threading
 from enum import Enum
 from typing import Any, Iterator, Optional
@@ -42,6 +43,18 @@ def copy_json(value: Any) -> Any:
     if type(value) is tuple:
         return tuple(copy_json(v) for v in value)
     return value
+
+
+def value_digest(value: Any) -> Optional[bytes]:
+    """A 128-bit digest of plain data with its types (``True``, ``1`` and ``1.0`` differ), from marshal's binary
+    form: no text escaping, as JSON has. Format 2, the last without back-references, which marshal writes or not by
+    reference counts (a caller holding an inner dict would change the bytes). None when marshal cannot write the
+    value (it holds another kind of object)."""
+    try:
+        data = marshal.dumps(value, 2)
+    except ValueError:
+        return None
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def plain(value: Any) -> Any:

@@ -11,12 +11,10 @@ container, their strings shared; an env hands its copy out again while it still 
 
 from __future__ import annotations
 
-import hashlib
-import marshal
 import operator
 from typing import Optional, Sequence
 
-from tau2_gym.core.db import copy_json
+from tau2_gym.core.db import copy_json, value_digest
 from tau2_gym.core.domain import LoadedDomain
 from tau2_gym.core.tasks import Task
 
@@ -88,9 +86,10 @@ class ToolHandout:
         held = self._copy
         # the serialized form decides, not ==: True == 1 and 1 == 1.0, but a schema that says 1 is not the one that
         # said true; its digest is kept, not the bytes (every live env holds one)
-        if held is None or self._digest is None or not self._copied_from(tools) or _digest(held) != self._digest:
+        # (None: the copy holds a value marshal cannot write, which a caller put there: a change)
+        if held is None or self._digest is None or not self._copied_from(tools) or value_digest(held) != self._digest:
             held = self._copy = Handouts.tool_list(tools)
-            self._source, self._digest = tools, _digest(held)
+            self._source, self._digest = tools, value_digest(held)
         return held
 
     def holds(self, value: object) -> bool:
@@ -103,15 +102,3 @@ class ToolHandout:
         return source is tools or (
             source is not None and len(source) == len(tools) and all(map(operator.is_, source, tools))
         )
-
-
-def _digest(value: list[dict]) -> Optional[bytes]:
-    """A digest of the list's content with its types (``True``, ``1`` and ``1.0`` differ), from marshal's binary
-    form: no text escaping, as JSON has. Format 2, the last without back-references, which marshal writes or not by
-    reference counts (a caller holding an inner dict would change the bytes). None when marshal cannot write the
-    list (a caller put another kind of object in it): a change."""
-    try:
-        data = marshal.dumps(value, 2)
-    except ValueError:
-        return None
-    return hashlib.blake2b(data, digest_size=16).digest()

@@ -404,3 +404,27 @@ def test_prompts_tokenized_after_a_kept_head_equal_whole_tokenizations(template)
         ]
         assert renderer.prompt_ids(messages, tools) == renderer.render(messages, tools, add_generation_prompt=True)
     assert renderer._prompt_checks == 0 and len(renderer._heads) == 1
+
+
+def test_a_groups_equal_first_prompts_are_rendered_once_each_caller_getting_its_own_list(monkeypatch):
+    """A GRPO group's episodes start from one observation: the prompt is rendered once, kept by a digest of its
+    messages and tools, and equals a fresh rendering; a changed message, tool or value type is another prompt."""
+    _, tok = tiny("chatml")
+    renderer = ChatRenderer(tok, stop_ids={tok.eos_token_id})
+    tools = [{"type": "function", "function": {"name": "get_user", "parameters": {"type": "object", "properties": {}}}}]
+    messages = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "I need help with reservation 1."},
+    ]
+    renders = []
+    real = renderer._prompt_ids
+    monkeypatch.setattr(renderer, "_prompt_ids", lambda m, t: renders.append(1) or real(m, t))
+    first = renderer.prompt_ids(messages, tools)
+    again = renderer.prompt_ids([dict(m) for m in messages], [dict(t) for t in tools])  # equal, other objects
+    assert first == again == renderer.render(messages, tools, add_generation_prompt=True) and len(renders) == 1
+    first.append(7)  # a caller's list: the next caller is not given it
+    assert renderer.prompt_ids(messages, tools) == again and len(renders) == 1
+    other = [messages[0], {"role": "user", "content": "I need help with reservation 2."}]
+    assert renderer.prompt_ids(other, tools) == renderer.render(other, tools, add_generation_prompt=True)
+    typed = [{**tools[0], "strict": True}], [{**tools[0], "strict": 1}]
+    assert renderer.prompt_ids(messages, typed[0]) and renderer.prompt_ids(messages, typed[1]) and len(renders) == 4

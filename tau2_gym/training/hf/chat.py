@@ -37,9 +37,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
+from tau2_gym.core.db import value_digest
+
 logger = logging.getLogger(__name__)
 
 FAST_PATH_CHECKS = 4  # turns computed both ways before the text fast path is trusted (see ChatRenderer)
+#: first prompts a renderer keeps (a batch's GRPO groups: one per distinct task and seed in a call)
+PROMPT_MEMO = 256
 
 __all__ = [
     "ChatRenderer",
@@ -211,11 +215,25 @@ class ChatRenderer:
         )
 
     def prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]] = None) -> list[int]:
-        """The first prompt: the observation with the generation prompt of the policy's first turn.
+        """The first prompt: the observation with the generation prompt of the policy's first turn, a list of the
+        caller's own.
 
+        The episodes of a GRPO group (one task, one reset seed) start from the same observation: the last
+        :data:`PROMPT_MEMO` prompts are kept by a digest of their messages and tools, so a group's is rendered once.
         The rendering up to its first end-of-turn token (the system prompt and the tools: the same for every
         episode of an env) is tokenized once and kept (by its text); each episode tokenizes only what follows --
         as :meth:`turn_suffix`, checked against whole tokenizations on the first prompts."""
+        key = value_digest((list(messages), list(tools) if tools else None))
+        if key is None:
+            return self._prompt_ids(messages, tools)
+        ids = self._prompts.get(key)
+        if ids is None:
+            ids = self._prompts[key] = self._prompt_ids(messages, tools)
+            if len(self._prompts) > PROMPT_MEMO:
+                self._prompts.pop(next(iter(self._prompts)))  # the oldest
+        return list(ids)
+
+    def _prompt_ids(self, messages: Sequence[dict[str, Any]], tools: Optional[Sequence[dict]]) -> list[int]:
         if self._stop_texts is None:
             return self.render(messages, tools, add_generation_prompt=True)
         text = self.render_text(messages, tools, add_generation_prompt=True)
@@ -356,6 +374,7 @@ class ChatRenderer:
         self._window_checks: Optional[int] = None
         self._prompt_checks = 0
         self._heads: dict[str, list[int]] = {}  # the ids of a prompt's head (system prompt, tools), by its text
+        self._prompts: dict[bytes, list[int]] = {}  # whole first prompts, by a digest of messages and tools
         if not added or not getattr(tok, "is_fast", False):
             return
         texts = []
