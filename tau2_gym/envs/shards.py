@@ -258,9 +258,10 @@ class ShardSet:
             raise value
         return value
 
-    def _ask(self, jobs: dict[int, tuple], command: str) -> dict[int, Any]:
-        """Send ``command`` with ``jobs[k]`` to each worker k, then collect every reply (as they arrive); the first
-        worker error is raised once all have answered, so the workers stay in step with the parent."""
+    def _ask(self, jobs: dict[int, tuple], command: str, on_reply: Any = None) -> dict[int, Any]:
+        """Send ``command`` with ``jobs[k]`` to each worker k, then collect every reply as it arrives (handed to
+        ``on_reply(k, reply)`` then, while the other workers still work); the first worker error is raised once all
+        have answered and every other reply is handled, so the workers stay in step with the parent."""
         if self.closed:
             raise RuntimeError("the vector env is closed")
         for k, args in jobs.items():
@@ -277,6 +278,8 @@ class ShardSet:
                     k = waiting.pop(conn)
                     try:
                         out[k] = self._reply(k, command)
+                        if on_reply is not None:
+                            on_reply(k, out[k])
                     except RuntimeError as exc:
                         if self.closed:
                             raise
@@ -335,11 +338,13 @@ class ShardSet:
                 entry[3].append(seeds[n])
             if options is not None:
                 entry[4].append(options[n])
-        replies = self._ask(jobs, "advance")
         results: dict[int, tuple] = {}
         resets: dict[int, tuple] = {}
-        batches = requests = 0
-        for k, (stepped, reset, b, r) in replies.items():
+        counts = [0, 0]
+
+        def take(k: int, reply: tuple) -> None:
+            # every worker that answered is decoded, even when another failed: its mirrors must follow what it sent
+            stepped, reset, batches, requests = reply
             start = self.starts[k]
             for local, obs, reward, term, trunc, info in stepped:
                 i = start + local
@@ -347,9 +352,11 @@ class ShardSet:
             for local, obs, info in reset:
                 i = start + local
                 resets[i] = (self._decode(i, obs), self._decode_info(i, info))
-            batches += b
-            requests += r
-        return {i: results[i] for i in step_idx}, {i: resets[i] for i in reset_idx}, batches, requests
+            counts[0] += batches
+            counts[1] += requests
+
+        self._ask(jobs, "advance", take)
+        return {i: results[i] for i in step_idx}, {i: resets[i] for i in reset_idx}, counts[0], counts[1]
 
     def _decode(self, i: int, encoded: tuple[int, Any]) -> Any:
         k, tail = encoded

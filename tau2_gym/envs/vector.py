@@ -340,15 +340,24 @@ class Tau2VectorEnv(VectorEnv):
                 self._loop = LoopThread("tau2-vector-env")
             return self._loop.run(self._aadvance(step_idx, actions, reset_idx, seeds, options, unreadable))
         envs = self.envs
+        failed: dict[int, Exception] = {}  # a caller's error (a bad reset option): raised once the others moved on
         for k, i in enumerate(reset_idx):  # phase 1
-            envs[i].begin_reset(
-                seed=None if seeds is None else seeds[k], options=None if options is None else options[k]
-            )
+            try:
+                envs[i].begin_reset(
+                    seed=None if seeds is None else seeds[k], options=None if options is None else options[k]
+                )
+            except Exception as exc:  # noqa: BLE001 - raised below, as the awaited path does
+                failed[i] = exc
         for i, action in zip(step_idx, actions):
-            envs[i].begin_step(action, unreadable=unreadable)
-        self._answer_users([envs[i] for i in (*reset_idx, *step_idx)])  # phase 2
-        results = {i: envs[i].end_step() for i in step_idx}  # phase 3
-        resets = {i: envs[i].end_reset() for i in reset_idx}
+            try:
+                envs[i].begin_step(action, unreadable=unreadable)
+            except Exception as exc:  # noqa: BLE001 - raised below
+                failed[i] = exc
+        self._answer_users([envs[i] for i in (*reset_idx, *step_idx) if i not in failed])  # phase 2
+        results = {i: envs[i].end_step() for i in step_idx if i not in failed}  # phase 3
+        resets = {i: envs[i].end_reset() for i in reset_idx if i not in failed}
+        if failed:
+            raise next(iter(failed.values()))
         return results, resets
 
     async def _aadvance(

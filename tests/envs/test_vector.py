@@ -616,3 +616,21 @@ def test_1024_sub_envs_equal_gymnasium_sync_vector_env(user):
     assert len(mine["episodes"]) >= 1024 and mine["episodes"] == theirs["episodes"]
     for key in ("rewards", "terms", "truncs", "obs", "info_keys"):
         assert mine[key] == theirs[key], key
+
+
+@pytest.mark.parametrize("user", ["oracle", "awaited"])
+def test_a_bad_reset_option_of_one_sub_env_leaves_the_others_reset_and_steppable(user):
+    """The caller's error is raised once every other sub-env has finished its reset, on the batched path as on the
+    awaited one; the sub-env that did reset steps as a fresh single env does."""
+    vec = gym.make_vec("tau2/airline-v0", num_envs=2, user="oracle" if user == "oracle" else OutOfOrderUser())
+    single = gym.make("tau2/airline-v0", user="oracle").unwrapped
+    try:
+        vec.reset(seed=0)
+        with pytest.raises(ValueError, match="no-such-task"):
+            vec.reset(options=[{"task_id": "0"}, {"task_id": "no-such-task"}])
+        obs, _ = single.reset(options={"task_id": "0"})
+        assert vec.unwrapped.envs[0].observation() == obs
+        (mine,) = vec.unwrapped.step_slots([0], ["Hello"]).values()
+        assert mine[0] == single.step("Hello")[0]
+    finally:
+        vec.close()

@@ -215,10 +215,14 @@ def test_a_callers_error_in_a_worker_is_raised_and_the_env_goes_on():
     try:
         errors = []
         for vec in (ours, theirs):
+            vec.reset(seed=0)
             with pytest.raises(ValueError) as caught:
                 vec.reset(options=[{"task_id": "0"}, {"task_id": "no-such-task"}])
             errors.append(str(caught.value))
         assert errors[0] == errors[1]
+        # the worker that did reset its sub-env was heard: that episode steps on as in-process
+        stepped = [vec.unwrapped.step_slots([0], ["Hello, how can I help?"])[0] for vec in (ours, theirs)]
+        assert stepped[0][0] == stepped[1][0] and stepped[0][1:4] == stepped[1][1:4]
         assert ours.reset(seed=1)[0] == theirs.reset(seed=1)[0]
     finally:
         ours.close()
