@@ -601,12 +601,13 @@ def test_an_llm_customer_in_a_vector_env_gets_the_single_envs_requests_and_episo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("user", ["oracle", "awaited"])
-def test_1024_sub_envs_equal_gymnasium_sync_vector_env(user):
+@pytest.mark.parametrize("user,processes", [("oracle", 1), ("awaited", 1), ("awaited", 2)])
+def test_1024_sub_envs_equal_gymnasium_sync_vector_env(user, processes):
     """At the field's batch size (1,024 episodes in flight): the same episodes as SyncVectorEnv over single envs,
-    with the batched customer and with the awaited one."""
+    with the batched customer and with the awaited one, the sub-envs in this process or in two workers."""
     kwargs = dict(num_envs=1024, max_steps=16, max_errors=4)
-    ours = gym.make_vec("tau2/airline-v0", user="oracle" if user == "oracle" else OutOfOrderUser(), **kwargs)
+    customer = "oracle" if user == "oracle" else OutOfOrderUser()
+    ours = gym.make_vec("tau2/airline-v0", user=customer, processes=processes, **kwargs)
     sync = gym.make_vec("tau2/airline-v0", vectorization_mode="sync", user="oracle", **kwargs)
     try:
         mine, theirs = drive(ours, 12, seed=7), drive(sync, 12, seed=7)
