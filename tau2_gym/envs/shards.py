@@ -376,6 +376,11 @@ class ShardSet:
         self.info_mirror[i] = info
         return dict(info)  # the caller's dict; the values are the previous step's objects, as in-process
 
+    def set_attr(self, name: str, values: list) -> None:
+        """One value per sub-env, each worker given its block's."""
+        bounds = enumerate(zip(self.starts, self.sizes))
+        self._ask({k: (name, values[start : start + size]) for k, (start, size) in bounds}, "set_attr")
+
     def copy_slot(self, src: int, dst: Sequence[int]) -> None:
         k, local = self.locate(src)
         targets = []

@@ -603,10 +603,7 @@ class Tau2VectorEnv(VectorEnv):
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs {self.num_envs} values; got {len(values)}")
         if self._shards is not None:
-            starts, sizes = self._shards.starts, self._shards.sizes
-            self._shards._ask(
-                {k: (name, list(values[s : s + size])) for k, (s, size) in enumerate(zip(starts, sizes))}, "set_attr"
-            )
+            self._shards.set_attr(name, list(values))
             return
         for slot, value in zip(self.envs, values):
             setattr(slot, name, value)
