@@ -2,8 +2,10 @@
 
 Upstream builds a fresh pydantic DB per environment (the airline DB is 7 MB of JSON). Here a domain's DB
 is validated once, dumped to plain dicts -- exactly the typed ``model_dump()`` upstream hashes -- and shared
-read-only. An episode's :class:`DBState` owns only the records it changed: big id-keyed collections
-("tables") are copied per record on first write, small fields are copied when the state is created.
+read-only. An episode's :class:`DBState` owns only what it changed: big id-keyed collections ("tables") are
+copied per record on first write, every other field on its first access (a domain whose DB nests its records,
+as banking's and telecom's do, copies only the parts its tools reach). tau2's ``update_db`` (a task's
+initialization data) gives a base of its own, built once per update and sharing the fields it left alone.
 
 The hash is byte-identical to upstream's ``sha256(json.dumps(db.model_dump(), sort_keys=True,
 default=str))``: the serialised form of every unchanged record is cached on the base and reused.
@@ -148,6 +150,9 @@ class BaseData:
         self._record_ser: dict[str, dict[str, str]] = {}
         self._sorted_keys: dict[str, list[str]] = {}
         self.owner: Optional[tuple[Any, str]] = None  # (holder, attribute) it is shared under; set by the holder
+        # copied when a state is made, not on first access: a DBState attribute of that name would hide them
+        self.eager = tuple(f for f in self.fields if f not in self.tables and hasattr(DBState, f))
+        self._updates: dict[bytes, BaseData] = {}  # with_update's results, by the update's digest
 
     def __reduce__(self) -> tuple:
         # a pickled episode re-binds to the process's shared copy (via its holder) instead of carrying the data
@@ -176,6 +181,30 @@ class BaseData:
 
     def new_state(self) -> DBState:
         return DBState(self)
+
+    def with_update(self, update: dict[str, Any]) -> BaseData:
+        """tau2's ``update_db`` on this base: the merged dump, re-validated, as a base of its own.
+
+        Kept by the update's value digest (the last :data:`MAX_UPDATES`): every episode of a task starts from
+        the same base, validated once, and a gold replay shares it with the episode it scores (their DBs then
+        compare record by record). Fields the update did not name and validation left equal are this base's
+        objects."""
+        key = value_digest(update)
+        derived = None if key is None else self._updates.get(key)
+        if derived is not None:
+            return derived
+        if self.schema is None:
+            raise ValueError("this DB has no schema to re-validate an update with")
+        derived = self.schema.build(merge_update(self.data, update))
+        data = derived.data
+        for name in data:
+            if name not in update and name in self.data and same_json(data[name], self.data[name]):
+                data[name] = self.data[name]
+        if key is not None:
+            if len(self._updates) >= MAX_UPDATES:
+                self._updates.pop(next(iter(self._updates)), None)
+            self._updates[key] = derived
+        return derived
 
     def hash_from_scratch(self) -> str:
         """Full re-serialisation, ignoring every cache (tests use it to prove the base was never mutated)."""
@@ -279,15 +308,20 @@ class Table:
 
 
 class DBState:
-    """One episode's database: attribute access per top-level field (``db.users``, ``db.flights``)."""
+    """One episode's database: attribute access per top-level field (``db.users``, ``db.flights``).
+
+    A table is a :class:`Table` from the start; any other field is the base's until first accessed as an
+    attribute, which gives the episode its own copy (a tool may change what it reads). The methods below read
+    an untouched field from the base without copying it."""
 
     def __init__(self, base: BaseData) -> None:
         self._base_data = base
         fields = self.__dict__
         data = base.data
-        tables = base.tables
-        for name in base.fields:
-            fields[name] = Table(data[name], name) if name in tables else copy_json(data[name])
+        for name in base.tables:
+            fields[name] = Table(data[name], name)
+        for name in base.eager:
+            fields[name] = copy_json(data[name])
 
     def __reduce__(self) -> tuple:
         # an episode's DB pickles as its own changes over the shared base (which re-binds, see BaseData)
@@ -298,8 +332,13 @@ class DBState:
         return self.copy()  # copy-on-write over the same shared base, not a copy of the base
 
     def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__
+        base = fields.get("_base_data")
+        if base is not None and name in base.data:  # first access: the episode's own copy from here on
+            value = fields[name] = copy_json(base.data[name])
+            return value
         # Same text as a pydantic DB object missing the attribute (upstream's aliasing quirk relies on it).
-        model = self.__dict__["_base_data"].model_name if "_base_data" in self.__dict__ else "DB"
+        model = base.model_name if base is not None else "DB"
         raise AttributeError(f"'{model}' object has no attribute '{name}'")
 
     @property
@@ -307,17 +346,30 @@ class DBState:
         return self._base_data
 
     def updated(self, update: dict[str, Any]) -> DBState:
-        """tau2's ``update_db``: merge ``update`` into the dump, re-validate, and return a new state."""
-        schema = self._base_data.schema
-        if schema is None:
+        """tau2's ``update_db``: merge ``update`` into the dump, re-validate, and return a new state (on a state
+        nothing has touched yet, as at a reset: a state of the base's :meth:`BaseData.with_update`)."""
+        base = self._base_data
+        if self.untouched():
+            return base.with_update(update).new_state()
+        if base.schema is None:
             raise ValueError("this DB has no schema to re-validate an update with")
-        return schema.build(merge_update(self.dump(), update)).new_state()
+        return base.schema.build(merge_update(self.dump(), update)).new_state()
+
+    def untouched(self) -> bool:
+        """No record written and no other field accessed: the state is its base."""
+        fields = self.__dict__
+        base = self._base_data
+        return all(not fields[t]._own for t in base.tables) and all(
+            f in base.tables or f not in fields for f in base.fields
+        )
 
     def field_names(self) -> tuple[str, ...]:
         return self._base_data.fields
 
     def get_field(self, name: str) -> Any:
-        return self.__dict__[name]
+        """A field's value to read (an untouched one is the base's: never change it)."""
+        fields = self.__dict__
+        return fields[name] if name in fields else self._base_data.data[name]
 
     # ------------------------------------------------------------------ dump / hash
 
@@ -325,7 +377,7 @@ class DBState:
         """The full DB as plain data (what upstream's ``model_dump()`` gives)."""
         out = {}
         for name in self._base_data.fields:
-            v = self.__dict__[name]
+            v = self.get_field(name)
             out[name] = v.to_dict() if isinstance(v, Table) else v
         return out
 
@@ -339,7 +391,7 @@ class DBState:
             first = False
             parts.append(json.dumps(name))
             parts.append(": ")
-            value = self.__dict__[name]
+            value = self.get_field(name)
             if not isinstance(value, Table):
                 parts.append(dumps_sorted(value))
                 continue
@@ -379,7 +431,7 @@ class DBState:
             return self.canonical_json() == other.canonical_json()
         base = self._base_data
         for name in base.fields:
-            a, b = self.__dict__[name], other.__dict__[name]
+            a, b = self.get_field(name), other.get_field(name)
             if isinstance(a, Table):
                 keys = set(a._own) | set(b._own)
                 for k in keys:
@@ -397,6 +449,8 @@ class DBState:
         new = DBState.__new__(DBState)
         new._base_data = self._base_data
         for name in self._base_data.fields:
+            if name not in self.__dict__:
+                continue  # untouched: the copy reads the base too
             v = self.__dict__[name]
             if isinstance(v, Table):
                 t = Table(v._base, name)
@@ -405,6 +459,10 @@ class DBState:
             else:
                 new.__dict__[name] = copy_json(v)
         return new
+
+
+#: how many updated bases a base keeps (:meth:`BaseData.with_update`): a GRPO step's distinct tasks and more
+MAX_UPDATES = 256
 
 
 def _restore_state(base: BaseData, parts: dict[str, Any]) -> DBState:

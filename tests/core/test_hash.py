@@ -2,8 +2,15 @@
 
 import hashlib
 import json
+import pickle
+from typing import Any, Dict
 
-from tau2_gym.core.db import BaseData, DBState, dump_hash, dumps_sorted
+import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tau2_gym.core import db as db_module
+from tau2_gym.core.db import BaseData, DBSchema, DBState, dump_hash, dumps_sorted, merge_update
+from tau2_gym.core.domain import load_domain
 
 
 def test_hash_vector_matches_reference_digest():
@@ -69,3 +76,97 @@ def test_table_iteration_keeps_upstream_dict_order():
     assert list(st.t.keys()) == ["z", "a", "m"]
     del st.t["a"]
     assert list(st.t) == ["z", "m"] and len(st.t) == 2 and "a" not in st.t
+
+
+# ------------------------------------------------------------------ fields copied on first access
+
+
+def test_an_untouched_field_is_the_bases_and_its_first_access_gives_the_episode_its_own_copy():
+    base = BaseData({"t": {"a": {"v": 1}}, "nested": {"data": {"r": {"v": [1]}}, "notes": ""}}, ("t",))
+    one, two = base.new_state(), base.new_state()
+    assert one.get_field("nested") is base.data["nested"] and one.untouched()
+    assert one.hash() == base.hash_from_scratch() and one.same_as(two)
+    mine = one.nested  # first access: a copy, kept from here on
+    assert mine == base.data["nested"] and mine is not base.data["nested"] and one.nested is mine
+    assert not one.untouched()
+    mine["data"]["r"]["v"].append(2)
+    assert base.data["nested"]["data"]["r"]["v"] == [1] and two.nested["data"]["r"]["v"] == [1]
+    assert one.hash() == dump_hash(one.dump()) != two.hash() and not one.same_as(two)
+    snapshot = one.copy()
+    assert snapshot.nested == mine and snapshot.nested is not mine
+    fresh = base.new_state().copy()
+    assert fresh.untouched() and fresh.get_field("nested") is base.data["nested"]
+    again = pickle.loads(pickle.dumps(one))
+    assert again.hash() == one.hash() and again.nested == mine
+    assert pickle.loads(pickle.dumps(base.new_state())).untouched()
+
+
+def test_a_field_named_like_a_state_method_is_copied_when_the_state_is_made():
+    base = BaseData({"hash": {"x": 1}, "dump": [1]}, ())
+    st = base.new_state()
+    assert st.hash == {"x": 1} and st.dump == [1] and st.hash is not base.data["hash"]
+
+
+# ------------------------------------------------------------------ tau2's update_db, once per update
+
+
+class _Table(BaseModel):
+    data: Dict[str, Dict[str, Any]] = {}
+    notes: str = ""
+
+
+class _DB(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    users: _Table = _Table()
+    accounts: _Table = _Table()
+    rows: Dict[str, Dict[str, Any]] = {}
+
+
+def _full_path(state: DBState, update: dict) -> DBState:
+    """What ``updated`` does on a state something has touched: merge into the dump, validate, a new base."""
+    return state.base.schema.build(merge_update(state.dump(), update)).new_state()
+
+
+def test_an_update_on_an_untouched_state_is_built_once_per_update_and_equals_the_full_path():
+    schema = DBSchema(_DB, tables=("rows",))
+    base = schema.build({"users": {"data": {"u1": {"n": 1}}}, "accounts": {"data": {"a1": {"b": 5}}}, "rows": {}})
+    update = {"users": {"data": {"u2": {"n": 2}}}}
+    one, two = base.new_state().updated(update), base.new_state().updated(update)
+    assert one.base is two.base is not base  # validated once; the states compare record by record
+    assert one.hash() == _full_path(base.new_state(), update).hash()
+    assert one.users["data"] == {"u1": {"n": 1}, "u2": {"n": 2}}
+    assert one.base.data["accounts"] is base.data["accounts"]  # what the update left alone is shared
+    assert one.base.data["users"] is not base.data["users"]
+    assert base.new_state().updated({"users": {"data": {"u2": {"n": 2.0}}}}).base is not one.base  # 2.0 is not 2
+    one.users["data"]["u2"]["n"] = 3  # an episode's change stays its own
+    assert two.users["data"]["u2"] == {"n": 2} and one.base.data["users"]["data"]["u2"] == {"n": 2}
+    touched = base.new_state()
+    touched.accounts["data"]["a1"]["b"] = 6
+    after = touched.updated(update)  # the full path: the change is kept
+    assert after.base is not one.base and after.accounts["data"]["a1"] == {"b": 6}
+    assert after.hash() == _full_path(touched, update).hash()
+    with pytest.raises(ValidationError):
+        base.new_state().updated({"nobody": 1})
+    assert len(base._updates) == 2  # a failed update is not kept
+
+
+def test_the_bases_an_update_keeps_are_bounded(monkeypatch):
+    monkeypatch.setattr(db_module, "MAX_UPDATES", 3)
+    base = DBSchema(_DB).build({})
+    bases = [base.with_update({"rows": {str(i): {}}}) for i in range(5)]
+    assert len(base._updates) == 3
+    assert base.with_update({"rows": {"4": {}}}) is bases[4] and base.with_update({"rows": {"0": {}}}) is not bases[0]
+
+
+def test_every_banking_tasks_initialization_data_gives_the_full_paths_db():
+    dom = load_domain("banking_knowledge")  # the domain whose tasks carry initialization data
+    checked = 0
+    for task in dom.tasks():
+        init = task.initial_state.initialization_data if task.initial_state else None
+        for side, data in (("tools", init and init.agent_data), ("user_tools", init and init.user_data)):
+            if not data:
+                continue
+            state = getattr(dom.make_environment(), side).db
+            assert state.updated(data).hash() == _full_path(state, data).hash(), (task.id, side)
+            checked += 1
+    assert checked >= 10
