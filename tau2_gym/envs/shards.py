@@ -294,10 +294,11 @@ class ShardSet:
             raise failure
         return out
 
-    def broadcast(self, command: str, *args: Any) -> list[Any]:
-        """``command`` on every worker; the replies in worker order."""
+    def gather(self, command: str, *args: Any) -> list[Any]:
+        """``command`` on every worker, each answering with a list over its block: the lists joined, in sub-env
+        order."""
         replies = self._ask({k: args for k in range(len(self.conns))}, command)
-        return [replies[k] for k in range(len(self.conns))]
+        return [x for k in range(len(self.conns)) for x in replies[k]]
 
     def locate(self, i: int) -> tuple[int, int]:
         """(worker, index in the worker) of sub-env ``i``."""

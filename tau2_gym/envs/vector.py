@@ -579,13 +579,13 @@ class Tau2VectorEnv(VectorEnv):
 
     def render(self) -> tuple[Any, ...]:
         if self._shards is not None:
-            return tuple(x for part in self._shards.broadcast("render") for x in part)
+            return tuple(self._shards.gather("render"))
         return tuple(slot.render() for slot in self.envs)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call (or read) ``name`` on every sub-env."""
         if self._shards is not None:
-            return tuple(x for part in self._shards.broadcast("call", name, args, kwargs) for x in part)
+            return tuple(self._shards.gather("call", name, args, kwargs))
         out = []
         for slot in self.envs:
             attr = getattr(slot, name)
@@ -594,7 +594,7 @@ class Tau2VectorEnv(VectorEnv):
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         if self._shards is not None:
-            return tuple(x for part in self._shards.broadcast("get_attr", name) for x in part)
+            return tuple(self._shards.gather("get_attr", name))
         return tuple(getattr(slot, name) for slot in self.envs)
 
     def set_attr(self, name: str, values: Any) -> None:
@@ -708,7 +708,7 @@ class Tau2VectorEnv(VectorEnv):
     def simulation_runs(self) -> list[Optional[dict]]:
         """Each sub-env's last finished episode as a tau2 SimulationRun dict (None if none finished yet)."""
         if self._shards is not None:
-            return [run for part in self._shards.broadcast("simulation_runs") for run in part]
+            return self._shards.gather("simulation_runs")
         return [slot.simulation_run() for slot in self.envs]
 
     def results(self, simulation_runs: Optional[Sequence[Any]] = None) -> dict[str, Any]:
