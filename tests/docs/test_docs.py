@@ -25,6 +25,7 @@ are not run.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
@@ -171,6 +172,12 @@ def _env() -> dict:
     return env
 
 
+@functools.lru_cache(maxsize=None)
+def importable(module: str) -> bool:
+    """Whether ``module`` imports in a fresh interpreter (asked once per module: a heavy extra takes seconds)."""
+    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
 def run_page(page: Path, cwd: Path, stub_url: str) -> list[str]:
     """Run a page's blocks; returns a line per block that was not run, with why."""
     for name in ("examples", "tests"):
@@ -193,7 +200,7 @@ def run_page(page: Path, cwd: Path, stub_url: str) -> list[str]:
                 continue
             if marker.startswith("requires "):
                 module = marker.split()[1]
-                if subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode:
+                if not importable(module):
                     not_run.append(f"{block.where}: {module} is not installed")
                     continue
             stubbed = marker == "llm-stub" or (marker.startswith("requires ") and marker.endswith(" llm-stub"))
