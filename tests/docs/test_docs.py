@@ -172,7 +172,7 @@ def _env() -> dict:
     return env
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def importable(module: str) -> bool:
     """Whether ``module`` imports in a fresh interpreter (asked once per module: a heavy extra takes seconds)."""
     return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
