@@ -28,6 +28,7 @@ import multiprocessing
 import pickle
 import signal
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Optional, Sequence
 
@@ -58,6 +59,20 @@ class _Recipe:
 
     def __reduce__(self) -> tuple:
         return (_Recipe, (self.recipe,))
+
+
+@dataclass(frozen=True)
+class Advance:
+    """One round of a vector env: sub-envs ``reset_idx`` reset (``seeds`` and ``options``: one each, or None) and
+    sub-envs ``step_idx`` stepped with ``actions``; ``unreadable``: why a malformed batch ends each stepped episode.
+    The in-process rounds take it, and it is what a worker is sent for its block (indices local to the block)."""
+
+    step_idx: Sequence[int] = ()
+    actions: Sequence[Any] = ()
+    reset_idx: Sequence[int] = ()
+    seeds: Optional[Sequence[Optional[int]]] = None
+    options: Optional[Sequence[Optional[dict]]] = None
+    unreadable: Optional[str] = None
 
 
 def split_sizes(n: int, k: int) -> list[int]:
@@ -97,18 +112,10 @@ class _Worker:
         recipes = self.vec.envs[i].handout_recipes(info) if fresh else {}
         return {key: _Recipe(recipes[key]) if key in recipes else value for key, value in info.items()}
 
-    def advance(
-        self,
-        step_idx: list[int],
-        actions: list[Any],
-        reset_idx: list[int],
-        seeds: Optional[list],
-        options: Optional[list],
-        unreadable: Optional[str],
-    ) -> tuple:
+    def advance(self, round_: Advance) -> tuple:
         vec = self.vec
         batches, requests = vec.user_batches, vec.user_requests
-        results, resets = vec._advance(step_idx, actions, reset_idx, seeds, options, unreadable)
+        results, resets = vec._advance(round_)
         encode, encode_info = self._encode, self._encode_info
         return (
             [
@@ -307,38 +314,31 @@ class ShardSet:
 
     # ------------------------------------------------------------------ the vector env's calls
 
-    def advance(
-        self,
-        step_idx: Sequence[int],
-        actions: Sequence[Any],
-        reset_idx: Sequence[int],
-        seeds: Optional[Sequence[Optional[int]]],
-        options: Optional[Sequence[Optional[dict]]],
-        unreadable: Optional[str],
-    ) -> tuple[dict[int, tuple], dict[int, tuple], int, int]:
+    def advance(self, round_: Advance) -> tuple[dict[int, tuple], dict[int, tuple], int, int]:
         """``Tau2VectorEnv._advance`` over the workers: ``(results, resets, batches, requests)``, the last two
         the rounds and customer requests the workers made."""
-        jobs: dict[int, tuple[list, list, list, Optional[list], Optional[list], Optional[str]]] = {}
+        seeds, options = round_.seeds, round_.options
+        parts: dict[int, tuple[list, list, list, Optional[list], Optional[list]]] = {}
 
-        def job(i: int) -> tuple:
+        def part(i: int) -> tuple:
             k, local = self.locate(i)
-            entry = jobs.get(k)
+            entry = parts.get(k)
             if entry is None:
-                no_seeds, no_options = seeds is None, options is None
-                entry = jobs[k] = ([], [], [], None if no_seeds else [], None if no_options else [], unreadable)
+                entry = parts[k] = ([], [], [], None if seeds is None else [], None if options is None else [])
             return entry, local
 
-        for i, action in zip(step_idx, actions):
-            entry, local = job(i)
+        for i, action in zip(round_.step_idx, round_.actions):
+            entry, local = part(i)
             entry[0].append(local)
             entry[1].append(action)
-        for n, i in enumerate(reset_idx):
-            entry, local = job(i)
+        for n, i in enumerate(round_.reset_idx):
+            entry, local = part(i)
             entry[2].append(local)
             if seeds is not None:
                 entry[3].append(seeds[n])
             if options is not None:
                 entry[4].append(options[n])
+        jobs = {k: (Advance(*entry, round_.unreadable),) for k, entry in parts.items()}
         results: dict[int, tuple] = {}
         resets: dict[int, tuple] = {}
         counts = [0, 0]
@@ -357,7 +357,12 @@ class ShardSet:
             counts[1] += requests
 
         self._ask(jobs, "advance", take)
-        return {i: results[i] for i in step_idx}, {i: resets[i] for i in reset_idx}, counts[0], counts[1]
+        return (
+            {i: results[i] for i in round_.step_idx},
+            {i: resets[i] for i in round_.reset_idx},
+            counts[0],
+            counts[1],
+        )
 
     def _decode(self, i: int, encoded: tuple[int, Any]) -> Any:
         k, tail = encoded

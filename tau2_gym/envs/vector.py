@@ -69,7 +69,7 @@ from tau2_gym.core.records import Record
 from tau2_gym.core.results_file import write_json_atomic
 from tau2_gym.core.turns import UserSimulatorError
 from tau2_gym.envs import entry_point
-from tau2_gym.envs.shards import ShardSet, split_sizes
+from tau2_gym.envs.shards import Advance, ShardSet, split_sizes
 from tau2_gym.llm.loop import LoopThread
 
 logger = logging.getLogger("tau2_gym")
@@ -314,31 +314,23 @@ class Tau2VectorEnv(VectorEnv):
             return [exc] * len(requests)
         return replies
 
-    def _advance(
-        self,
-        step_idx: Sequence[int],
-        actions: Sequence[Any],
-        reset_idx: Sequence[int] = (),
-        seeds: Optional[Sequence[Optional[int]]] = None,
-        options: Optional[Sequence[Optional[dict]]] = None,
-        unreadable: Optional[str] = None,
-    ) -> tuple[dict[int, tuple], dict[int, tuple]]:
-        """Reset sub-envs ``reset_idx`` and step sub-envs ``step_idx`` with ``actions``; all their customer turns
-        (the resets' opening lines included) are answered in shared batches.
+    def _advance(self, round_: Advance) -> tuple[dict[int, tuple], dict[int, tuple]]:
+        """Reset and step the sub-envs ``round_`` names; all their customer turns (the resets' opening lines
+        included) are answered in shared batches.
 
         Returns ``(results, resets)``: ``{i: (obs, reward, terminated, truncated, info)}`` and ``{i: (obs, info)}``.
         """
         if self._shards is not None:
-            results, resets, batches, requests = self._shards.advance(
-                step_idx, actions, reset_idx, seeds, options, unreadable
-            )
+            results, resets, batches, requests = self._shards.advance(round_)
             self.user_batches += batches
             self.user_requests += requests
             return results, resets
         if getattr(self.user, "answers_concurrently", False):
             if self._loop is None:
                 self._loop = LoopThread("tau2-vector-env")
-            return self._loop.run(self._aadvance(step_idx, actions, reset_idx, seeds, options, unreadable))
+            return self._loop.run(self._aadvance(round_))
+        step_idx, actions, reset_idx = round_.step_idx, round_.actions, round_.reset_idx
+        seeds, options, unreadable = round_.seeds, round_.options, round_.unreadable
         envs = self.envs
         failed: dict[int, Exception] = {}  # a caller's error (a bad reset option): raised once the others moved on
         for k, i in enumerate(reset_idx):  # phase 1
@@ -360,18 +352,12 @@ class Tau2VectorEnv(VectorEnv):
             raise next(iter(failed.values()))
         return results, resets
 
-    async def _aadvance(
-        self,
-        step_idx: Sequence[int],
-        actions: Sequence[Any],
-        reset_idx: Sequence[int],
-        seeds: Optional[Sequence[Optional[int]]],
-        options: Optional[Sequence[Optional[dict]]],
-        unreadable: Optional[str],
-    ) -> tuple[dict[int, tuple], dict[int, tuple]]:
+    async def _aadvance(self, round_: Advance) -> tuple[dict[int, tuple], dict[int, tuple]]:
         """:meth:`_advance` for a simulator that :attr:`answers_concurrently`: each sub-env's reset or step is a
         coroutine that awaits its customer (``user.agenerate``), as a rollout's episode does, so one episode's work
         runs while the others' requests are in flight. The same transitions as the three phases."""
+        step_idx, actions, reset_idx = round_.step_idx, round_.actions, round_.reset_idx
+        seeds, options, unreadable = round_.seeds, round_.options, round_.unreadable
         envs = self.envs
         results: dict[int, tuple] = {}
         resets: dict[int, tuple] = {}
@@ -448,7 +434,9 @@ class Tau2VectorEnv(VectorEnv):
         indices = [i for i in range(n) if mask is None or mask[i]]
         for i in indices:
             self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
-        _, done = self._advance((), (), indices, [seeds[i] for i in indices], [per_env[i] for i in indices])
+        _, done = self._advance(
+            Advance(reset_idx=indices, seeds=[seeds[i] for i in indices], options=[per_env[i] for i in indices])
+        )
         obs = [None] * n if not hasattr(self, "_obs") else self._obs
         entries = []
         for i in indices:
@@ -491,7 +479,9 @@ class Tau2VectorEnv(VectorEnv):
                 to_step.append(i)
         per_env_info: list[Optional[dict]] = [None] * n
         obs = self._obs
-        results, resets = self._advance(to_step, [actions[i] for i in to_step], to_reset, unreadable=unreadable)
+        results, resets = self._advance(
+            Advance(to_step, [actions[i] for i in to_step], to_reset, unreadable=unreadable)
+        )
         for i, (o, info) in resets.items():
             obs[i] = o
             self._rewards[i] = 0.0
@@ -508,7 +498,7 @@ class Tau2VectorEnv(VectorEnv):
             ended = [i for i in results if self._terminations[i] or self._truncations[i]]
             if ended:
                 finals = {i: (obs[i], per_env_info[i]) for i in ended}
-                _, fresh = self._advance((), (), ended)
+                _, fresh = self._advance(Advance(reset_idx=ended))
                 for i in ended:
                     final_obs, final_info = finals[i]
                     obs[i], info = fresh[i]
@@ -681,7 +671,7 @@ class Tau2VectorEnv(VectorEnv):
             raise ValueError(f"step_slots: {len(idx)} indices but {len(actions)} actions")
         if not hasattr(self, "_obs"):
             raise RuntimeError("call reset() before step_slots()")
-        results, _ = self._advance(idx, list(actions))
+        results, _ = self._advance(Advance(idx, list(actions)))
         for i, (obs, reward, term, trunc, _) in results.items():
             self._obs[i] = obs
             self._rewards[i] = reward

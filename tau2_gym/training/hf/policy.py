@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from tau2_gym.core.parsing import ParsedCall, has_response_parser, join_reasoning, parse_tool_calls, split_reasoning
 from tau2_gym.core.settings import DROP
 from tau2_gym.core.termination import MAX_TOKENS
+from tau2_gym.envs.shards import Advance
 from tau2_gym.training.hf.chat import PER_TURN, SAMPLE_MODES, SEQUENCE, ChatRenderer, resolve_sample_mode
 from tau2_gym.training.hf.generation import Generation, Generator, HFGenerator
 
@@ -224,11 +225,11 @@ class _VectorEnvs:
         return int(self.vec.num_envs)
 
     def reset(self, idx: Sequence[int], seeds: Sequence[Optional[int]], options: Sequence[Optional[dict]]) -> dict:
-        _, resets = self.vec._advance((), (), list(idx), list(seeds), list(options))
+        _, resets = self.vec._advance(Advance(reset_idx=list(idx), seeds=list(seeds), options=list(options)))
         return resets
 
     def step(self, idx: Sequence[int], actions: Sequence[Any]) -> dict:
-        results, _ = self.vec._advance(list(idx), list(actions))
+        results, _ = self.vec._advance(Advance(list(idx), list(actions)))
         return results
 
 
