@@ -37,7 +37,7 @@ def agent_reply(body: dict, n: int):
     if n % 6 == 4:
         return {"raw": "<html>bad gateway"}
     if n == 7:
-        return {"delay": 3.0, "then": "too late"}  # beyond the test's 1.5 s client timeout: retried
+        return {"delay": 8.0, "then": "too late"}  # beyond the test's 4 s client timeout: retried
     if body["messages"][-1]["role"] == "tool":
         return "Your booking is confirmed; the total was 1628 dollars."
     return {"tool_calls": [{"id": f"call_{n}", "name": "get_user_details", "arguments": {"user_id": "mia_li_3668"}}]}
@@ -55,7 +55,7 @@ def test_rollout_over_stub_endpoints_survives_injected_failures_and_records_the_
 
     with OpenAIStub(agent_reply) as agent_srv, OpenAIStub(user_reply) as user_srv:
         # a timeout with room for a loaded machine: only the injected delay may time out
-        roomy = {**FAST, "timeout": 1.5}
+        roomy = {**FAST, "timeout": 4.0}
         policy = OpenAIAgentPolicy(OpenAIAgentConfig(model="agent-m", base_url=agent_srv.base_url, **roomy))
         user = OpenAIUserSimulator(OpenAIUserConfig(model="user-m", base_url=user_srv.base_url, **roomy))
         out = tmp_path / "run.json"
