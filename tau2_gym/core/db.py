@@ -201,9 +201,10 @@ class BaseData:
             if name not in update and name in self.data and same_json(data[name], self.data[name]):
                 data[name] = self.data[name]
         if key is not None:
-            if len(self._updates) >= MAX_UPDATES:
-                self._updates.pop(next(iter(self._updates)), None)
-            self._updates[key] = derived
+            with self._lock:  # episodes on threads share the base: one at a time evicts and inserts
+                if len(self._updates) >= MAX_UPDATES:
+                    self._updates.pop(next(iter(self._updates)), None)
+                self._updates[key] = derived
         return derived
 
     def hash_from_scratch(self) -> str:
