@@ -659,18 +659,44 @@ class Tau2VectorEnv(VectorEnv):
         self._truncations[i] = False if final is None else final[3]
         self._autoreset_envs[i] = final is not None
 
+    def reset_slots(
+        self,
+        indices: Sequence[int],
+        seeds: Optional[Sequence[Optional[int]]] = None,
+        options: Optional[Sequence[Optional[dict]]] = None,
+    ) -> dict[int, tuple]:
+        """Reset only sub-envs ``indices`` (``seeds``, ``options``: one each, or None), their customers' opening
+        turns answered together; the others wait where they are. Returns ``{i: (obs, info)}`` with each sub-env's
+        own (unbatched) info; :meth:`step_slots` then steps them."""
+        idx = self._slot_indices("reset_slots", indices)
+        for name, values in (("seeds", seeds), ("options", options)):
+            if values is not None and len(values) != len(idx):
+                raise ValueError(f"reset_slots: {len(idx)} indices but {len(values)} {name}")
+        _, resets = self._advance(
+            Advance(
+                reset_idx=idx,
+                seeds=None if seeds is None else list(seeds),
+                options=None if options is None else list(options),
+            )
+        )
+        if not hasattr(self, "_obs"):
+            self._obs = [None] * self.num_envs
+        for i, (obs, _) in resets.items():
+            self._obs[i] = obs
+            self._rewards[i] = 0.0
+            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
+        return resets
+
     def step_slots(self, indices: Sequence[int], actions: Sequence[Any]) -> dict[int, tuple]:
         """Step only sub-envs ``indices`` with ``actions`` (the others wait where they are), their user turns
         answered together, one batch per round. Returns ``{i: (obs, reward, terminated, truncated, info)}`` with
         each sub-env's own (unbatched) info. No autoreset here: an ended sub-env repeats its final transition
         (with a warning, as a single env does) until it is reset; the next :meth:`step` resets it (NextStep)."""
-        idx = [self._slot_index(i) for i in indices]
-        if len(set(idx)) != len(idx):
-            raise ValueError(f"step_slots: indices repeat: {list(indices)}")
+        idx = self._slot_indices("step_slots", indices)
         if len(idx) != len(actions):
             raise ValueError(f"step_slots: {len(idx)} indices but {len(actions)} actions")
         if not hasattr(self, "_obs"):
-            raise RuntimeError("call reset() before step_slots()")
+            raise RuntimeError("call reset() or reset_slots() before step_slots()")
         results, _ = self._advance(Advance(idx, list(actions)))
         for i, (obs, reward, term, trunc, _) in results.items():
             self._obs[i] = obs
@@ -679,6 +705,12 @@ class Tau2VectorEnv(VectorEnv):
             self._truncations[i] = trunc
             self._autoreset_envs[i] = term or trunc
         return results
+
+    def _slot_indices(self, what: str, indices: Sequence[int]) -> list[int]:
+        idx = [self._slot_index(i) for i in indices]
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"{what}: indices repeat: {list(indices)}")
+        return idx
 
     def _slot_index(self, index: Any) -> int:
         if not isinstance(index, (int, np.integer)) or isinstance(index, bool):

@@ -323,3 +323,28 @@ def test_vector_env_set_slot_and_step_slots_move_only_the_given_sub_envs():
     with pytest.raises(ValueError):
         vec.set_slot(1, _start("tau2/airline-v0", "7"))  # another user simulator object
     vec.close()
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_reset_slots_resets_only_the_given_sub_envs_as_single_envs_do(processes):
+    from tau2_gym.envs.vector import Tau2VectorEnv
+    from tau2_gym.players.users.scripted import OracleUser
+
+    vec = Tau2VectorEnv(4, domain="airline", user=OracleUser(), processes=processes)
+    with pytest.raises(RuntimeError, match="reset_slots"):
+        vec.step_slots([0], ["Hello"])
+    out = vec.reset_slots([3, 1], seeds=[5, None], options=[None, {"task_id": "7"}])
+    for i, seed, options in ((3, 5, None), (1, None, {"task_id": "7"})):
+        single = gym.make("tau2/airline-v0", user=OracleUser())
+        obs, info = single.reset(seed=seed, options=options)
+        assert out[i][0] == obs and out[i][1]["task_id"] == info["task_id"]
+    assert list(out) == [3, 1]  # in the order asked
+    env = _start("tau2/airline-v0", "7", user=OracleUser())
+    script = _plan(env)
+    stepped = vec.step_slots([1], [script[0]])[1]  # no reset() needed first; slots 0 and 2 never started
+    assert stepped[:4] == env.step(script[0])[:4]
+    with pytest.raises(ValueError, match="indices repeat"):
+        vec.reset_slots([2, 2])
+    with pytest.raises(ValueError, match="2 indices but 1 seeds"):
+        vec.reset_slots([0, 2], seeds=[1])
+    vec.close()

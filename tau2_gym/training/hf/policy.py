@@ -44,7 +44,6 @@ from typing import Any, Callable, Optional, Sequence, Union
 from tau2_gym.core.parsing import ParsedCall, has_response_parser, join_reasoning, parse_tool_calls, split_reasoning
 from tau2_gym.core.settings import DROP
 from tau2_gym.core.termination import MAX_TOKENS
-from tau2_gym.envs.shards import Advance
 from tau2_gym.training.hf.chat import PER_TURN, SAMPLE_MODES, SEQUENCE, ChatRenderer, resolve_sample_mode
 from tau2_gym.training.hf.generation import Generation, Generator, HFGenerator
 
@@ -214,9 +213,8 @@ class _EnvList:
 
 
 class _VectorEnvs:
-    """A :class:`~tau2_gym.envs.vector.Tau2VectorEnv`: only the active sub-envs are stepped, and their user turns
-    are answered in one batch per round (``Tau2VectorEnv._advance``). Its own step/autoreset bookkeeping is
-    bypassed: call its ``reset()`` before stepping it directly again."""
+    """A :class:`~tau2_gym.envs.vector.Tau2VectorEnv`: only the active sub-envs are reset and stepped
+    (``reset_slots`` / ``step_slots``), their user turns answered in one batch per round."""
 
     def __init__(self, vec: Any) -> None:
         self.vec = vec
@@ -225,17 +223,15 @@ class _VectorEnvs:
         return int(self.vec.num_envs)
 
     def reset(self, idx: Sequence[int], seeds: Sequence[Optional[int]], options: Sequence[Optional[dict]]) -> dict:
-        _, resets = self.vec._advance(Advance(reset_idx=list(idx), seeds=list(seeds), options=list(options)))
-        return resets
+        return self.vec.reset_slots(idx, seeds, options)
 
     def step(self, idx: Sequence[int], actions: Sequence[Any]) -> dict:
-        results, _ = self.vec._advance(Advance(list(idx), list(actions)))
-        return results
+        return self.vec.step_slots(idx, actions)
 
 
 def _drivers(envs: Any) -> Any:
     inner = getattr(envs, "unwrapped", envs)
-    if hasattr(inner, "_advance") and hasattr(inner, "num_envs") and hasattr(inner, "envs"):
+    if hasattr(inner, "step_slots") and hasattr(inner, "reset_slots") and hasattr(inner, "num_envs"):
         return _VectorEnvs(inner)
     return _EnvList(envs)
 
