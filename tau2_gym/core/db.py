@@ -187,8 +187,8 @@ class BaseData:
 
         Kept by the update's value digest (the last :data:`MAX_UPDATES`): every episode of a task starts from
         the same base, validated once, and a gold replay shares it with the episode it scores (their DBs then
-        compare record by record). Fields the update did not name and validation left equal are this base's
-        objects."""
+        compare by the parts either changed, not by hash). Fields the update did not name and validation left
+        equal are this base's objects."""
         key = value_digest(update)
         derived = None if key is None else self._updates.get(key)
         if derived is not None:
