@@ -338,7 +338,10 @@ class ShardSet:
                 entry[3].append(seeds[n])
             if options is not None:
                 entry[4].append(options[n])
-        jobs = {k: (Advance(*entry, round_.unreadable),) for k, entry in parts.items()}
+        jobs = {
+            k: (Advance(step_idx, actions, reset_idx, seeds_k, options_k, round_.unreadable),)
+            for k, (step_idx, actions, reset_idx, seeds_k, options_k) in parts.items()
+        }
         results: dict[int, tuple] = {}
         resets: dict[int, tuple] = {}
         counts = [0, 0]

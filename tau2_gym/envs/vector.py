@@ -230,7 +230,9 @@ class Tau2VectorEnv(VectorEnv):
         self.observation_space = SharedTuple(self.single_observation_space, self.num_envs)
         self.action_space = SharedTuple(self.single_action_space, self.num_envs)
 
-        # per-env step results; the arrays handed out are built from them once per step
+        # per-env step results; the arrays handed out are built from them once per step. No observations until
+        # the first reset (reset(), reset_slots() or set_slot()): step() refuses to run before it.
+        self._obs: Optional[list[Any]] = None
         self._rewards: list[float] = [0.0] * self.num_envs
         self._terminations: list[bool] = [False] * self.num_envs
         self._truncations: list[bool] = [False] * self.num_envs
@@ -432,23 +434,16 @@ class Tau2VectorEnv(VectorEnv):
             if len(per_env) != n:
                 raise ValueError(f"options list has {len(per_env)} entries; num_envs={n}")
         indices = [i for i in range(n) if mask is None or mask[i]]
-        for i in indices:
-            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
         _, done = self._advance(
             Advance(reset_idx=indices, seeds=[seeds[i] for i in indices], options=[per_env[i] for i in indices])
         )
-        obs = [None] * n if not hasattr(self, "_obs") else self._obs
-        entries = []
-        for i in indices:
-            obs[i], info = done[i]
-            entries.append((i, info))
-        self._obs = obs
-        return list(obs), self._batch_infos(entries)
+        obs = self._record_resets(done)
+        return list(obs), self._batch_infos([(i, done[i][1]) for i in indices])
 
     def step(self, actions: Sequence[Any]) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per sub-env (a sequence of length ``num_envs``); see the module docstring for the phases."""
         n = self.num_envs
-        if not hasattr(self, "_obs"):
+        if self._obs is None:
             raise RuntimeError("call reset() before step()")
         unreadable = None
         if not isinstance(actions, (list, tuple, np.ndarray)) or len(actions) != n:
@@ -478,34 +473,26 @@ class Tau2VectorEnv(VectorEnv):
                     )
                 to_step.append(i)
         per_env_info: list[Optional[dict]] = [None] * n
-        obs = self._obs
         results, resets = self._advance(
             Advance(to_step, [actions[i] for i in to_step], to_reset, unreadable=unreadable)
         )
-        for i, (o, info) in resets.items():
-            obs[i] = o
-            self._rewards[i] = 0.0
-            self._terminations[i] = False
-            self._truncations[i] = False
+        self._record_resets(resets)
+        obs = self._record_steps(results)
+        for i, (_, info) in resets.items():
             per_env_info[i] = info
-        for i, (o, reward, term, trunc, info) in results.items():
-            obs[i] = o
-            self._rewards[i] = reward
-            self._terminations[i] = term
-            self._truncations[i] = trunc
-            per_env_info[i] = info
+        for i, result in results.items():
+            per_env_info[i] = result[4]
         if mode is AutoresetMode.SAME_STEP:
             ended = [i for i in results if self._terminations[i] or self._truncations[i]]
             if ended:
                 finals = {i: (obs[i], per_env_info[i]) for i in ended}
                 _, fresh = self._advance(Advance(reset_idx=ended))
-                for i in ended:
+                for i in ended:  # the ended flags stay set: the caller sees them with the fresh observation
                     final_obs, final_info = finals[i]
                     obs[i], info = fresh[i]
                     per_env_info[i] = {"final_obs": final_obs, "final_info": final_info, **info}
         infos = self._batch_infos([(i, info) for i, info in enumerate(per_env_info) if info is not None])
         terms, truncs = self._terminations, self._truncations
-        self._autoreset_envs = [a or b for a, b in zip(terms, truncs)]
         return (
             list(obs),
             np.fromiter(self._rewards, np.float64, n),
@@ -625,7 +612,7 @@ class Tau2VectorEnv(VectorEnv):
             for j in targets:
                 self.envs[j] = source.clone()
         for j in targets:
-            if hasattr(self, "_obs"):
+            if self._obs is not None:
                 obs = self._obs[src]
                 self._obs[j] = list(obs) if isinstance(obs, list) else obs
             self._rewards[j] = self._rewards[src]
@@ -650,7 +637,7 @@ class Tau2VectorEnv(VectorEnv):
         twin = base.clone()
         twin.copy_observations = self.template.copy_observations
         self.envs[i] = twin
-        if not hasattr(self, "_obs"):
+        if self._obs is None:
             self._obs = [None] * self.num_envs
         self._obs[i] = twin.observation() if twin.episode is not None else None
         final = twin._final
@@ -679,12 +666,7 @@ class Tau2VectorEnv(VectorEnv):
                 options=None if options is None else list(options),
             )
         )
-        if not hasattr(self, "_obs"):
-            self._obs = [None] * self.num_envs
-        for i, (obs, _) in resets.items():
-            self._obs[i] = obs
-            self._rewards[i] = 0.0
-            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
+        self._record_resets(resets)
         return resets
 
     def step_slots(self, indices: Sequence[int], actions: Sequence[Any]) -> dict[int, tuple]:
@@ -695,16 +677,34 @@ class Tau2VectorEnv(VectorEnv):
         idx = self._slot_indices("step_slots", indices)
         if len(idx) != len(actions):
             raise ValueError(f"step_slots: {len(idx)} indices but {len(actions)} actions")
-        if not hasattr(self, "_obs"):
+        if self._obs is None:
             raise RuntimeError("call reset() or reset_slots() before step_slots()")
         results, _ = self._advance(Advance(idx, list(actions)))
+        self._record_steps(results)
+        return results
+
+    def _record_resets(self, resets: dict[int, tuple]) -> list[Any]:
+        """The one place a reset sub-env's bookkeeping is kept (``reset``, ``reset_slots``, a NextStep autoreset):
+        its observation, a zero reward, no ended flags. Returns the observation list."""
+        if self._obs is None:
+            self._obs = [None] * self.num_envs
+        for i, (obs, _) in resets.items():
+            self._obs[i] = obs
+            self._rewards[i] = 0.0
+            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
+        return self._obs
+
+    def _record_steps(self, results: dict[int, tuple]) -> list[Any]:
+        """The one place a stepped sub-env's bookkeeping is kept (``step``, ``step_slots``): its observation,
+        reward and flags; an ended one is reset by the next :meth:`step` (NextStep). Returns the observation list."""
+        assert self._obs is not None  # step() and step_slots() refuse to run before a reset
         for i, (obs, reward, term, trunc, _) in results.items():
             self._obs[i] = obs
             self._rewards[i] = reward
             self._terminations[i] = term
             self._truncations[i] = trunc
             self._autoreset_envs[i] = term or trunc
-        return results
+        return self._obs
 
     def _slot_indices(self, what: str, indices: Sequence[int]) -> list[int]:
         idx = [self._slot_index(i) for i in indices]
