@@ -17,7 +17,7 @@ An HTML comment right before a block says how to treat it:
 
 Shell lines are run as written except: ``pip install ...`` lines (the package under test is installed
 already); ``tau2-gym demo`` gets ``--num-tasks 1 --agents oracle`` (``tests/cli/test_demo.py`` runs the rest);
-``python -m pytest -q`` becomes ``python -m pytest --version`` (the suite is CI's own step, and this file is
+``python -m pytest -q [-n auto]`` becomes ``python -m pytest --version`` (the suite is CI's own step, and this file is
 part of it). Blocks of other languages (``text``, ``json`` without a ``file`` marker) are output samples and
 are not run.
 """
@@ -100,7 +100,7 @@ def shell_script(code: str) -> str:
         if stripped.startswith("pip install") or stripped.startswith("python -m pip install"):
             continue
         line = re.sub(r"^(\s*)tau2-gym demo\b", r"\1tau2-gym demo --num-tasks 1 --agents oracle", line)
-        line = re.sub(r"^(\s*)python -m pytest -q(\s*(#.*)?)$", r"\1python -m pytest --version", line)
+        line = re.sub(r"^(\s*)python -m pytest -q( -n auto)?(\s*(#.*)?)$", r"\1python -m pytest --version\3", line)
         out.append(line)
     return "\n".join(out) + "\n"
 
@@ -278,6 +278,7 @@ def test_the_parser_finds_the_blocks_it_should():
     assert shell_script("pip install -e .\ntau2-gym demo   # x\npython -m pytest -q\n") == (
         "tau2-gym demo --num-tasks 1 --agents oracle   # x\npython -m pytest --version\n"
     )
+    assert shell_script("python -m pytest -q -n auto   # y\n") == "python -m pytest --version   # y\n"
 
 
 def test_the_readmes_first_tool_call_succeeds_on_the_task_reset_draws():
