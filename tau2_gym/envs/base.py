@@ -138,6 +138,10 @@ class EpisodeEnv(gym.Env):
         self.task: Optional[Task] = None
         self._info_task: Optional[Task] = None
         self._info_tools: Optional[list[dict]] = None
+        #: False: ``info`` holds the loaded task and the tool schemas themselves instead of private copies, for an
+        #: owner that only reads each info before the next call (the OpenEnv server serialises it at once); as
+        #: ``copy_observations``, a setting of this env object, not of its config
+        self.copy_infos = True
         self._tool_handouts: dict[str, ToolHandout] = {}  # this env's own: never shared with a sibling or a clone
         self._cursor = 0
         self._final: Optional[Transition] = None
@@ -288,10 +292,11 @@ class EpisodeEnv(gym.Env):
         return self.episode
 
     def info_task(self) -> Task:
-        """This episode's private copy of its task, for ``info["task"]``."""
+        """This episode's private copy of its task, for ``info["task"]`` (the task itself without ``copy_infos``)."""
         if self._info_task is None:
             assert self.episode is not None
-            self._info_task = self.handouts.task(self.episode.task)
+            task = self.episode.task
+            self._info_task = self.handouts.task(task) if self.copy_infos else task
         return self._info_task
 
     def end_reset(self) -> tuple[Any, dict]:
@@ -388,7 +393,10 @@ class EpisodeEnv(gym.Env):
         return self._info_tools
 
     def handout_tools(self, name: str, tools: Sequence[dict]) -> list[dict]:
-        """A private copy of ``tools`` for ``info[name]``: this env's earlier copy while it still equals them."""
+        """A private copy of ``tools`` for ``info[name]``: this env's earlier copy while it still equals them
+        (without ``copy_infos``, a list of the schemas themselves)."""
+        if not self.copy_infos:
+            return list(tools)
         handout = self._tool_handouts.get(name)
         if handout is None:
             handout = self._tool_handouts[name] = ToolHandout()

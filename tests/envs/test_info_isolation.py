@@ -170,3 +170,21 @@ def test_handout_recipes_name_only_copies_of_shared_values_and_a_sibling_makes_e
     recipes = user_env.handout_recipes(info)
     assert set(recipes) == {"task", "agent_tools"}
     assert user_env.sibling().make_handout(recipes["agent_tools"]) == info["agent_tools"]
+
+
+def test_without_copy_infos_info_holds_the_loaded_task_and_the_tool_schemas_themselves():
+    """The setting of an owner that only reads each info at once (the OpenEnv server serialises it): no copies."""
+    env = gym.make("tau2/airline-v0").unwrapped
+    loaded = {t.id: t for t in env.tasks}["8"]
+    _, copied = env.reset(seed=0, options={"task_id": "8"})
+    env.copy_infos = False
+    _, shared = env.reset(seed=0, options={"task_id": "8"})
+    assert copied["task"] == loaded and copied["task"] is not loaded and shared["task"] is loaded
+    assert shared["tools"] == copied["tools"] and all(a is b for a, b in zip(shared["tools"], env.tools))
+    assert not any(a is b for a, b in zip(copied["tools"], env.tools))
+    assert env.sibling().copy_infos is False  # a vector env's sub-envs take the template's setting
+    user_env = gym.make("tau2/telecom-user-v0").unwrapped
+    user_env.copy_infos = False
+    _, info = user_env.reset(seed=0, options={"task_id": user_env.tasks[0].id})
+    assert info["task"] is user_env.tasks[0]
+    assert all(a is b for a, b in zip(info["agent_tools"], user_env.agent_tools))

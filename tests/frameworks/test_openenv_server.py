@@ -117,6 +117,15 @@ DOMAINS = [
 ]
 
 
+def test_the_served_env_copies_neither_observations_nor_infos():
+    """The server serialises each at once, so private copies would be work for nothing (what the settings hand out:
+    tests/envs/test_info_isolation.py); the episodes stay the in-process env's (the test below)."""
+    from tau2_gym.frameworks.openenv.environment import LoadedEnv
+
+    env = LoadedEnv("tau2/airline-v0").new_env()
+    assert env.copy_observations is False and env.copy_infos is False
+
+
 @pytest.mark.parametrize("env_id,kwargs", DOMAINS, ids=[d[0] for d in DOMAINS])
 def test_oracle_episodes_match_the_in_process_env(env_id, kwargs):
     local = gym.make(env_id, **kwargs)

@@ -118,9 +118,11 @@ class LoadedEnv:
     def new_env(self) -> Any:
         sibling = getattr(self.base, "sibling", None)
         env = sibling() if sibling is not None else gym.make(self.env_id, **self.env_kwargs).unwrapped
+        # observations and infos are serialized at once, never changed or handed to a caller
         if hasattr(env, "copy_observations"):
-            # observations are serialized at once, never changed
             env.copy_observations = False  # ty: ignore[invalid-assignment] - ty reads a hasattr-found name as read-only
+        if hasattr(env, "copy_infos"):
+            env.copy_infos = False  # ty: ignore[invalid-assignment] - as above
         return env
 
 
