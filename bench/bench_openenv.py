@@ -18,11 +18,17 @@ Client and server share this machine's cores, so the concurrent figures are a fl
 its own.
 
     python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100] [--workers 1 2]
+                                   [--floor] [--compare DIR --rounds K]
 
 ``--floor`` also serves an env that does nothing on the same stack (OpenEnv's app, the guard, uvicorn, the wire
 types) and prints its server CPU per step: what serving costs whatever the env does. ``--workers`` runs the server
 with that many processes (``tau2-gym serve --workers N``), one set of rows each; the server CPU and the RSS growth
 are summed over the processes.
+
+``--compare DIR --rounds K`` measures the server of another checkout of tau2-gym (its package first on the server's
+path) against this one's, one process each, the two alternated K times (the order swapped every round), and prints
+each one's server CPU per step: every round's figure and the median. The machine's drift between runs is larger
+than many changes; alternating pairs is what makes a small one visible.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import gymnasium as gym
 
@@ -99,22 +106,21 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def start_server(max_sessions: int, workers: int = 1) -> tuple[subprocess.Popen, str]:
+def start_server(max_sessions: int, workers: int = 1, tree: Optional[Path] = None) -> tuple[subprocess.Popen, str]:
+    """``tau2-gym serve`` in a process of its own; ``tree``: another checkout whose package it runs."""
     return _start(
         [sys.executable, "-m", "tau2_gym.cli", "serve", ENV_ID, "--port", "0"]
         + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"]
-        + (["--workers", str(workers)] if workers > 1 else [])
+        + (["--workers", str(workers)] if workers > 1 else []),
+        tree,
     )
 
 
-def _start(cmd: list[str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+def _start(cmd: list[str], tree: Optional[Path] = None) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if tree is not None:  # `python -m` puts the working directory first on the path, then PYTHONPATH
+        env["PYTHONPATH"] = str(tree)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tree)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
@@ -258,6 +264,29 @@ def serve_floor() -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
+def compare(args: argparse.Namespace, plans: dict) -> None:
+    """Server CPU per step of this checkout and ``args.compare``'s, alternated ``args.rounds`` times."""
+    trees = [("this checkout", ROOT), ("--compare", Path(args.compare).resolve())]
+    cpu: dict[str, dict[int, list[float]]] = {name: {n: [] for n in args.sessions} for name, _ in trees}
+    for r in range(args.rounds):
+        for name, tree in trees if r % 2 == 0 else trees[::-1]:
+            proc, url = start_server(max(args.sessions) + 8, 1, tree)
+            try:
+                for n in args.sessions:
+                    out = asyncio.run(served_throughput(url, plans, n, max(args.episodes, 2 * n), proc.pid))
+                    cpu[name][n].append(out["server_cpu_per_step"])
+            finally:
+                proc.terminate()
+                proc.wait(10)
+    print(f"\n{ENV_ID}, oracle actions, one server process; {args.rounds} alternated rounds (order swapped each round)")
+    print("\ntree             sessions  server CPU/step (median)  every round")
+    for name, tree in trees:
+        for n in args.sessions:
+            values = cpu[name][n]
+            each = ", ".join(fmt_time(v) for v in values)
+            print(f"{name:<16} {n:>8} {fmt_time(statistics.median(values)):>25}  {each}  ({tree})")
+
+
 def main() -> None:
     if sys.argv[1:] == ["--serve-floor"]:
         serve_floor()
@@ -272,10 +301,15 @@ def main() -> None:
     parser.add_argument(
         "--floor", action="store_true", help="also serve an env that does nothing on the same stack (the floor)"
     )
+    parser.add_argument("--compare", default=None, help="another checkout's root: its server against this one's")
+    parser.add_argument("--rounds", type=int, default=4, help="alternated rounds of --compare")
     args = parser.parse_args()
 
     env = gym.make(ENV_ID).unwrapped
     plans = oracle_plans(env)
+    if args.compare:
+        compare(args, plans)
+        return
     local_times, local_eps = in_process_latency(env, plans, args.latency_episodes)
     for workers in args.workers:
         proc, url = start_server(max(args.sessions) + 8, workers)
