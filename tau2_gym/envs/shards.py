@@ -74,6 +74,13 @@ class Advance:
     options: Optional[Sequence[Optional[dict]]] = None
     unreadable: Optional[str] = None
 
+    def reset_kwargs(self, k: int) -> dict[str, Any]:
+        """``begin_reset``'s arguments for the ``k``-th sub-env of ``reset_idx``."""
+        return {
+            "seed": None if self.seeds is None else self.seeds[k],
+            "options": None if self.options is None else self.options[k],
+        }
+
 
 def split_sizes(n: int, k: int) -> list[int]:
     """``n`` sub-envs in ``k`` contiguous blocks whose sizes differ by at most one (the first ones larger)."""

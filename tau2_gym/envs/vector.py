@@ -331,20 +331,17 @@ class Tau2VectorEnv(VectorEnv):
             if self._loop is None:
                 self._loop = LoopThread("tau2-vector-env")
             return self._loop.run(self._aadvance(round_))
-        step_idx, actions, reset_idx = round_.step_idx, round_.actions, round_.reset_idx
-        seeds, options, unreadable = round_.seeds, round_.options, round_.unreadable
+        step_idx, reset_idx = round_.step_idx, round_.reset_idx
         envs = self.envs
         failed: dict[int, Exception] = {}  # a caller's error (a bad reset option): raised once the others moved on
         for k, i in enumerate(reset_idx):  # phase 1
             try:
-                envs[i].begin_reset(
-                    seed=None if seeds is None else seeds[k], options=None if options is None else options[k]
-                )
+                envs[i].begin_reset(**round_.reset_kwargs(k))
             except Exception as exc:  # noqa: BLE001 - raised below, as the awaited path does
                 failed[i] = exc
-        for i, action in zip(step_idx, actions):
+        for i, action in zip(step_idx, round_.actions):
             try:
-                envs[i].begin_step(action, unreadable=unreadable)
+                envs[i].begin_step(action, unreadable=round_.unreadable)
             except Exception as exc:  # noqa: BLE001 - raised below
                 failed[i] = exc
         self._answer_users([envs[i] for i in (*reset_idx, *step_idx) if i not in failed])  # phase 2
@@ -358,25 +355,24 @@ class Tau2VectorEnv(VectorEnv):
         """:meth:`_advance` for a simulator that :attr:`answers_concurrently`: each sub-env's reset or step is a
         coroutine that awaits its customer (``user.agenerate``), as a rollout's episode does, so one episode's work
         runs while the others' requests are in flight. The same transitions as the three phases."""
-        step_idx, actions, reset_idx = round_.step_idx, round_.actions, round_.reset_idx
-        seeds, options, unreadable = round_.seeds, round_.options, round_.unreadable
+        step_idx, reset_idx = round_.step_idx, round_.reset_idx
         envs = self.envs
         results: dict[int, tuple] = {}
         resets: dict[int, tuple] = {}
 
         async def reset(k: int, i: int) -> None:
             env = envs[i]
-            env.begin_reset(seed=None if seeds is None else seeds[k], options=None if options is None else options[k])
+            env.begin_reset(**round_.reset_kwargs(k))
             await self._converse(env)
             resets[i] = env.end_reset()
 
         async def step(i: int, action: Any) -> None:
             env = envs[i]
-            env.begin_step(action, unreadable=unreadable)
+            env.begin_step(action, unreadable=round_.unreadable)
             await self._converse(env)
             results[i] = env.end_step()
 
-        jobs = [reset(k, i) for k, i in enumerate(reset_idx)] + [step(i, a) for i, a in zip(step_idx, actions)]
+        jobs = [reset(k, i) for k, i in enumerate(reset_idx)] + [step(i, a) for i, a in zip(step_idx, round_.actions)]
         if jobs:
             self.user_batches += 1
         failed = [x for x in await asyncio.gather(*jobs, return_exceptions=True) if x is not None]
