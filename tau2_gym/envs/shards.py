@@ -74,6 +74,31 @@ class Advance:
     options: Optional[Sequence[Optional[dict]]] = None
     unreadable: Optional[str] = None
 
+    def split(self, owner: Sequence[int], starts: Sequence[int]) -> dict[int, Advance]:
+        """This round over worker blocks: ``{k: block k's round}`` for each block it touches, with indices local to
+        the block (``owner[i]``: sub-env ``i``'s block; ``starts[k]``: block ``k``'s first sub-env)."""
+        steps: dict[int, list[int]] = {}  # block -> positions in step_idx
+        resets: dict[int, list[int]] = {}  # block -> positions in reset_idx
+        for n, i in enumerate(self.step_idx):
+            steps.setdefault(owner[i], []).append(n)
+        for n, i in enumerate(self.reset_idx):
+            resets.setdefault(owner[i], []).append(n)
+
+        def pick(values: Optional[Sequence[Any]], positions: list[int]) -> Optional[list[Any]]:
+            return None if values is None else [values[n] for n in positions]
+
+        return {
+            k: Advance(
+                [self.step_idx[n] - starts[k] for n in steps.get(k, [])],
+                [self.actions[n] for n in steps.get(k, [])],
+                [self.reset_idx[n] - starts[k] for n in resets.get(k, [])],
+                pick(self.seeds, resets.get(k, [])),
+                pick(self.options, resets.get(k, [])),
+                self.unreadable,
+            )
+            for k in sorted(steps.keys() | resets.keys())
+        }
+
     def reset_kwargs(self, k: int) -> dict[str, Any]:
         """``begin_reset``'s arguments for the ``k``-th sub-env of ``reset_idx``."""
         return {
@@ -324,31 +349,7 @@ class ShardSet:
     def advance(self, round_: Advance) -> tuple[dict[int, tuple], dict[int, tuple], int, int]:
         """``Tau2VectorEnv._advance`` over the workers: ``(results, resets, batches, requests)``, the last two
         the rounds and customer requests the workers made."""
-        seeds, options = round_.seeds, round_.options
-        parts: dict[int, tuple[list, list, list, Optional[list], Optional[list]]] = {}
-
-        def part(i: int) -> tuple:
-            k, local = self.locate(i)
-            entry = parts.get(k)
-            if entry is None:
-                entry = parts[k] = ([], [], [], None if seeds is None else [], None if options is None else [])
-            return entry, local
-
-        for i, action in zip(round_.step_idx, round_.actions):
-            entry, local = part(i)
-            entry[0].append(local)
-            entry[1].append(action)
-        for n, i in enumerate(round_.reset_idx):
-            entry, local = part(i)
-            entry[2].append(local)
-            if seeds is not None:
-                entry[3].append(seeds[n])
-            if options is not None:
-                entry[4].append(options[n])
-        jobs = {
-            k: (Advance(step_idx, actions, reset_idx, seeds_k, options_k, round_.unreadable),)
-            for k, (step_idx, actions, reset_idx, seeds_k, options_k) in parts.items()
-        }
+        jobs = {k: (part,) for k, part in round_.split(self.shard_of, self.starts).items()}
         results: dict[int, tuple] = {}
         resets: dict[int, tuple] = {}
         counts = [0, 0]

@@ -633,14 +633,11 @@ class Tau2VectorEnv(VectorEnv):
         twin = base.clone()
         twin.copy_observations = self.template.copy_observations
         self.envs[i] = twin
-        if self._obs is None:
-            self._obs = [None] * self.num_envs
-        self._obs[i] = twin.observation() if twin.episode is not None else None
-        final = twin._final
-        self._rewards[i] = 0.0 if final is None else final[1]
-        self._terminations[i] = False if final is None else final[2]
-        self._truncations[i] = False if final is None else final[3]
-        self._autoreset_envs[i] = final is not None
+        obs = twin.observation() if twin.episode is not None else None
+        if twin._final is None:  # live, or never reset
+            self._record_resets({i: (obs, None)})
+        else:  # ended: the next step() resets it, as after its own final step
+            self._record_steps({i: (obs, *twin._final[1:])})
 
     def reset_slots(
         self,
@@ -682,24 +679,29 @@ class Tau2VectorEnv(VectorEnv):
     def _record_resets(self, resets: dict[int, tuple]) -> list[Any]:
         """The one place a reset sub-env's bookkeeping is kept (``reset``, ``reset_slots``, a NextStep autoreset):
         its observation, a zero reward, no ended flags. Returns the observation list."""
-        if self._obs is None:
-            self._obs = [None] * self.num_envs
+        observations = self._observations()
         for i, (obs, _) in resets.items():
-            self._obs[i] = obs
+            observations[i] = obs
             self._rewards[i] = 0.0
             self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
-        return self._obs
+        return observations
 
     def _record_steps(self, results: dict[int, tuple]) -> list[Any]:
         """The one place a stepped sub-env's bookkeeping is kept (``step``, ``step_slots``): its observation,
         reward and flags; an ended one is reset by the next :meth:`step` (NextStep). Returns the observation list."""
-        assert self._obs is not None  # step() and step_slots() refuse to run before a reset
+        observations = self._observations()
         for i, (obs, reward, term, trunc, _) in results.items():
-            self._obs[i] = obs
+            observations[i] = obs
             self._rewards[i] = reward
             self._terminations[i] = term
             self._truncations[i] = trunc
             self._autoreset_envs[i] = term or trunc
+        return observations
+
+    def _observations(self) -> list[Any]:
+        """The sub-envs' latest observations, made on the first record (:meth:`set_slot` may come before a reset)."""
+        if self._obs is None:
+            self._obs = [None] * self.num_envs
         return self._obs
 
     def _slot_indices(self, what: str, indices: Sequence[int]) -> list[int]:

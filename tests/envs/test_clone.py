@@ -325,6 +325,34 @@ def test_vector_env_set_slot_and_step_slots_move_only_the_given_sub_envs():
     vec.close()
 
 
+def test_set_slot_takes_a_live_or_an_ended_episode_before_the_first_reset_and_an_ended_one_is_reset_next():
+    from tau2_gym.envs.vector import Tau2VectorEnv
+    from tau2_gym.players.users.scripted import OracleUser
+
+    user = OracleUser()
+    vec = Tau2VectorEnv(2, domain="airline", user=user)
+    live = _start("tau2/airline-v0", "7", user=user)
+    script = _plan(live)
+    ended = _start("tau2/airline-v0", "7", user=user)
+    final = _run(ended, script)[-1]
+    assert final[1] == 1.0 and final[2]
+    vec.set_slot(0, live)  # no reset yet: the slots' bookkeeping starts here
+    vec.set_slot(1, ended)
+    ref = live.unwrapped.clone()
+    out = vec.step_slots([0], [script[0]])[0]
+    expected = ref.step(script[0])
+    assert out[0] == expected[0] and out[1:4] == expected[1:4]
+    # the ended slot repeats its end (reward 0) until the next step() resets it, as after its own final step
+    with pytest.warns(UserWarning, match="after the episode ended"):
+        again = vec.step_slots([1], ["anything"])[1]
+    assert again[1:4] == (0.0, True, False)
+    obs, rewards, terms, truncs, _ = vec.step([script[1], "ignored"])
+    assert not terms[1] and not truncs[1] and rewards[1] == 0.0
+    assert not vec.envs[1].episode.done and obs[1] == vec.envs[1].observation()
+    assert len(obs[1]) < len(ended.unwrapped.observation())  # a fresh conversation
+    vec.close()
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_reset_slots_resets_only_the_given_sub_envs_as_single_envs_do(processes):
     from tau2_gym.envs.vector import Tau2VectorEnv

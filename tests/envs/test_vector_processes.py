@@ -13,7 +13,7 @@ import pytest
 from test_vector import AGENTS, OutOfOrderUser, canon, drive, env_info
 
 import tau2_gym  # noqa: F401 - registers the ids
-from tau2_gym.envs.shards import split_sizes
+from tau2_gym.envs.shards import Advance, split_sizes
 from tau2_gym.players.agents.scripted import OracleAgent
 
 KW = dict(max_steps=16, max_errors=4)
@@ -58,6 +58,18 @@ def infos_of(vec, seed: int, steps: int) -> list:
 
 def test_split_sizes_cover_every_sub_env_in_contiguous_blocks():
     assert split_sizes(5, 2) == [3, 2] and split_sizes(4, 4) == [1, 1, 1, 1] and sum(split_sizes(1024, 3)) == 1024
+
+
+def test_a_round_splits_over_the_blocks_it_touches_with_local_indices_and_each_sub_envs_own_arguments():
+    # six sub-envs in blocks [0, 1], [2, 3, 4] and [5]: steps 4 and 0, resets 3 and 1 (seeds 30, 10); block 2 idle
+    owner, starts = [0, 0, 1, 1, 1, 2], [0, 2, 5]
+    round_ = Advance([4, 0], ["a4", "a0"], [3, 1], [30, 10], None, "why")
+    parts = round_.split(owner, starts)
+    assert parts == {
+        0: Advance([0], ["a0"], [1], [10], None, "why"),
+        1: Advance([2], ["a4"], [1], [30], None, "why"),
+    }
+    assert parts[1].reset_kwargs(0) == {"seed": 30, "options": None}
 
 
 def test_sub_envs_in_two_processes_give_the_in_process_episodes_observations_and_rewards():
