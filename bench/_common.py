@@ -227,11 +227,19 @@ def add_lockstep_arguments(parser: Any) -> None:
     parser.add_argument("--url", default=None)
 
 
+def in_tree(tree: Any, **env: str) -> dict[str, Any]:
+    """``subprocess`` keywords for a child that imports ``tree``'s package (None: this checkout's), with ``env``
+    added to the environment. The child runs in ``tree`` too: ``python -m`` and a script's folder put the working
+    directory ahead of PYTHONPATH."""
+    if tree is None:
+        return {"env": {**os.environ, **env}}
+    return {"env": {**os.environ, **env, "PYTHONPATH": str(tree)}, "cwd": tree}
+
+
 def spawn_json(script: str, args: list[str], tree: Any) -> dict:
     """Run ``script`` with ``args`` in a child process importing ``tree``'s package; its last stdout line as JSON."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
     proc = subprocess.run(
-        [sys.executable, script, *args], capture_output=True, text=True, env=env, cwd=tree, timeout=7200
+        [sys.executable, script, *args], capture_output=True, text=True, timeout=7200, **in_tree(tree)
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{args} in {tree} failed:\n{proc.stderr[-3000:]}")

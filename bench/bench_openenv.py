@@ -49,7 +49,7 @@ import gymnasium as gym
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _common import fmt_bytes, fmt_time  # noqa: E402 - after sys.path gets the helpers' folder
+from _common import fmt_bytes, fmt_time, in_tree  # noqa: E402 - after sys.path gets the helpers' folder
 
 import tau2_gym  # noqa: E402,F401 - registers the ids
 from tau2_gym.frameworks.openenv import Tau2Client  # noqa: E402
@@ -117,10 +117,8 @@ def start_server(max_sessions: int, workers: int = 1, tree: Optional[Path] = Non
 
 
 def _start(cmd: list[str], tree: Optional[Path] = None) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if tree is not None:  # `python -m` puts the working directory first on the path, then PYTHONPATH
-        env["PYTHONPATH"] = str(tree)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tree)
+    out = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    proc = subprocess.Popen(cmd, **out, **in_tree(tree, PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
