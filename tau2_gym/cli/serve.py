@@ -71,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="OpenEnv's Task API serves the tasks' gold actions and assertions too (default: never)",
     )
     g.add_argument("--log-level", default="warning", help="uvicorn log level (default: warning)")
+    g.add_argument(
+        "--loop",
+        default="auto",
+        help="event loop: auto (default: uvloop when installed, as the openenv extra does, else asyncio), asyncio "
+        "or uvloop",
+    )
     g = parser.add_argument_group("OpenEnv package (write and exit; nothing is served)")
     g.add_argument(
         "--write-manifest",
@@ -138,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             token=token,
             expose_gold=args.expose_gold,
             log_level=args.log_level,
+            loop=args.loop,
         )
     except (ValueError, TypeError, IndexError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -148,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         f"serving {env_id} at {server.url} (OpenEnv: WebSocket {server.url.replace('http', 'ws', 1)}/ws; "
-        f"max {args.max_sessions} sessions{'; bearer token required' if token else ''})",
+        f"max {args.max_sessions} sessions; {server.loop} loop{'; bearer token required' if token else ''})",
         flush=True,
     )
     server.run(workers=args.workers)

@@ -155,6 +155,38 @@ def test_oracle_episodes_match_the_in_process_env(env_id, kwargs):
     assert any(ep["rewards"][-1] == 1.0 for ep in expected.values())
 
 
+def test_each_event_loop_serves_the_in_process_episodes_and_a_bad_one_is_refused_in_words():
+    import importlib.util
+
+    local = gym.make("tau2/airline-v0")
+    tasks = [t.id for t in local.unwrapped.tasks[:2]]
+    expected = {t: local_episode(local, t, 3) for t in tasks}
+
+    async def drive(url: str) -> dict:
+        async with Tau2Client(url) as client:
+            return {t: await served_episode(client, ep["actions"], t, 3) for t, ep in expected.items()}
+
+    has_uvloop = importlib.util.find_spec("uvloop") is not None
+    for loop in ["asyncio"] + (["uvloop"] if has_uvloop else []):
+        with Tau2Server("tau2/airline-v0", port=0, loop=loop) as server:
+            assert server.loop == loop
+            # the listening socket belongs to the loop asked for
+            assert type(server.server.servers[0]).__module__.split(".")[0] == loop
+            served = asyncio.run(drive(server.url))
+        for t, want in expected.items():
+            got = served[t]
+            assert (got["observations"], got["rewards"], got["simulation_run"]) == (
+                want["observations"],
+                want["rewards"],
+                want["simulation_run"],
+            ), (loop, t)
+    auto = Tau2Server("tau2/mock-v0", port=0)
+    assert auto.loop == ("uvloop" if has_uvloop else "asyncio")
+    auto.socket.close()
+    with pytest.raises(ValueError, match="expected one of auto, asyncio, uvloop"):
+        Tau2Server("tau2/mock-v0", port=0, loop="trio")
+
+
 # ---------------------------------------------------------------------------------------------- isolation
 
 
@@ -395,8 +427,10 @@ def test_serve_command_runs_an_episode(monkeypatch, capsys):
         time.sleep(0.02)
     assert servers and servers[0].server.started, capsys.readouterr()
     server = servers[0]
-    url = re.search(r"(http://127\.0\.0\.1:\d+)", capsys.readouterr().out).group(1)
+    printed = capsys.readouterr().out
+    url = re.search(r"(http://127\.0\.0\.1:\d+)", printed).group(1)
     assert url == server.url and server.env_id == "tau2/mock-v0"
+    assert f"; {server.loop} loop" in printed  # the loop auto resolved to
     assert server.app.loaded.base.config.max_steps == 30
     try:
         with Tau2Client(url).sync() as client:
@@ -412,6 +446,8 @@ def test_serve_command_runs_an_episode(monkeypatch, capsys):
         server.server.should_exit = True
         thread.join(10)
     assert not thread.is_alive()
+    assert cli_main(["serve", "--domain", "mock", "--port", "0", "--loop", "trio"]) == 1
+    assert capsys.readouterr().err.strip() == "error: loop='trio': expected one of auto, asyncio, uvloop"
 
 
 def _children(pid: int) -> list[int]:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import ipaddress
 import os
 import resource
@@ -28,10 +29,24 @@ from tau2_gym.frameworks.openenv.environment import LoadedEnv, Tau2Environment
 from tau2_gym.frameworks.openenv.guard import Guard
 from tau2_gym.frameworks.openenv.models import Tau2Action, Tau2Observation, Tau2State
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "Tau2Server", "is_loopback", "make_app"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "LOOPS", "Tau2Server", "is_loopback", "make_app"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+#: the event loops uvicorn runs a server on; ``auto`` is uvloop when it is installed (the openenv extra installs
+#: it: a server's CPU per step is largely the loop's and the WebSocket transport's), else asyncio's
+LOOPS = ("auto", "asyncio", "uvloop")
+
+
+def event_loop(loop: str) -> str:
+    """The loop ``loop`` (one of :data:`LOOPS`) names here: ``asyncio`` or ``uvloop``."""
+    if loop not in LOOPS:
+        raise ValueError(f"loop={loop!r}: expected one of {', '.join(LOOPS)}")
+    if loop != "asyncio" and importlib.util.find_spec("uvloop") is None:
+        if loop == "uvloop":
+            raise ValueError("loop='uvloop' needs the uvloop package: pip install uvloop")
+        return "asyncio"
+    return "uvloop" if loop == "auto" else loop
 
 
 def make_app(
@@ -82,7 +97,8 @@ def is_loopback(host: str) -> bool:
 class Tau2Server:
     """``make_app`` on a bound socket, run by uvicorn: :meth:`run` blocks (``tau2-gym serve``); :meth:`start` runs
     it on a background thread (tests, benchmarks, notebooks) and :meth:`stop` ends it. ``port=0`` picks a free
-    port; :attr:`url` is where clients connect. The default host is the loopback interface: another host is
+    port; :attr:`url` is where clients connect; ``loop``: one of :data:`LOOPS` (:attr:`loop`: the one it runs on).
+    The default host is the loopback interface: another host is
     served only when asked."""
 
     def __init__(
@@ -98,8 +114,10 @@ class Tau2Server:
         token: Optional[str] = None,
         expose_gold: bool = False,
         log_level: str = "warning",
+        loop: str = "auto",
     ) -> None:
         self.env_id = env_id
+        self.loop = event_loop(loop)  # checked before the env is loaded
         self.max_sessions = int(max_sessions)
         self.app = make_app(
             env_id,
@@ -118,6 +136,7 @@ class Tau2Server:
         config = uvicorn.Config(
             self.app,
             log_level=log_level,
+            loop=self.loop,
             # frames between max_message_bytes and this get the guard's error reply; beyond it the connection
             # is closed (1009) before the frame is buffered whole
             ws_max_size=max(4 * int(max_message_bytes), int(max_message_bytes) + (1 << 20)),
@@ -138,8 +157,8 @@ class Tau2Server:
     def run(self, workers: int = 1) -> None:
         """Serve until interrupted (Ctrl-C / SIGTERM). ``workers`` > 1 forks that many server processes on the one
         listening socket (the kernel hands each new connection to one of them; a session stays in the process
-        that accepted it): one process spends about a millisecond of CPU per step, so many sessions waiting on
-        fast LLM calls need several cores. The loaded data is shared copy-on-write; ``max_sessions`` is per
+        that accepted it): a process's CPU per step bounds its steps/s (docs/performance.md), so many sessions
+        waiting on fast LLM calls need several cores. The loaded data is shared copy-on-write; ``max_sessions`` is per
         process."""
         _raise_fd_limit(self.max_sessions)
         if workers < 1:
