@@ -18,7 +18,7 @@ Client and server share this machine's cores, so the concurrent figures are a fl
 its own.
 
     python bench/bench_openenv.py [--sessions 1 64 1000] [--episodes 200] [--latency-episodes 100] [--workers 1 2]
-                                   [--floor] [--compare DIR --rounds K]
+                                   [--floor] [--compare DIR --rounds K] [--loops asyncio uvloop --rounds K]
 
 ``--floor`` also serves an env that does nothing on the same stack (OpenEnv's app, the guard, uvicorn, the wire
 types) and prints its server CPU per step: what serving costs whatever the env does. ``--workers`` runs the server
@@ -28,7 +28,8 @@ are summed over the processes.
 ``--compare DIR --rounds K`` measures the server of another checkout of tau2-gym (its package first on the server's
 path) against this one's, one process each, the two alternated K times (the order swapped every round), and prints
 each one's server CPU per step: every round's figure and the median. The machine's drift between runs is larger
-than many changes; alternating pairs is what makes a small one visible.
+than many changes; alternating pairs is what makes a small one visible. ``--loops A B --rounds K`` alternates this
+checkout's server on two event loops the same way (``tau2-gym serve --loop``).
 """
 
 from __future__ import annotations
@@ -106,12 +107,16 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def start_server(max_sessions: int, workers: int = 1, tree: Optional[Path] = None) -> tuple[subprocess.Popen, str]:
-    """``tau2-gym serve`` in a process of its own; ``tree``: another checkout whose package it runs."""
+def start_server(
+    max_sessions: int, workers: int = 1, tree: Optional[Path] = None, loop: Optional[str] = None
+) -> tuple[subprocess.Popen, str]:
+    """``tau2-gym serve`` in a process of its own; ``tree``: another checkout whose package it runs; ``loop``: its
+    ``--loop`` (None: the server's default)."""
     return _start(
         [sys.executable, "-m", "tau2_gym.cli", "serve", ENV_ID, "--port", "0"]
         + ["--max-sessions", str(max_sessions), "--idle-timeout", "0"]
-        + (["--workers", str(workers)] if workers > 1 else []),
+        + (["--workers", str(workers)] if workers > 1 else [])
+        + (["--loop", loop] if loop else []),
         tree,
     )
 
@@ -263,12 +268,16 @@ def serve_floor() -> None:
 
 
 def compare(args: argparse.Namespace, plans: dict) -> None:
-    """Server CPU per step of this checkout and ``args.compare``'s, alternated ``args.rounds`` times."""
-    trees = [("this checkout", ROOT), ("--compare", Path(args.compare).resolve())]
-    cpu: dict[str, dict[int, list[float]]] = {name: {n: [] for n in args.sessions} for name, _ in trees}
+    """Server CPU per step of this checkout and ``args.compare``'s (or of this checkout's on ``args.loops``),
+    alternated ``args.rounds`` times."""
+    if args.loops:
+        servers = [(f"--loop {loop}", ROOT, loop) for loop in args.loops]
+    else:
+        servers = [("this checkout", ROOT, None), ("--compare", Path(args.compare).resolve(), None)]
+    cpu: dict[str, dict[int, list[float]]] = {name: {n: [] for n in args.sessions} for name, _, _ in servers}
     for r in range(args.rounds):
-        for name, tree in trees if r % 2 == 0 else trees[::-1]:
-            proc, url = start_server(max(args.sessions) + 8, 1, tree)
+        for name, tree, loop in servers if r % 2 == 0 else servers[::-1]:
+            proc, url = start_server(max(args.sessions) + 8, 1, tree, loop)
             try:
                 for n in args.sessions:
                     out = asyncio.run(served_throughput(url, plans, n, max(args.episodes, 2 * n), proc.pid))
@@ -277,8 +286,8 @@ def compare(args: argparse.Namespace, plans: dict) -> None:
                 proc.terminate()
                 proc.wait(10)
     print(f"\n{ENV_ID}, oracle actions, one server process; {args.rounds} alternated rounds (order swapped each round)")
-    print("\ntree             sessions  server CPU/step (median)  every round")
-    for name, tree in trees:
+    print("\nserver           sessions  server CPU/step (median)  every round")
+    for name, tree, _ in servers:
         for n in args.sessions:
             values = cpu[name][n]
             each = ", ".join(fmt_time(v) for v in values)
@@ -300,12 +309,15 @@ def main() -> None:
         "--floor", action="store_true", help="also serve an env that does nothing on the same stack (the floor)"
     )
     parser.add_argument("--compare", default=None, help="another checkout's root: its server against this one's")
-    parser.add_argument("--rounds", type=int, default=4, help="alternated rounds of --compare")
+    parser.add_argument(
+        "--loops", nargs=2, default=None, metavar=("A", "B"), help="this checkout's server on two event loops"
+    )
+    parser.add_argument("--rounds", type=int, default=4, help="alternated rounds of --compare or --loops")
     args = parser.parse_args()
 
     env = gym.make(ENV_ID).unwrapped
     plans = oracle_plans(env)
-    if args.compare:
+    if args.compare or args.loops:
         compare(args, plans)
         return
     local_times, local_eps = in_process_latency(env, plans, args.latency_episodes)
