@@ -74,8 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--loop",
         default="auto",
-        help="event loop: auto (default: uvloop when installed, as the openenv extra does, else asyncio), asyncio "
-        "or uvloop",
+        help="event loop: auto (default; uvloop when installed, as the openenv extra installs it, else asyncio), "
+        "asyncio or uvloop",
     )
     g = parser.add_argument_group("OpenEnv package (write and exit; nothing is served)")
     g.add_argument(

@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "LOOPS", "Tau2Server", "is_loopback",
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 #: the event loops uvicorn runs a server on; ``auto`` is uvloop when it is installed (the openenv extra installs
-#: it: a server's CPU per step is largely the loop's and the WebSocket transport's), else asyncio's
+#: it: the loop and its transports are a share of every served step), else asyncio's
 LOOPS = ("auto", "asyncio", "uvloop")
 
 
@@ -98,8 +98,7 @@ class Tau2Server:
     """``make_app`` on a bound socket, run by uvicorn: :meth:`run` blocks (``tau2-gym serve``); :meth:`start` runs
     it on a background thread (tests, benchmarks, notebooks) and :meth:`stop` ends it. ``port=0`` picks a free
     port; :attr:`url` is where clients connect; ``loop``: one of :data:`LOOPS` (:attr:`loop`: the one it runs on).
-    The default host is the loopback interface: another host is
-    served only when asked."""
+    The default host is the loopback interface: another host is served only when asked."""
 
     def __init__(
         self,
