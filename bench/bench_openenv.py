@@ -122,8 +122,8 @@ def start_server(
 
 
 def _start(cmd: list[str], tree: Optional[Path] = None) -> tuple[subprocess.Popen, str]:
-    out = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
-    proc = subprocess.Popen(cmd, **out, **in_tree(tree, PYTHONUNBUFFERED="1"))
+    env = in_tree(tree, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         line = proc.stdout.readline()

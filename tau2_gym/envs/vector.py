@@ -231,12 +231,12 @@ class Tau2VectorEnv(VectorEnv):
         self.action_space = SharedTuple(self.single_action_space, self.num_envs)
 
         # per-env step results; the arrays handed out are built from them once per step. No observations until
-        # the first reset (reset(), reset_slots() or set_slot()): step() refuses to run before it.
+        # the first reset (reset(), reset_slots() or set_slot()): step() refuses to run before it. A sub-env whose
+        # flags are set ended at its last step: the next step() resets it (NextStep) or refuses (Disabled).
         self._obs: Optional[list[Any]] = None
         self._rewards: list[float] = [0.0] * self.num_envs
         self._terminations: list[bool] = [False] * self.num_envs
         self._truncations: list[bool] = [False] * self.num_envs
-        self._autoreset_envs: list[bool] = [False] * self.num_envs
         self.user_batches = 0
         self.user_requests = 0
         self._loop: Optional[LoopThread] = None  # where sub-envs await a concurrent simulator (made on first use)
@@ -457,7 +457,7 @@ class Tau2VectorEnv(VectorEnv):
         mode = self.autoreset_mode
         to_reset: list[int] = []
         to_step: list[int] = []
-        was_done = self._autoreset_envs
+        was_done = [term or trunc for term, trunc in zip(self._terminations, self._truncations)]
         for i in range(n):
             if mode is AutoresetMode.NEXT_STEP and was_done[i]:
                 to_reset.append(i)
@@ -607,14 +607,10 @@ class Tau2VectorEnv(VectorEnv):
             source = self.envs[src]
             for j in targets:
                 self.envs[j] = source.clone()
-        for j in targets:
-            if self._obs is not None:
-                obs = self._obs[src]
-                self._obs[j] = list(obs) if isinstance(obs, list) else obs
-            self._rewards[j] = self._rewards[src]
-            self._terminations[j] = self._terminations[src]
-            self._truncations[j] = self._truncations[src]
-            self._autoreset_envs[j] = self._autoreset_envs[src]
+        if self._obs is not None:  # before any reset there is nothing to copy
+            obs = self._obs[src]
+            row = (self._rewards[src], self._terminations[src], self._truncations[src], None)
+            self._record_steps({j: (list(obs) if isinstance(obs, list) else obs, *row) for j in targets})
 
     def set_slot(self, index: int, env: Any) -> None:
         """Sub-env ``index`` continues a clone of ``env``'s live episode (``env``: a standalone tau2 env, bare or
@@ -683,7 +679,7 @@ class Tau2VectorEnv(VectorEnv):
         for i, (obs, _) in resets.items():
             observations[i] = obs
             self._rewards[i] = 0.0
-            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
+            self._terminations[i] = self._truncations[i] = False
         return observations
 
     def _record_steps(self, results: dict[int, tuple]) -> list[Any]:
@@ -695,7 +691,6 @@ class Tau2VectorEnv(VectorEnv):
             self._rewards[i] = reward
             self._terminations[i] = term
             self._truncations[i] = trunc
-            self._autoreset_envs[i] = term or trunc
         return observations
 
     def _observations(self) -> list[Any]:

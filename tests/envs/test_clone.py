@@ -274,11 +274,22 @@ def test_vector_env_clone_slot_and_copy_slot():
             break
     assert ends[0][1][2] and ends[0][0][2] == 0.0 and ends[0][2][2] == "user_stop"  # the branch hung up at once
     assert ends[-1][0][:2] == [1.0, 1.0] == [standalone[-1][1]] * 2  # slots 0 and 1 went on undisturbed
+    # a copy of an ended slot keeps its reward and flags, so the next step resets both (NextStep)
+    venv.copy_slot(0, 2)
+    assert venv._rewards[2] == 1.0 and venv._terminations[2]
+    obs, rew, term, trunc, _ = venv.step(["Hello", "Hello", "Hello"])
+    assert rew[[0, 2]].tolist() == [0.0, 0.0] and not term[[0, 2]].any() and not trunc[[0, 2]].any()
+    assert not venv.envs[2].episode.done and obs[2] == venv.envs[2].observation()
     with pytest.raises(IndexError):
         venv.clone_slot(3)
     with pytest.raises(TypeError):
         venv.copy_slot(0, "1")
     vec.close()
+    fresh = gym.make_vec("tau2/airline-v0", num_envs=2, user="oracle").unwrapped
+    fresh.copy_slot(0, 1)  # nothing to copy before a reset: step() still refuses
+    with pytest.raises(RuntimeError, match="reset"):
+        fresh.step(["Hello", "Hello"])
+    fresh.close()
 
 
 def test_a_clone_pickles_and_continues():
